@@ -1,0 +1,45 @@
+# `make run` sets up the environment and runs the default ablation; `make test` runs every test.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CORES ?= 2
+CONFIG ?= config/config.yaml
+# Silence pip's notices about local mirror folders; keep its errors.
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+
+.PHONY: setup run test lint figures report bench smoke clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: envs/requirements.txt envs/dev.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) -r envs/requirements.txt -r envs/dev.txt 2> >(grep -v "is ignored: it is neither" >&2)
+	$(PIP) --no-deps --no-build-isolation -e .
+	touch $@
+
+run: setup
+	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --show-failed-logs
+
+smoke: setup
+	$(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml --show-failed-logs
+
+figures: setup
+	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) figures
+
+report: setup
+	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --report results/report.html
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/snakemake --lint --configfile $(CONFIG)
+
+bench: setup
+	$(BIN)/python -m grpo_ablation.bench
+
+clean:
+	rm -rf $(VENV) .snakemake

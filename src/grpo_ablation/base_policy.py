@@ -1,0 +1,307 @@
+"""The base policy: a tiny GPT-2 built from a config and warm-started by supervised fine-tuning.
+
+Nothing is downloaded. The SFT data come from the train split only (random filler, random order of
+operands is already in the prompts), so validation and test problems are never seen. On problems
+that need a carry, the SFT target forgets every carry with probability ``carry_forget_prob``: the
+base policy then puts real probability mass on one systematic wrong answer, which group-relative RL
+can learn to remove, while carry-free problems stay nearly always solved. Training is deliberately
+short, so the base policy sits in an accuracy band where most groups are mixed.
+
+Positions: TRL's GRPO loss calls the model on left-padded prompt+completion rows without
+``position_ids`` (so positions are ``arange`` and shifted by the padding), while ``generate`` uses
+positions from the attention mask. SFT rows are therefore left-padded by a random amount with
+``arange`` positions, which makes the policy insensitive to that shift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+from grpo_ablation.task import TaskConfig, carryless_sum, extract_answer, read_split, write_splits
+from grpo_ablation.tokenizer import build_char_tokenizer
+
+
+@dataclass(frozen=True)
+class BasePolicyConfig:
+    # Seed of weights init, SFT data order, filler and noise draws; same seed -> same weights.
+    seed: int = 0
+    # GPT-2 shape (n_positions must cover prompt + max_completion_length + padding).
+    n_layer: int = 2
+    n_embd: int = 96
+    n_head: int = 4
+    n_positions: int = 32
+    # SFT schedule: steps of batch_size examples, AdamW with linear warm-up then constant lr.
+    sft_steps: int = 1500
+    batch_size: int = 64
+    lr: float = 3e-3
+    warmup_steps: int = 50
+    weight_decay: float = 0.0
+    # SFT completions: uniform number of '.' filler characters in [0, filler_max], then the answer.
+    filler_max: int = 4
+    # On carry problems, probability that the SFT target is the carry-free (wrong) digit-wise sum.
+    carry_forget_prob: float = 0.5
+    # Extra random left padding of SFT rows (see module docstring).
+    max_pad_shift: int = 3
+    # Statistics on validation: samples per prompt at temperature 1, and generation length.
+    eval_samples: int = 8
+    max_completion_length: int = 10
+    # torch intra-op threads; 1 keeps runs deterministic and polite on shared laptops.
+    num_threads: int = 1
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BasePolicyConfig:
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"unknown BasePolicyConfig key(s): {', '.join(unknown)}")
+        return cls(**d)
+
+
+def build_model(cfg: BasePolicyConfig, tokenizer: PreTrainedTokenizerFast) -> GPT2LMHeadModel:
+    torch.manual_seed(cfg.seed)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=cfg.n_positions,
+        n_embd=cfg.n_embd,
+        n_layer=cfg.n_layer,
+        n_head=cfg.n_head,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = GPT2LMHeadModel(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.eos_token_id,
+        max_new_tokens=cfg.max_completion_length,
+    )
+    return model
+
+
+def sft_completion(row: dict[str, Any], rng: random.Random, cfg: BasePolicyConfig) -> str:
+    answer = row["answer"]
+    if row["difficulty"] > 0 and rng.random() < cfg.carry_forget_prob:
+        answer = str(carryless_sum(int(row["a"]), int(row["b"])))
+    return "." * rng.randint(0, cfg.filler_max) + answer
+
+
+def _sft_batch(
+    rows: list[dict[str, Any]], rng: random.Random, cfg: BasePolicyConfig, tok: PreTrainedTokenizerFast
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    seqs, n_prompt = [], []
+    for row in rng.choices(rows, k=cfg.batch_size):
+        p = tok.convert_tokens_to_ids(list(row["prompt"]))
+        c = [*tok.convert_tokens_to_ids(list(sft_completion(row, rng, cfg))), tok.eos_token_id]
+        seqs.append(p + c)
+        n_prompt.append(len(p))
+    shifts = [rng.randint(0, cfg.max_pad_shift) for _ in seqs]
+    width = max(len(s) + k for s, k in zip(seqs, shifts, strict=True))
+    ids = torch.full((len(seqs), width), tok.pad_token_id)
+    mask = torch.zeros_like(ids)
+    labels = torch.full_like(ids, -100)
+    for i, (s, n) in enumerate(zip(seqs, n_prompt, strict=True)):
+        start = width - len(s)  # left padding, as in GRPO
+        ids[i, start:] = torch.tensor(s)
+        mask[i, start:] = 1
+        labels[i, start + n :] = torch.tensor(s[n:])  # loss on completion tokens only
+    return ids, mask, labels
+
+
+def train_sft(
+    cfg: BasePolicyConfig, tok: PreTrainedTokenizerFast, rows: list[dict[str, Any]]
+) -> tuple[GPT2LMHeadModel, list[float]]:
+    torch.set_num_threads(cfg.num_threads)
+    model = build_model(cfg, tok)
+    model.train()
+    rng = random.Random(f"sft:{cfg.seed}")
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, cfg.warmup_steps)))
+    losses = []
+    for _ in range(cfg.sft_steps):
+        ids, mask, labels = _sft_batch(rows, rng, cfg, tok)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    model.eval()
+    return model, losses
+
+
+@torch.no_grad()
+def generate_completions(
+    model: GPT2LMHeadModel,
+    tok: PreTrainedTokenizerFast,
+    prompts: list[str],
+    *,
+    n_samples: int = 1,
+    temperature: float | None = 1.0,
+    max_new_tokens: int = 10,
+    batch_size: int = 256,
+    seed: int = 0,
+) -> list[list[tuple[str, int, bool]]]:
+    """For each prompt, ``n_samples`` completions as (text, tokens incl. eos, truncated).
+
+    ``temperature=None`` is greedy decoding. Sampling uses plain temperature (no top-k/top-p), as
+    GRPO's rollouts do.
+    """
+    torch.manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    flat = [p for p in prompts for _ in range(n_samples)]
+    out: list[tuple[str, int, bool]] = []
+    greedy = temperature is None
+    for i in range(0, len(flat), batch_size):
+        enc = tok(flat[i : i + batch_size], return_tensors="pt", padding=True)
+        gen = model.generate(
+            **enc,
+            do_sample=not greedy,
+            temperature=None if greedy else temperature,
+            top_k=None if greedy else 0,
+            top_p=None if greedy else 1.0,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=tok.pad_token_id,
+            eos_token_id=tok.eos_token_id,
+        )[:, enc["input_ids"].shape[1] :]
+        for row in gen.tolist():
+            ended = tok.eos_token_id in row
+            n = row.index(tok.eos_token_id) + 1 if ended else len(row)
+            out.append((tok.decode(row[:n], skip_special_tokens=True), n, not ended))
+    model.train(was_training)
+    return [out[j * n_samples : (j + 1) * n_samples] for j in range(len(prompts))]
+
+
+def sample_accuracy(
+    model: GPT2LMHeadModel,
+    tok: PreTrainedTokenizerFast,
+    rows: list[dict[str, Any]],
+    *,
+    n_samples: int = 8,
+    temperature: float | None = 1.0,
+    max_new_tokens: int = 10,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Accuracy (overall and per difficulty), completion lengths, truncation and error modes."""
+    gens = generate_completions(
+        model, tok, [r["prompt"] for r in rows], n_samples=n_samples, temperature=temperature,
+        max_new_tokens=max_new_tokens, seed=seed,
+    )
+    by_diff: dict[int, list[int]] = defaultdict(list)
+    lengths, wrong_lengths, per_prompt = [], [], []
+    n_carryless = n_unparsed = n_trunc = 0
+    for row, samples in zip(rows, gens, strict=True):
+        hits = 0
+        for text, n, truncated in samples:
+            got = extract_answer(text)
+            ok = got == row["answer"]
+            hits += ok
+            by_diff[row["difficulty"]].append(int(ok))
+            lengths.append(n)
+            n_trunc += truncated
+            if not ok:
+                wrong_lengths.append(n)
+                n_unparsed += got is None
+                n_carryless += got == str(carryless_sum(int(row["a"]), int(row["b"])))
+        per_prompt.append(hits / len(samples))
+    total = len(lengths)
+    hist = Counter(lengths)
+    return {
+        "accuracy": sum(sum(v) for v in by_diff.values()) / max(1, total),
+        "accuracy_by_difficulty": {str(k): sum(v) / len(v) for k, v in sorted(by_diff.items())},
+        "count_by_difficulty": {str(k): len(v) for k, v in sorted(by_diff.items())},
+        "completion_length_mean": sum(lengths) / max(1, total),
+        "completion_length_histogram": {str(k): hist[k] for k in sorted(hist)},
+        "incorrect_length_mean": sum(wrong_lengths) / len(wrong_lengths) if wrong_lengths else None,
+        "unparseable_rate": n_unparsed / max(1, total),
+        "carryless_answer_rate": n_carryless / max(1, total),
+        "truncation_rate": n_trunc / max(1, total),  # stopped at max_new_tokens without eos
+        "prompt_accuracy_band": _band(per_prompt),
+        "n_prompts": len(rows),
+        "n_samples": n_samples,
+    }
+
+
+def _band(per_prompt: list[float]) -> dict[str, float]:
+    """Share of prompts whose own accuracy is 0, in (0, 0.2), [0.2, 0.8], (0.8, 1), or 1."""
+    n = max(1, len(per_prompt))
+    return {
+        "0": sum(p == 0 for p in per_prompt) / n,
+        "(0,0.2)": sum(0 < p < 0.2 for p in per_prompt) / n,
+        "[0.2,0.8]": sum(0.2 <= p <= 0.8 for p in per_prompt) / n,
+        "(0.8,1)": sum(0.8 < p < 1 for p in per_prompt) / n,
+        "1": sum(p == 1 for p in per_prompt) / n,
+    }
+
+
+def warm_start(
+    cfg: BasePolicyConfig, task: TaskConfig | Path | str, out_dir: Path
+) -> dict[str, Any]:
+    """Train the base policy, save it (HF directory) and ``base_policy.json``; return the stats.
+
+    ``task`` is a splits directory (with train/validation.jsonl) or a ``TaskConfig`` (splits are
+    generated into ``out_dir/splits``).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if isinstance(task, TaskConfig):
+        splits_dir = out_dir / "splits"
+        write_splits(task, splits_dir)
+    else:
+        splits_dir = Path(task)
+    train = read_split(splits_dir / "train.jsonl")
+    validation = read_split(splits_dir / "validation.jsonl")
+    tok = build_char_tokenizer()
+    t0 = time.perf_counter()
+    model, losses = train_sft(cfg, tok, train)
+    sft_seconds = time.perf_counter() - t0
+    sampled = sample_accuracy(
+        model, tok, validation, n_samples=cfg.eval_samples, max_new_tokens=cfg.max_completion_length,
+        seed=cfg.seed,
+    )
+    greedy = sample_accuracy(
+        model, tok, validation, n_samples=1, temperature=None, max_new_tokens=cfg.max_completion_length
+    )
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    stats = {
+        "config": asdict(cfg),
+        "sft_seconds": round(sft_seconds, 2),
+        "sft_loss_first": losses[0] if losses else None,
+        "sft_loss_last_100_mean": sum(losses[-100:]) / max(1, len(losses[-100:])),
+        "n_parameters": sum(p.numel() for p in model.parameters()),
+        "validation_sampled": sampled,
+        "validation_greedy": greedy,
+        "sampled_accuracy_by_difficulty": sampled["accuracy_by_difficulty"],
+        "greedy_accuracy": greedy["accuracy"],
+        "completion_length_mean": sampled["completion_length_mean"],
+        "completion_length_histogram": sampled["completion_length_histogram"],
+        "splits_dir": str(splits_dir),
+    }
+    (out_dir / "base_policy.json").write_text(json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    return stats
+
+
+def _main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="Warm-start the base policy by SFT on the train split.")
+    p.add_argument("--splits", type=Path, required=True, help="directory with train/validation.jsonl")
+    p.add_argument("--out", type=Path, required=True, help="output HF model directory")
+    p.add_argument("--config-json", default="{}", help="BasePolicyConfig fields as a JSON object")
+    args = p.parse_args(argv)
+    stats = warm_start(BasePolicyConfig.from_dict(json.loads(args.config_json)), args.splits, args.out)
+    keep = ("sft_seconds", "greedy_accuracy", "sampled_accuracy_by_difficulty", "completion_length_mean")
+    print(json.dumps({k: stats[k] for k in keep}, indent=2))
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,352 @@
+"""Independent evaluation of checkpoints on the held-out test split with lm-eval.
+
+This module deliberately imports nothing from the training code: the answer extraction is a regex
+filter inside the lm-eval task YAML and scoring is lm-eval's ``exact_match``, so a bug in the
+training-side reward cannot leak into the reported accuracy.
+
+Two tasks are written per test split:
+
+- ``<name>_greedy``: one greedy completion per prompt, metric ``exact_match`` (accuracy).
+- ``<name>_sampled``: ``repeats: k`` completions at ``temperature`` (pure temperature sampling,
+  ``top_k: 0``, ``top_p: 1``). The regex filter is applied to every repeat (no ``take_first``), so
+  each document reaches the metric with a list of k extracted answers; the custom metric
+  ``mean_at_k`` (written next to the YAML as ``grpo_metrics.py``) returns the fraction of the k that
+  equal the target, and lm-eval's ``mean`` aggregation averages it over documents: mean@k. The same
+  number is recomputed from the per-sample log and the two must agree.
+
+Generation stops at the eos *id* (``generation_config.eos_token_id``, checked and set on load):
+HFLM decodes continuations with ``skip_special_tokens=True``, so the ``"<eos>"`` stop string never
+appears in the decoded text, and without the eos id a finished sequence in a batch would keep
+generating and the extra characters would be appended to its answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+# Checkpoints and data are local: nothing may touch the hub. Set before lm_eval/datasets import.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+# Leading '.' filler, then the digit run; anything else is the fallback and never matches a target.
+ANSWER_REGEX = r"^\.*(\d+)"
+FALLBACK = "[invalid]"
+MANIFEST = "manifest.json"
+METRICS_MODULE = "grpo_metrics"
+EOS_TEXT = "<eos>"
+
+_METRICS_SOURCE = '''"""Custom lm-eval metric for the sampled task (written by grpo_ablation.evaluate)."""
+
+
+def mean_at_k(references, predictions):
+    """Fraction of the k extracted answers of one document that equal its target.
+
+    lm-eval calls a metric with ``references=[gold]`` and ``predictions=[result]``, where
+    ``result`` is the list of the k filtered repeats (the filter list has no ``take_first``).
+    """
+    gold = str(references[0]).strip()
+    answers = predictions[0]
+    if isinstance(answers, str):
+        answers = [answers]
+    return sum(a == gold for a in answers) / len(answers)
+'''
+
+
+def _q(value: str) -> str:
+    # JSON strings are valid YAML double-quoted scalars and escape regex backslashes correctly.
+    return json.dumps(value)
+
+
+def _task_yaml(
+    task: str, test_jsonl: Path, generation: list[str], repeats: int, filters: list[str],
+    metric: list[str],
+) -> str:
+    lines = [
+        "# Written by grpo_ablation.evaluate.write_task; do not edit by hand.",
+        f"task: {task}",
+        "dataset_path: json",
+        "dataset_kwargs:",
+        "  data_files:",
+        # Absolute: lm-eval resolves data_files from the working directory, not this folder.
+        f"    test: {_q(str(test_jsonl))}",
+        "test_split: test",
+        "output_type: generate_until",
+        'doc_to_text: "{{prompt}}"',
+        'doc_to_target: "{{answer}}"',
+        "num_fewshot: 0",
+        "generation_kwargs:",
+        f"  until: [{_q(EOS_TEXT)}]",
+        *[f"  {g}" for g in generation],
+        f"repeats: {repeats}",
+        "filter_list:",
+        "  - name: extract",
+        "    filter:",
+        "      - function: regex",
+        f"        regex_pattern: {_q(ANSWER_REGEX)}",
+        f"        fallback: {_q(FALLBACK)}",
+        *[f"      - function: {f}" for f in filters],
+        "metric_list:",
+        *metric,
+        "metadata:",
+        "  version: 1",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_task(
+    test_jsonl: Path, task_dir: Path, name: str, max_gen_toks: int, k: int, temperature: float
+) -> list[str]:
+    """Write the greedy and sampled lm-eval tasks for ``test_jsonl``; return their names.
+
+    ``max_gen_toks`` is explicit because lm-eval's default (256) exceeds a tiny model's context.
+    Also writes ``manifest.json`` (roles and settings) read by :func:`evaluate_checkpoints`.
+    """
+    if k < 1 or temperature <= 0:
+        raise ValueError(f"sampled task needs k >= 1 and temperature > 0, got {k=}, {temperature=}")
+    test_jsonl = Path(test_jsonl).resolve()
+    if not test_jsonl.is_file():
+        raise FileNotFoundError(test_jsonl)
+    task_dir = Path(task_dir)
+    task_dir.mkdir(parents=True, exist_ok=True)
+    greedy, sampled = f"{name}_greedy", f"{name}_sampled"
+    (task_dir / f"{greedy}.yaml").write_text(
+        _task_yaml(
+            greedy, test_jsonl,
+            generation=["do_sample: false", f"max_gen_toks: {max_gen_toks}"],
+            repeats=1,
+            filters=["take_first"],
+            metric=["  - metric: exact_match", "    aggregation: mean",
+                    "    higher_is_better: true"],
+        )
+    )
+    (task_dir / f"{sampled}.yaml").write_text(
+        _task_yaml(
+            sampled, test_jsonl,
+            # top_k 0 / top_p 1: plain temperature sampling, not transformers' default top-k 50.
+            generation=["do_sample: true", f"temperature: {float(temperature)}", "top_k: 0",
+                        "top_p: 1.0", f"max_gen_toks: {max_gen_toks}"],
+            repeats=k,
+            filters=[],
+            metric=[f"  - metric: !function {METRICS_MODULE}.mean_at_k", "    aggregation: mean",
+                    "    higher_is_better: true"],
+        )
+    )
+    (task_dir / f"{METRICS_MODULE}.py").write_text(_METRICS_SOURCE)
+    manifest = {
+        "name": name, "tasks": {"greedy": greedy, "sampled": sampled}, "test": str(test_jsonl),
+        "k": k, "temperature": float(temperature), "max_gen_toks": max_gen_toks,
+        "answer_regex": ANSWER_REGEX, "fallback": FALLBACK,
+    }
+    (task_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return [greedy, sampled]
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for lib in ("lm_eval", "transformers", "torch", "datasets"):
+        try:
+            out[lib] = metadata.version(lib.replace("_", "-"))
+        except metadata.PackageNotFoundError:
+            out[lib] = "absent"
+    return out
+
+
+def _load_lm(path: Path, device: str, batch_size: int) -> Any:
+    from lm_eval.models.huggingface import HFLM
+
+    # add_bos_token=False: the prompt is fed exactly as trained (no BOS, no chat template).
+    lm = HFLM(pretrained=str(path), device=device, batch_size=batch_size, dtype="float32",
+              add_bos_token=False)
+    tok, gen = lm.tokenizer, lm.model.generation_config
+    if tok.eos_token_id is None:
+        raise ValueError(f"{path}: tokenizer has no eos token; generate_until needs one")
+    # Stopping must work on the eos id (see module docstring); fill it in if the checkpoint lacks it.
+    if gen.eos_token_id is None:
+        gen.eos_token_id = tok.eos_token_id
+    if gen.pad_token_id is None:
+        gen.pad_token_id = tok.pad_token_id
+    return lm
+
+
+def _sample_rows(
+    samples: list[dict], role: str, task: str, tokenizer: Any, max_gen_toks: int
+) -> list[dict]:
+    rows = []
+    for s in sorted(samples, key=lambda s: s["doc_id"]):
+        raw = [r[0] if isinstance(r, list) else r for r in s["resps"]]
+        # Greedy (take_first) gives one string; sampled keeps the k extracted answers.
+        extracted = s["filtered_resps"]
+        extracted = [extracted] if isinstance(extracted, str) else list(extracted)
+        if role == "greedy":
+            raw = raw[:1]
+        for rep, (text, ans) in enumerate(zip(raw, extracted, strict=True)):
+            n_tok = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+            rows.append({
+                "task": role, "task_name": task, "doc_id": s["doc_id"], "repeat": rep,
+                **s["doc"],
+                "target": s["target"], "generated": text, "extracted": ans,
+                "correct": int(ans == str(s["target"]).strip()),
+                "completion_chars": len(text), "completion_tokens": n_tok,
+                # eos counts inside max_gen_toks: a text of max_gen_toks tokens never emitted eos.
+                "truncated": int(n_tok >= max_gen_toks),
+            })
+    return rows
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def evaluate_checkpoints(
+    checkpoints: list[tuple[int, Path]],
+    task_dir: Path,
+    out_dir: Path,
+    *,
+    batch_size: int = 64,
+    device: str = "cpu",
+    seed: int = 0,
+    limit: int | None = None,
+) -> list[dict]:
+    """Evaluate every checkpoint on the tasks of ``task_dir`` in this one process.
+
+    Writes ``out_dir/step=<N>/results.json``, ``samples.jsonl`` and ``timing.json`` (kept apart so
+    that results.json is byte-identical across reruns), and returns the list of results dicts.
+    All four lm-eval seeds are set to ``seed`` for every checkpoint, so each checkpoint sees the
+    same random stream regardless of its position in the list.
+    """
+    t0 = time.perf_counter()
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    task_dir, out_dir = Path(task_dir), Path(out_dir)
+    manifest = json.loads((task_dir / MANIFEST).read_text())
+    roles: dict[str, str] = manifest["tasks"]
+    # include_defaults=False skips indexing lm-eval's hundreds of built-in tasks (~13 s).
+    task_manager = TaskManager(include_path=str(task_dir.resolve()), include_defaults=False)
+    setup_s = time.perf_counter() - t0
+    seeds = {"random_seed": seed, "numpy_random_seed": seed, "torch_random_seed": seed,
+             "fewshot_random_seed": seed}
+    versions = _versions()
+    all_results = []
+    for step, ckpt in checkpoints:
+        ckpt = Path(ckpt).resolve()
+        t1 = time.perf_counter()
+        lm = _load_lm(ckpt, device, batch_size)
+        t2 = time.perf_counter()
+        out = lm_eval.simple_evaluate(
+            model=lm, tasks=list(roles.values()), task_manager=task_manager, limit=limit,
+            log_samples=True, verbosity="WARNING", **seeds,
+        )
+        t3 = time.perf_counter()
+        rows: list[dict] = []
+        metrics: dict[str, Any] = {}
+        for role, task in roles.items():
+            cfg = out["configs"][task]
+            max_gen = int(cfg["generation_kwargs"]["max_gen_toks"])
+            task_rows = _sample_rows(out["samples"][task], role, task, lm.tokenizer, max_gen)
+            rows += task_rows
+            res = out["results"][task]
+            metric = "exact_match" if role == "greedy" else "mean_at_k"
+            value = res[f"{metric},extract"]
+            # lm-eval's number and the per-sample log must tell the same story.
+            recomputed = _mean([r["correct"] for r in task_rows])
+            if abs(value - recomputed) > 1e-9:
+                raise RuntimeError(f"{task}: lm-eval {metric}={value} but samples give {recomputed}")
+            stderr = res.get(f"{metric}_stderr,extract")
+            metrics[role] = {
+                "value": value,
+                "stderr": stderr if isinstance(stderr, float) else None,
+                "n_examples": len({r["doc_id"] for r in task_rows}),
+                "n_samples": len(task_rows),
+                "repeats": int(cfg.get("repeats", 1)),
+                "mean_completion_chars": _mean([r["completion_chars"] for r in task_rows]),
+                "truncation_rate": _mean([r["truncated"] for r in task_rows]),
+                "generation_kwargs": cfg["generation_kwargs"],
+            }
+        sampled_rows = [r for r in rows if r["task"] == "sampled"]
+        by_doc: dict[int, int] = {}
+        for r in sampled_rows:
+            by_doc[r["doc_id"]] = max(by_doc.get(r["doc_id"], 0), r["correct"])
+        result = {
+            "step": step,
+            "checkpoint": str(ckpt),
+            "greedy_accuracy": metrics["greedy"]["value"],
+            "greedy_accuracy_stderr": metrics["greedy"]["stderr"],
+            "sampled_mean_at_k": metrics["sampled"]["value"],
+            "sampled_mean_at_k_stderr": metrics["sampled"]["stderr"],
+            # Any of the k correct; computed from the samples, not reported by lm-eval.
+            "sampled_pass_at_k": _mean(list(by_doc.values())),
+            "k": metrics["sampled"]["repeats"],
+            "temperature": float(metrics["sampled"]["generation_kwargs"]["temperature"]),
+            "max_gen_toks": manifest["max_gen_toks"],
+            "n_examples": metrics["greedy"]["n_examples"],
+            "limit": limit,
+            "tasks": metrics,
+            "task_names": roles,
+            "answer_regex": manifest["answer_regex"],
+            "test": manifest["test"],
+            "seeds": seeds,
+            "batch_size": batch_size,
+            "device": device,
+            "lm_eval_version": versions["lm_eval"],
+            "versions": versions,
+        }
+        step_dir = out_dir / f"step={step}"
+        step_dir.mkdir(parents=True, exist_ok=True)
+        (step_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+        with (step_dir / "samples.jsonl").open("w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+        timing = {"setup_s": setup_s, "load_s": t2 - t1, "evaluate_s": t3 - t2,
+                  "write_s": time.perf_counter() - t3}
+        (step_dir / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
+        all_results.append(result)
+        del lm
+    return all_results
+
+
+def _parse_checkpoint(spec: str) -> tuple[int, Path]:
+    step, sep, path = spec.partition("=")
+    if not sep or not step.isdigit():
+        raise argparse.ArgumentTypeError(f"expected STEP=PATH, got {spec!r}")
+    return int(step), Path(path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--test", type=Path, required=True, help="test split JSONL")
+    p.add_argument("--task-dir", type=Path, required=True, help="where the task YAMLs go")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--checkpoint", type=_parse_checkpoint, action="append", required=True,
+                   metavar="STEP=PATH", help="repeatable")
+    p.add_argument("--name", default="arith", help="task name prefix")
+    p.add_argument("--k", type=int, default=4)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-gen-toks", type=int, default=12)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    a = p.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(a.threads)
+    write_task(a.test, a.task_dir, a.name, a.max_gen_toks, a.k, a.temperature)
+    results = evaluate_checkpoints(
+        sorted(a.checkpoint), a.task_dir, a.out, batch_size=a.batch_size, device=a.device,
+        seed=a.seed, limit=a.limit,
+    )
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "summary.json").write_text(json.dumps({"checkpoints": results}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""The two ablated choices of the GRPO objective, as short pure tensor functions.
+
+Std scaling of the group advantage and length aggregation of the per-token loss are selected by
+name (see ``SCALINGS`` and ``AGGREGATIONS``); the formulas are the ones of ``DESIGN.md``:
+
+* group-relative advantages: Shao et al. 2024, *DeepSeekMath* (outcome supervision, ddof left
+  implicit); ``none`` is Dr. GRPO (Liu et al. 2025, *Understanding R1-Zero-Like Training*);
+  ``batch`` is TRL's ``scale_rewards="batch"`` / Lite PPO (Liu et al. 2025, *Tricks or Traps*).
+* length aggregation: ``sequence_mean`` is DeepSeekMath's eq. 3, ``token_mean`` TRL's ``dapo``,
+  ``group_token_mean`` the DAPO paper's eq. (Yu et al. 2025), ``constant`` Dr. GRPO.
+
+Rows are always ordered group by group: ``G`` consecutive entries per prompt.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, get_args
+
+import torch
+
+Scaling = Literal["none", "population", "sample", "batch"]
+Aggregation = Literal["sequence_mean", "token_mean", "group_token_mean", "constant"]
+GroupCategory = Literal["failed_scoring", "all_correct", "all_incorrect", "mixed"]
+
+SCALINGS: tuple[str, ...] = get_args(Scaling)
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
+GROUP_CATEGORIES: tuple[str, ...] = get_args(GroupCategory)
+
+
+def _check_choice(value: str, allowed: tuple[str, ...], what: str) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}; expected one of {', '.join(allowed)}")
+
+
+def _grouped(values: torch.Tensor, group_size: int) -> torch.Tensor:
+    if group_size < 1 or values.shape[0] % group_size:
+        raise ValueError(
+            f"{values.shape[0]} rows cannot be split into groups of {group_size} "
+            "(rows must be ordered group by group)"
+        )
+    return values.reshape(values.shape[0] // group_size, group_size, *values.shape[1:])
+
+
+def group_advantages(
+    rewards: torch.Tensor, group_size: int, scaling: str, eps: float
+) -> torch.Tensor:
+    """Group-relative advantage of every completion.
+
+    A NaN reward means scoring failed: it is left out of its group's mean and std and gets
+    advantage 0. A group with fewer than two finite rewards gets 0 throughout. A zero std with
+    ``eps == 0`` gives 0, not NaN: the centred rewards are already 0 there, and no choice of
+    denominator creates comparative information. ``batch`` subtracts the group mean and divides
+    by the std (ddof=1, as TRL) of all finite rewards passed in.
+    """
+    _check_choice(scaling, SCALINGS, "std scaling")
+    r = _grouped(rewards.to(torch.float64), group_size)
+    finite = torch.isfinite(r)
+    n = finite.sum(dim=1, keepdim=True)
+    mean = torch.where(finite, r, 0.0).sum(dim=1, keepdim=True) / n.clamp(min=1)
+    centred = torch.where(finite, r - mean, 0.0)
+    if scaling == "none":
+        adv = centred
+    else:
+        if scaling == "batch":
+            pool = rewards[torch.isfinite(rewards)].to(torch.float64)
+            std = pool.std() if pool.numel() > 1 else torch.tensor(0.0, dtype=torch.float64)
+        else:
+            ddof = 0 if scaling == "population" else 1
+            std = ((centred**2).sum(dim=1, keepdim=True) / (n - ddof).clamp(min=1)).sqrt()
+        denom = std + eps
+        adv = torch.where(denom > 0, centred / torch.where(denom > 0, denom, 1.0), 0.0)
+    adv = torch.where(finite & (n >= 2), adv, 0.0)
+    return adv.reshape(rewards.shape).to(rewards.dtype)
+
+
+def group_categories(
+    rewards: torch.Tensor, group_size: int, success_threshold: float = 1.0
+) -> list[str]:
+    """One label per group: ``failed_scoring`` if any member could not be scored, else
+    ``all_correct`` / ``all_incorrect`` / ``mixed`` by ``reward >= success_threshold``."""
+    r = _grouped(rewards, group_size)
+    labels = []
+    for group in r:
+        if not torch.isfinite(group).all():
+            labels.append("failed_scoring")
+            continue
+        correct = group >= success_threshold
+        labels.append(
+            "all_correct" if correct.all() else "all_incorrect" if not correct.any() else "mixed"
+        )
+    return labels
+
+
+def mixed_group_probability(p: float, group_size: int) -> float:
+    """P(a group of G independent draws with success probability p is mixed) = 1 - p^G - (1-p)^G."""
+    return 1.0 - p**group_size - (1.0 - p) ** group_size
+
+
+# Empty completions (no unmasked token, e.g. a truncated completion under truncation masking):
+# they stay in every count (B, the number of groups) and contribute zero, as TRL's ``grpo`` does,
+# so masking a completion never changes the weight of the others. verl instead drops them from
+# the sequence mean; the objective record names the rule used.
+EMPTY_COMPLETION_RULE = "counted in B and in the number of groups, contributing zero"
+
+
+def aggregate_loss(
+    per_token_loss: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str,
+    group_size: int,
+    max_completion_length: int,
+) -> torch.Tensor:
+    """Aggregate a (B, T) per-token loss over the batch passed in, as DESIGN.md states it."""
+    _check_choice(mode, AGGREGATIONS, "length aggregation")
+    m = mask.to(per_token_loss.dtype)
+    masked = per_token_loss * m
+    batch = per_token_loss.shape[0]
+    if mode == "sequence_mean":
+        return (masked.sum(-1) / m.sum(-1).clamp(min=1.0)).sum() / batch
+    if mode == "token_mean":
+        return masked.sum() / m.sum().clamp(min=1.0)
+    if mode == "group_token_mean":
+        per_group = _grouped(masked.sum(-1), group_size).sum(-1)
+        tokens = _grouped(m.sum(-1), group_size).sum(-1)
+        return (per_group / tokens.clamp(min=1.0)).mean()
+    return masked.sum() / (batch * max_completion_length)
+
+
+def completion_coefficients(
+    lengths: torch.Tensor, mode: str, group_size: int, max_completion_length: int
+) -> torch.Tensor:
+    """The weight each token of completion i receives, from the completion lengths L_i alone.
+
+    Every mode weights all tokens of one completion equally, so W = c_i * m_it. Computing c from
+    the lengths of the *whole* generation batch (gathered across processes) is what makes the
+    normaliser independent of how the batch is later split into micro-batches or ranks.
+    """
+    _check_choice(mode, AGGREGATIONS, "length aggregation")
+    L = lengths.to(torch.float64)
+    batch = L.shape[0]
+    if mode == "sequence_mean":
+        c = 1.0 / (batch * L.clamp(min=1.0))
+    elif mode == "token_mean":
+        c = torch.full_like(L, 1.0) / L.sum().clamp(min=1.0)
+    elif mode == "group_token_mean":
+        per_group = _grouped(L, group_size).sum(-1, keepdim=True).clamp(min=1.0)
+        n_groups = batch // group_size
+        c = (1.0 / (n_groups * per_group)).expand(-1, group_size).reshape(-1)
+    else:
+        c = torch.full_like(L, 1.0 / (batch * max_completion_length))
+    return torch.where(L > 0, c, 0.0)
+
+
+def token_weights(
+    mask: torch.Tensor, mode: str, group_size: int, max_completion_length: int
+) -> torch.Tensor:
+    """W such that ``aggregate_loss(x, mask, ...) == (W * x).sum()`` for every x."""
+    m = mask.to(torch.float64)
+    c = completion_coefficients(m.sum(-1), mode, group_size, max_completion_length)
+    return c[:, None] * m
+
+
+def std_ratio_population_to_sample(group_size: int) -> float:
+    """population / sample advantage for the same group with eps = 0: sqrt(G / (G-1))."""
+    return math.sqrt(group_size / (group_size - 1))

@@ -1,0 +1,143 @@
+"""The objective record: the effective objective of one run, as data and as a sentence.
+
+A trainer name does not say which objective ran. Every run writes this record next to its
+outputs (``objective.json`` and ``objective.md``), so tables and the report can name the objective
+behind each number.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from grpo_ablation.objective import AGGREGATIONS, EMPTY_COMPLETION_RULE, SCALINGS
+
+LIBRARIES = ("torch", "transformers", "trl", "accelerate", "datasets", "lm_eval")
+
+_SCALING_TEXT = {
+    "none": "reward minus group mean, not divided by any std",
+    "population": "reward minus group mean, divided by the population std (ddof=0) of the group plus {eps:g}",
+    "sample": "reward minus group mean, divided by the sample std (ddof=1) of the group plus {eps:g}",
+    "batch": "reward minus group mean, divided by the sample std (ddof=1) of all rewards of the generation batch plus {eps:g}",
+}
+
+_AGGREGATION_TEXT = {
+    "sequence_mean": "averaged within each completion over its unmasked tokens, then over the B completions of the generation batch",
+    "token_mean": "summed over all unmasked tokens of the generation batch and divided by their number",
+    "group_token_mean": "summed within each group and divided by the group's unmasked tokens, then averaged over groups",
+    "constant": "summed over all unmasked tokens and divided by the constant B x L_max (B completions, L_max = max completion length)",
+}
+
+_NORMALISER = {
+    "sequence_mean": "B * L_i",
+    "token_mean": "sum_i L_i",
+    "group_token_mean": "n_groups * sum_{i in g} L_i",
+    "constant": "B * L_max",
+}
+
+
+def library_versions() -> dict[str, str]:
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name.replace("_", "-"))
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+@dataclass
+class ObjectiveRecord:
+    """Every choice that defines what a GRPO run optimised (DESIGN.md, "objective record")."""
+
+    std_scaling: str
+    std_eps: float
+    aggregation: str
+    group_size: int
+    max_completion_length: int
+    prompts_per_step: int
+    per_device_batch_size: int
+    gradient_accumulation_steps: int
+    num_processes: int
+    beta: float
+    clip_eps_low: float
+    clip_eps_high: float
+    mask_truncated_completions: bool
+    num_iterations: int = 1
+    kl_estimator: str = "k3"
+    completion_mask: str = "tokens after the first eos are masked; padding is masked"
+    empty_completion_rule: str = EMPTY_COMPLETION_RULE
+    normaliser_reduction: str = (
+        "completion lengths are all-gathered over processes at generation time, so every rank "
+        "weights its tokens with the normaliser of the whole generation batch; each rank's loss "
+        "is a sum, multiplied by the number of processes and by the accumulation steps to undo "
+        "the mean that DDP and the Trainer apply"
+    )
+    library_versions: dict[str, str] = field(default_factory=library_versions)
+
+    def __post_init__(self) -> None:
+        if self.std_scaling not in SCALINGS:
+            raise ValueError(f"unknown std scaling {self.std_scaling!r}; expected one of {SCALINGS}")
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(
+                f"unknown length aggregation {self.aggregation!r}; expected one of {AGGREGATIONS}"
+            )
+
+    @property
+    def generation_batch_size(self) -> int:
+        return self.prompts_per_step * self.group_size
+
+    @property
+    def normaliser(self) -> str:
+        return _NORMALISER[self.aggregation]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["generation_batch_size"] = self.generation_batch_size
+        data["normaliser"] = self.normaliser
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ObjectiveRecord:
+        derived = {"generation_batch_size", "normaliser"}
+        return cls(**{k: v for k, v in data.items() if k not in derived})
+
+    def describe(self) -> str:
+        """One plain-English paragraph naming every choice."""
+        adv = _SCALING_TEXT[self.std_scaling].format(eps=self.std_eps)
+        kl = (
+            f"plus beta={self.beta:g} times the {self.kl_estimator} estimate of KL to the frozen "
+            "reference policy"
+            if self.beta > 0
+            else "with no KL term (beta=0)"
+        )
+        trunc = (
+            "Truncated completions (no eos within the length limit) are masked out of the loss."
+            if self.mask_truncated_completions
+            else "Truncated completions stay in the loss."
+        )
+        versions = ", ".join(f"{k} {v}" for k, v in self.library_versions.items())
+        return (
+            f"Advantages: {adv}; a reward that could not be scored is left out of its group and "
+            f"gets advantage 0. "
+            f"Loss: the PPO clipped-ratio term (clip range 1-{self.clip_eps_low:g} to "
+            f"1+{self.clip_eps_high:g}) {kl}, {_AGGREGATION_TEXT[self.aggregation]} "
+            f"(per-token weight 1/({self.normaliser}); empty completions {self.empty_completion_rule}). "
+            f"{trunc} Each generation step samples G={self.group_size} completions for each of "
+            f"{self.prompts_per_step} prompts (B={self.generation_batch_size}) of at most "
+            f"{self.max_completion_length} tokens, and takes {self.num_iterations} optimizer step(s) "
+            f"on them, split into {self.gradient_accumulation_steps} accumulation step(s) of "
+            f"{self.per_device_batch_size} completions on each of {self.num_processes} process(es); "
+            f"{self.normaliser_reduction}. Libraries: {versions}."
+        )
+
+    def write(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "objective.json").write_text(self.to_json() + "\n")
+        (directory / "objective.md").write_text(self.describe() + "\n")

@@ -1,0 +1,82 @@
+"""Append-only rollout log: one row per completion of every generation step, one file per rank.
+
+Rows keep the prompt id and the group index from sampling through scoring and logging, so group
+membership survives any later filtering. Files are gzip JSONL; gzip members concatenate, so each
+generation step appends one member and a crash loses at most the step being written.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROLLOUT_FIELDS = (
+    "step",  # optimizer step at which the completions were generated (0-based)
+    "rank",
+    "prompt_id",
+    "group_index",  # index of the group in the generation batch
+    "completion_index",  # index within its group, 0..G-1
+    "prompt",
+    "completion",
+    "reward",  # None when scoring failed
+    "scoring_failure",  # None, or the reason scoring failed
+    "correct",  # None when scoring failed
+    "length",  # completion length in tokens (eos included)
+    "truncated",  # generation stopped at the max completion length (no eos)
+    "advantage",
+    "group_category",
+)
+
+
+def rank_path(directory: Path, rank: int) -> Path:
+    return directory / f"rank{rank}.jsonl.gz"
+
+
+class RolloutLog:
+    def __init__(self, directory: Path, rank: int) -> None:
+        self.path = rank_path(directory, rank)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            missing = set(ROLLOUT_FIELDS) - row.keys()
+            if missing:
+                raise ValueError(f"rollout row lacks fields {sorted(missing)}")
+        with gzip.open(self.path, "at", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row, sort_keys=True) + "\n")
+
+    def truncate_after(self, step: int) -> int:
+        """Drop rows generated at optimizer step >= ``step`` (used when resuming from the
+        checkpoint of that step). Returns the number of rows dropped."""
+        if not self.path.exists():
+            return 0
+        rows = list(read_rows([self.path]))
+        kept = [r for r in rows if r["step"] < step]
+        tmp = self.path.with_suffix(".tmp")
+        with gzip.open(tmp, "wt", encoding="utf-8") as fh:
+            for row in kept:
+                fh.write(json.dumps(row, sort_keys=True) + "\n")
+        tmp.replace(self.path)
+        return len(rows) - len(kept)
+
+
+def read_rows(paths: Iterable[Path]) -> Iterator[dict[str, Any]]:
+    for path in paths:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    yield json.loads(line)
+
+
+def read_rollouts(directory: Path):
+    """All ranks' rows as a DataFrame, ordered by step, group and completion."""
+    import pandas as pd
+
+    frame = pd.DataFrame(list(read_rows(sorted(directory.glob("rank*.jsonl.gz")))))
+    if frame.empty:
+        return pd.DataFrame(columns=list(ROLLOUT_FIELDS))
+    return frame.sort_values(["step", "group_index", "completion_index"]).reset_index(drop=True)

@@ -1,0 +1,273 @@
+"""The embedded default task: addition of two small numbers, scored by a program.
+
+A prompt is ``"47+8="``; a completion is an optional run of ``.`` filler, then the sum, then eos.
+The filler lets the policy change its length without changing its correctness, which is what the
+length-aggregation stage needs. ``difficulty`` is the number of carries the sum needs (0, 1, 2, ...):
+carry-free sums are the ones a small warm-started policy nearly always solves.
+
+Answer-extraction rule (the only one; ``extract_answer``): the completion, as TRL decodes it
+(special tokens removed), with surrounding whitespace stripped, must be a run of zero or more
+``.`` followed by one or more digits and nothing else. The digits are the answer, compared with the
+reference as a string (so ``055`` is not ``55``). Anything else is unparseable and scores as
+incorrect.
+
+Rewards have three outcomes: 1.0 (correct), 0.0 (incorrect) and *scoring failed*. Failures are off
+by default and injected at ``failure_rate``, deterministically from a hash of (prompt id, completion
+text, failure seed), so reruns reproduce them. ``score_completion`` raises ``ScoringError``; the
+TRL reward function returns ``None`` for that completion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+GENERATOR_VERSION = "addition-v1"
+SPLITS: tuple[str, ...] = ("train", "validation", "test")
+REWARD_KINDS: tuple[str, ...] = ("binary", "graded")
+
+_ANSWER_RE = re.compile(r"\.*(\d+)")
+
+
+class ScoringError(RuntimeError):
+    """A completion could not be scored (the group becomes ``failed_scoring``)."""
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    # Seed of the split generator; the same config always writes byte-identical files.
+    seed: int = 1234
+    # Relative weights of operand lengths 1, 2, 3, ... digits (each operand drawn independently).
+    # The default mixes easy 1-digit sums with harder 2-digit ones, so that the base policy meets
+    # prompts it nearly always solves, prompts it rarely solves, and many in between.
+    digit_weights: tuple[float, ...] = (1.0, 2.0)
+    # Number of distinct problems per split; a+b and b+a count as one problem and a problem appears
+    # in one split only.
+    n_train: int = 1500
+    n_validation: int = 200
+    n_test: int = 400
+    # Reward variant: "binary" (1 correct, 0 incorrect) or "graded" (graded_base +
+    # graded_gap * correct + deterministic noise in [-graded_noise, graded_noise]); the graded
+    # variant has tiny absolute gaps that group standardisation blows up to unit scale.
+    reward_kind: str = "binary"
+    graded_base: float = 0.5
+    graded_gap: float = 0.01
+    graded_noise: float = 0.002
+    # Fraction of completions whose scoring fails (deterministic in prompt id, text, failure_seed).
+    failure_rate: float = 0.0
+    failure_seed: int = 0
+    # Extra fields a caller may want recorded; kept out of the generator itself.
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.digit_weights or any(w < 0 for w in self.digit_weights):
+            raise ValueError("digit_weights must be non-empty and non-negative")
+        if sum(self.digit_weights) <= 0:
+            raise ValueError("digit_weights must not all be zero")
+        if min(self.n_train, self.n_validation, self.n_test) < 0:
+            raise ValueError("split sizes must be non-negative")
+        if self.reward_kind not in REWARD_KINDS:
+            raise ValueError(f"reward_kind must be one of {REWARD_KINDS}, got {self.reward_kind!r}")
+        if not 0.0 <= self.failure_rate <= 1.0:
+            raise ValueError("failure_rate must be in [0, 1]")
+        object.__setattr__(self, "digit_weights", tuple(float(w) for w in self.digit_weights))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TaskConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown TaskConfig key(s): {', '.join(unknown)}")
+        d = dict(d)
+        if "digit_weights" in d:
+            d["digit_weights"] = tuple(d["digit_weights"])
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["digit_weights"] = list(self.digit_weights)
+        return d
+
+    def config_hash(self) -> str:
+        return _sha256(json.dumps(self.to_dict(), sort_keys=True).encode())
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _unit_hash(*parts: object) -> float:
+    """A deterministic uniform number in [0, 1) from the parts (stable across processes)."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def count_carries(a: int, b: int) -> int:
+    carries, carry = 0, 0
+    while a or b:
+        carry = int(a % 10 + b % 10 + carry >= 10)
+        carries += carry
+        a, b = a // 10, b // 10
+    return carries
+
+
+def carryless_sum(a: int, b: int) -> int:
+    """Digit-wise sum mod 10: the systematic error of forgetting every carry."""
+    out, scale = 0, 1
+    while a or b:
+        out += (a % 10 + b % 10) % 10 * scale
+        a, b, scale = a // 10, b // 10, scale * 10
+    return out
+
+
+def make_row(a: int, b: int) -> dict[str, Any]:
+    lo, hi = sorted((a, b))
+    return {
+        "prompt_id": f"add-{lo}-{hi}",  # order-free, so a+b and b+a share an id
+        "prompt": f"{a}+{b}=",
+        "answer": str(a + b),
+        "difficulty": count_carries(a, b),
+        "a": a,
+        "b": b,
+    }
+
+
+def _draw_operand(rng: random.Random, weights: tuple[float, ...]) -> int:
+    digits = rng.choices(range(1, len(weights) + 1), weights=weights)[0]
+    lo = 0 if digits == 1 else 10 ** (digits - 1)
+    return rng.randrange(lo, 10**digits)
+
+
+def problem_universe_size(cfg: TaskConfig) -> int:
+    """Number of unordered problems reachable with the configured operand lengths."""
+    n = sum(10 ** (i + 1) - (0 if i == 0 else 10**i) for i, w in enumerate(cfg.digit_weights) if w)
+    return n * (n + 1) // 2  # unordered pairs with repetition (lengths with weight 0 excluded)
+
+
+def generate_splits(cfg: TaskConfig) -> dict[str, list[dict[str, Any]]]:
+    """Draw distinct problems and deal them to validation, test and train (in that order).
+
+    Held-out splits are drawn first so that changing ``n_train`` does not change them.
+    """
+    need = cfg.n_train + cfg.n_validation + cfg.n_test
+    if need > problem_universe_size(cfg) // 2:  # rejection sampling must stay cheap and varied
+        raise ValueError(f"{need} problems requested; too many for digit_weights {cfg.digit_weights}")
+    rng = random.Random(f"{GENERATOR_VERSION}:{cfg.seed}")
+    seen: set[str] = set()
+    out: dict[str, list[dict[str, Any]]] = {}
+    for split, n in (("validation", cfg.n_validation), ("test", cfg.n_test), ("train", cfg.n_train)):
+        rows: list[dict[str, Any]] = []
+        while len(rows) < n:
+            row = make_row(_draw_operand(rng, cfg.digit_weights), _draw_operand(rng, cfg.digit_weights))
+            if row["prompt_id"] in seen:
+                continue
+            seen.add(row["prompt_id"])
+            rows.append(row)
+        out[split] = rows
+    check_disjoint(out)
+    return {s: out[s] for s in SPLITS}
+
+
+def check_disjoint(splits: dict[str, list[dict[str, Any]]]) -> None:
+    owner: dict[str, str] = {}
+    for split, rows in splits.items():
+        for row in rows:
+            key = row["prompt_id"]
+            if key in owner:
+                raise ValueError(f"problem {key} is in both {owner[key]} and {split}")
+            owner[key] = split
+
+
+def _jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
+
+
+def write_splits(cfg: TaskConfig, out_dir: Path) -> dict[str, Any]:
+    """Write ``{train,validation,test}.jsonl`` and ``manifest.json``; return the manifest."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    splits = generate_splits(cfg)
+    files: dict[str, Any] = {}
+    for split, rows in splits.items():
+        data = _jsonl_bytes(rows)
+        (out_dir / f"{split}.jsonl").write_bytes(data)
+        hist = Counter(r["difficulty"] for r in rows)
+        files[split] = {
+            "file": f"{split}.jsonl",
+            "sha256": _sha256(data),
+            "count": len(rows),
+            "difficulty_histogram": {str(k): hist[k] for k in sorted(hist)},
+        }
+    manifest = {
+        "generator_version": GENERATOR_VERSION,
+        "generator_seed": cfg.seed,
+        "task_config": cfg.to_dict(),
+        "task_config_sha256": cfg.config_hash(),
+        "answer_extraction": "strip whitespace; fullmatch r'\\.*(\\d+)'; digits compared as strings",
+        "splits": files,
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+def read_split(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def extract_answer(text: str) -> str | None:
+    """The answer digits under the one extraction rule, or None when unparseable."""
+    m = _ANSWER_RE.fullmatch(text.strip())
+    return m.group(1) if m else None
+
+
+def is_correct(completion: str, answer: str) -> bool:
+    return extract_answer(completion) == str(answer)
+
+
+def score_completion(cfg: TaskConfig, prompt_id: str, completion: str, answer: str) -> float:
+    """Reward of one completion; raises ``ScoringError`` for an injected scoring failure."""
+    if cfg.failure_rate > 0 and _unit_hash("fail", cfg.failure_seed, prompt_id, completion) < cfg.failure_rate:
+        raise ScoringError(f"scoring failed for prompt {prompt_id} (injected)")
+    correct = is_correct(completion, answer)
+    if cfg.reward_kind == "binary":
+        return 1.0 if correct else 0.0
+    noise = (2 * _unit_hash("noise", cfg.failure_seed, prompt_id, completion) - 1) * cfg.graded_noise
+    return cfg.graded_base + cfg.graded_gap * correct + noise
+
+
+def make_reward_function(cfg: TaskConfig) -> Callable[..., list[float | None]]:
+    """A reward function with TRL's signature; ``answer`` and ``prompt_id`` come from the dataset."""
+
+    def addition_reward(
+        prompts: list[str], completions: list[str], answer: list[str], prompt_id: list[str], **kwargs: Any
+    ) -> list[float | None]:
+        out: list[float | None] = []
+        for completion, ans, pid in zip(completions, answer, prompt_id, strict=True):
+            try:
+                out.append(score_completion(cfg, pid, completion, ans))
+            except ScoringError:
+                out.append(None)  # TRL turns None into NaN; the group is failed_scoring
+        return out
+
+    addition_reward.__name__ = f"addition_{cfg.reward_kind}"
+    return addition_reward
+
+
+def _main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, required=True, help="directory for the splits and manifest")
+    p.add_argument("--config-json", default="{}", help="TaskConfig fields as a JSON object")
+    args = p.parse_args(argv)
+    manifest = write_splits(TaskConfig.from_dict(json.loads(args.config_json)), args.out)
+    print(json.dumps({s: v["count"] for s, v in manifest["splits"].items()}))
+
+
+if __name__ == "__main__":
+    _main()

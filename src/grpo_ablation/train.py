@@ -1,0 +1,302 @@
+"""Train one ablation cell: ``python -m grpo_ablation.train --model DIR --data DIR --out DIR``.
+
+No Snakemake needed. The run directory receives ``checkpoints/checkpoint-<step>/`` (standalone
+Hugging Face model directories with their tokenizer), ``rollouts/rank<r>.jsonl.gz``,
+``metrics.jsonl``, ``objective.json``/``objective.md``, ``budget.json`` and ``run_info.json``.
+A killed run resumes from its last complete checkpoint when the same command is run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_ablation.objective import AGGREGATIONS, SCALINGS
+from grpo_ablation.record import ObjectiveRecord, library_versions
+from grpo_ablation.settings import config_hash, from_dict
+
+
+@dataclass
+class TrainingConfig:
+    """One run's objective and budget. Every field is part of the cell's identity."""
+
+    # --- the objective (DESIGN.md) ---
+    std_scaling: str = "sample"  # none | population | sample | batch
+    std_eps: float = 1e-4  # added to the std; part of the convention, recorded
+    aggregation: str = "sequence_mean"  # sequence_mean | token_mean | group_token_mean | constant
+    group_size: int = 8  # G completions per prompt
+    beta: float = 0.0  # KL coefficient to the frozen reference policy (k3 estimator)
+    clip_eps_low: float = 0.2  # ratio clipped below at 1 - clip_eps_low
+    clip_eps_high: float = 0.2  # ratio clipped above at 1 + clip_eps_high
+    mask_truncated_completions: bool = False  # drop completions without eos from the loss
+    success_threshold: float = 1.0  # reward at or above which a completion counts as correct
+    # --- the budget (matched within a stage) ---
+    prompts_per_step: int = 4  # prompts per generation batch (B = prompts_per_step * G)
+    max_steps: int = 200  # optimizer steps
+    max_completion_length: int = 12  # tokens, eos included
+    num_iterations: int = 1  # optimizer steps per generation batch (PPO epochs)
+    gradient_accumulation_steps: int = 1  # micro-batches per optimizer step (per process)
+    learning_rate: float = 5e-4
+    lr_scheduler_type: str = "constant"
+    warmup_steps: int = 0
+    temperature: float = 1.0  # sampling temperature of the rollouts
+    # --- bookkeeping ---
+    save_steps: int = 50  # checkpoint schedule (the final step is always saved)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.std_scaling not in SCALINGS:
+            raise ValueError(f"unknown std scaling {self.std_scaling!r}; expected one of {SCALINGS}")
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(
+                f"unknown length aggregation {self.aggregation!r}; expected one of {AGGREGATIONS}"
+            )
+        if self.group_size < 2:
+            raise ValueError("group_size must be at least 2: a group of one has no baseline")
+
+    @property
+    def generation_batch_size(self) -> int:
+        return self.prompts_per_step * self.group_size
+
+    def per_device_batch_size(self, num_processes: int) -> int:
+        split = self.gradient_accumulation_steps * num_processes
+        if self.generation_batch_size % split:
+            raise ValueError(
+                f"generation batch of {self.generation_batch_size} completions cannot be split into "
+                f"{self.gradient_accumulation_steps} accumulation steps x {num_processes} processes"
+            )
+        return self.generation_batch_size // split
+
+    def objective_record(self, num_processes: int) -> ObjectiveRecord:
+        return ObjectiveRecord(
+            std_scaling=self.std_scaling,
+            std_eps=self.std_eps,
+            aggregation=self.aggregation,
+            group_size=self.group_size,
+            max_completion_length=self.max_completion_length,
+            prompts_per_step=self.prompts_per_step,
+            per_device_batch_size=self.per_device_batch_size(num_processes),
+            gradient_accumulation_steps=self.gradient_accumulation_steps,
+            num_processes=num_processes,
+            beta=self.beta,
+            clip_eps_low=self.clip_eps_low,
+            clip_eps_high=self.clip_eps_high,
+            mask_truncated_completions=self.mask_truncated_completions,
+            num_iterations=self.num_iterations,
+        )
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).parent,
+        )
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def last_checkpoint(checkpoints: Path) -> Path | None:
+    """The newest checkpoint whose save completed (trainer_state.json is written last)."""
+    done = [p for p in checkpoints.glob("checkpoint-*") if (p / "trainer_state.json").exists()]
+    return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
+
+
+def _truncate_jsonl(path: Path, step: int) -> None:
+    if path.exists():
+        rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows if r["step"] <= step))
+
+
+def _build_args(cfg: TrainingConfig, out: Path, num_processes: int, use_cpu: bool):
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(out / "checkpoints"),
+        per_device_train_batch_size=cfg.per_device_batch_size(num_processes),
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        num_generations=cfg.group_size,
+        max_completion_length=cfg.max_completion_length,
+        num_iterations=cfg.num_iterations,
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler_type,
+        warmup_steps=cfg.warmup_steps,
+        temperature=cfg.temperature,
+        beta=cfg.beta,
+        epsilon=cfg.clip_eps_low,
+        epsilon_high=cfg.clip_eps_high,
+        mask_truncated_completions=cfg.mask_truncated_completions,
+        max_steps=cfg.max_steps,
+        save_strategy="steps",
+        save_steps=cfg.save_steps,
+        logging_steps=1,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        use_cpu=use_cpu,
+        bf16=False,
+        report_to="none",
+        disable_tqdm=True,
+        # TRL's own choices are overridden by the project trainer; keep them neutral and visible.
+        loss_type="grpo",
+        scale_rewards="none",
+    )
+
+
+def train(
+    model_dir: Path,
+    data_dir: Path,
+    out: Path,
+    cfg: TrainingConfig,
+    task_config: dict[str, Any] | None = None,
+    reward_func: Any = None,
+) -> dict[str, Any]:
+    """Train one run into ``out``; resumes if ``out`` holds a complete checkpoint."""
+    import torch
+    from accelerate import PartialState
+    from datasets import load_dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_ablation.trainer import AblationGRPOTrainer
+
+    if not (model_dir / "config.json").exists():
+        raise FileNotFoundError(f"base model directory {model_dir} has no config.json")
+    train_file = data_dir / "train.jsonl"
+    if not train_file.exists():
+        raise FileNotFoundError(f"training split {train_file} does not exist")
+
+    state = PartialState()
+    nproc = state.num_processes
+    out.mkdir(parents=True, exist_ok=True)
+    record = cfg.objective_record(nproc)
+    if state.is_main_process:
+        record.write(out)
+
+    if reward_func is None:
+        from grpo_ablation.task import TaskConfig, make_reward_function
+
+        reward_func = make_reward_function(TaskConfig.from_dict(task_config or {}))
+
+    resume = last_checkpoint(out / "checkpoints")
+    if resume is not None:
+        step = int(resume.name.split("-")[1])
+        if state.is_main_process:
+            _truncate_jsonl(out / "metrics.jsonl", step)
+            # Checkpoints newer than the resume point are incomplete: never take them for done.
+            for partial in (out / "checkpoints").glob("checkpoint-*"):
+                if int(partial.name.split("-")[1]) > step:
+                    shutil.rmtree(partial)
+        from grpo_ablation.rollout_log import RolloutLog
+
+        RolloutLog(out / "rollouts", state.process_index).truncate_after(step)
+    else:
+        for stale in ("metrics.jsonl", "rollouts"):
+            path = out / stale
+            if state.is_main_process and path.exists():
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    state.wait_for_everyone()
+
+    use_cpu = not torch.cuda.is_available()
+    args = _build_args(cfg, out, nproc, use_cpu)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    dataset = load_dataset("json", data_files=str(train_file), split="train")
+
+    trainer = AblationGRPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        reward_funcs=reward_func,
+        std_scaling=cfg.std_scaling,
+        std_eps=cfg.std_eps,
+        aggregation=cfg.aggregation,
+        success_threshold=cfg.success_threshold,
+        run_dir=out,
+    )
+    started = time.time()
+    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    elapsed = time.time() - started
+
+    summary: dict[str, Any] = {}
+    if state.is_main_process:
+        summary = _finish(out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer)
+    state.wait_for_everyone()
+    return summary
+
+
+def _finish(out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer) -> dict[str, Any]:
+    from grpo_ablation.rollout_log import read_rollouts
+
+    rollouts = read_rollouts(out / "rollouts")
+    attempts_path = out / "wall_time.json"
+    attempts = json.loads(attempts_path.read_text()) if attempts_path.exists() else []
+    attempts.append(elapsed)
+    attempts_path.write_text(json.dumps(attempts))
+    budget = {
+        "optimizer_steps": trainer.state.global_step,
+        "generation_steps": int(rollouts["step"].nunique()),
+        "prompts": int(rollouts.groupby("step")["group_index"].nunique().sum()),
+        "completions": len(rollouts),
+        "generated_tokens": int(rollouts["length"].sum()),
+        "reward_calls": len(rollouts),
+        "scoring_failures": int(rollouts["reward"].isna().sum()),
+        "wall_time_s": sum(attempts),
+        "attempts": len(attempts),
+        "nominal": {
+            "optimizer_steps": cfg.max_steps,
+            "completions": cfg.max_steps // cfg.num_iterations * cfg.generation_batch_size,
+            "max_completion_length": cfg.max_completion_length,
+            "learning_rate": cfg.learning_rate,
+            "lr_scheduler_type": cfg.lr_scheduler_type,
+        },
+    }
+    (out / "budget.json").write_text(json.dumps(budget, indent=2) + "\n")
+    manifest = data_dir / "manifest.json"
+    info = {
+        "git_commit": git_commit(),
+        "training_config": asdict(cfg),
+        "training_config_hash": config_hash(cfg),
+        "task_config": task_config,
+        "base_model": str(model_dir),
+        "split_hashes": json.loads(manifest.read_text()).get("sha256") if manifest.exists() else None,
+        "library_versions": library_versions(),
+        "num_processes": nproc,
+        "checkpoints": sorted(
+            int(p.name.split("-")[1]) for p in (out / "checkpoints").glob("checkpoint-*")
+        ),
+    }
+    (out / "run_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return {"budget": budget, "run_info": info}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, required=True, help="base policy directory")
+    parser.add_argument("--data", type=Path, required=True, help="splits directory (train.jsonl)")
+    parser.add_argument("--out", type=Path, required=True, help="run directory")
+    parser.add_argument("--training", default="{}", help="TrainingConfig fields as JSON")
+    parser.add_argument("--task", default="{}", help="TaskConfig fields as JSON (the reward)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads per process")
+    a = parser.parse_args(argv)
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    cfg = from_dict(TrainingConfig, json.loads(a.training), "training")
+    train(a.model, a.data, a.out, cfg, json.loads(a.task))
+
+
+if __name__ == "__main__":
+    main()

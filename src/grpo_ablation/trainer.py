@@ -1,0 +1,287 @@
+"""A GRPOTrainer that trains exactly the declared objective.
+
+TRL's GRPOTrainer (1.16) computes advantages inline in ``_generate_and_score_completions`` (sample
+std + 1e-4 only) and aggregates the loss in ``_compute_loss`` by ``loss_type``. This subclass keeps
+TRL's sampling, reward calls, reference model, logging and checkpointing, and replaces only:
+
+* the advantages, by ``objective.group_advantages`` on the gathered generation batch;
+* the aggregation, by per-completion coefficients from ``objective.completion_coefficients``
+  computed at generation time from the lengths of the *whole* generation batch (all ranks), so
+  any split into accumulation steps or processes gives the same gradient;
+* the bookkeeping: a rollout log row per completion, per-step diagnostics under honest names
+  (ratio clipping is never called truncation), scoring failures counted instead of crashing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from trl import GRPOTrainer
+
+from grpo_ablation.objective import (
+    GROUP_CATEGORIES,
+    completion_coefficients,
+    group_advantages,
+    group_categories,
+)
+from grpo_ablation.rollout_log import RolloutLog
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite: training stops, earlier checkpoints are kept."""
+
+
+class SafeReward:
+    """Wraps a TRL-style reward function so that a sample it cannot score becomes data.
+
+    A function that raises for the batch is called again sample by sample; a sample that raises
+    or returns None (or a non-finite number) gets reward None (NaN in TRL) and its reason is kept
+    in ``last_failures`` for the rollout log.
+    """
+
+    def __init__(self, func: Callable[..., list[float | None]]) -> None:
+        self.func = func
+        self.__name__ = getattr(func, "__name__", type(func).__name__)
+        self.last_failures: list[str | None] = []
+
+    def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list[float | None]:
+        try:
+            values = list(self.func(prompts=prompts, completions=completions, **kwargs))
+            if len(values) != len(prompts):
+                raise ValueError(f"returned {len(values)} rewards for {len(prompts)} completions")
+        except Exception:
+            values = [self._one(prompts, completions, kwargs, i) for i in range(len(prompts))]
+            return self._finish(values)
+        return self._finish([(v, None) for v in values])
+
+    def _one(self, prompts, completions, kwargs, i) -> tuple[float | None, str | None]:
+        sliced = {
+            k: (v[i : i + 1] if isinstance(v, list) and len(v) == len(prompts) else v)
+            for k, v in kwargs.items()
+        }
+        try:
+            (value,) = self.func(prompts=prompts[i : i + 1], completions=completions[i : i + 1], **sliced)
+            return value, None
+        except Exception as exc:  # a verifier bug or timeout is a scoring failure, not a crash
+            last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            return None, last
+
+    def _finish(self, pairs: list[tuple[float | None, str | None]]) -> list[float | None]:
+        out, reasons = [], []
+        for value, reason in pairs:
+            if reason is None and (value is None or not math.isfinite(float(value))):
+                reason = f"reward function returned {value!r}"
+            out.append(None if reason else float(value))
+            reasons.append(reason)
+        self.last_failures = reasons
+        return out
+
+
+class AblationGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer whose advantages and loss aggregation are the declared ones.
+
+    Args beyond GRPOTrainer's: ``std_scaling``, ``std_eps``, ``aggregation`` (names from
+    ``grpo_ablation.objective``), ``success_threshold`` (reward that counts as correct),
+    ``output_dir`` of rollouts and metrics (``run_dir``).
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        std_scaling: str,
+        std_eps: float,
+        aggregation: str,
+        run_dir: Path,
+        success_threshold: float = 1.0,
+        reward_funcs: Callable | list[Callable],
+        **kwargs: Any,
+    ) -> None:
+        funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
+        self.safe_rewards = [SafeReward(f) if callable(f) and not isinstance(f, str) else f for f in funcs]
+        super().__init__(*args, reward_funcs=self.safe_rewards, **kwargs)
+        if self.args.steps_per_generation != self.args.gradient_accumulation_steps:
+            raise ValueError(
+                "steps_per_generation must equal gradient_accumulation_steps: the loss normaliser "
+                "spans one generation batch, which must be one optimizer step"
+            )
+        self.std_scaling = std_scaling
+        self.std_eps = std_eps
+        self.aggregation = aggregation
+        self.success_threshold = success_threshold
+        self.run_dir = Path(run_dir)
+        self.rollout_log = RolloutLog(self.run_dir / "rollouts", self.accelerator.process_index)
+        self.metrics_path = self.run_dir / "metrics.jsonl"
+        self._captured: dict[str, Any] = {}
+        self.consumed = Counter()
+
+    # -- scoring -----------------------------------------------------------------------------
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        failures = [None] * len(prompts)
+        for func in self.safe_rewards:
+            if isinstance(func, SafeReward):
+                for i, reason in enumerate(func.last_failures):
+                    failures[i] = failures[i] or reason
+        self._captured = {
+            "inputs": inputs,
+            "prompts": prompts,
+            "completions": completions,
+            "completion_ids": completion_ids_list,
+            "rewards_per_func": rewards_per_func,
+            "failures": failures,
+        }
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        out = super()._generate_and_score_completions(inputs)
+        if not self.model.training:
+            return out
+        cap = self._captured
+        G = self.num_generations
+        # A completion is unscored if any reward function failed on it (the reward would be partial).
+        per_func = cap["rewards_per_func"]
+        weights = self.reward_weights.to(per_func.device)
+        rewards = (per_func * weights).sum(dim=1)
+        rewards[torch.isnan(per_func).any(dim=1)] = torch.nan
+        advantages = group_advantages(rewards.double(), G, self.std_scaling, self.std_eps)
+
+        local_n = len(cap["prompts"])
+        offset = self.accelerator.process_index * local_n
+        local = slice(offset, offset + local_n)
+        out["advantages"] = advantages[local].to(out["advantages"].dtype)
+
+        # The normaliser of the whole generation batch: lengths of every rank's completions.
+        local_lengths = out["completion_mask"].sum(dim=1)
+        lengths = self.accelerator.gather(local_lengths)
+        coef = completion_coefficients(lengths, self.aggregation, G, self.max_completion_length)
+        out["loss_coef"] = coef[local].to(torch.float32)
+
+        self._record_generation(cap, rewards, advantages, local)
+        return out
+
+    def _record_generation(self, cap, rewards, advantages, local) -> None:
+        G = self.num_generations
+        eos = set(self.eos_token_ids)
+        ids = cap["completion_ids"]
+        token_lengths = [len(c) for c in ids]
+        truncated_local = [not c or c[-1] not in eos for c in ids]
+        categories = group_categories(rewards.float().cpu(), G, self.success_threshold)
+        correct_all = (rewards >= self.success_threshold).cpu()
+        step = self.state.global_step
+        rows = []
+        for j, i in enumerate(range(local.start, local.stop)):
+            reward = rewards[i].item()
+            failed = math.isnan(reward)
+            x = cap["inputs"][j]
+            rows.append(
+                {
+                    "step": step,
+                    "rank": self.accelerator.process_index,
+                    "prompt_id": str(x.get("prompt_id", x["prompt"])),
+                    "group_index": i // G,
+                    "completion_index": i % G,
+                    "prompt": cap["prompts"][j],
+                    "completion": cap["completions"][j],
+                    "reward": None if failed else reward,
+                    "scoring_failure": (cap["failures"][j] or "reward is NaN") if failed else None,
+                    "correct": None if failed else bool(correct_all[i]),
+                    "length": token_lengths[j],
+                    "truncated": truncated_local[j],
+                    "advantage": advantages[i].item(),
+                    "group_category": categories[i // G],
+                }
+            )
+        self.rollout_log.append(rows)
+
+        # Batch-level diagnostics over all ranks (the same numbers on every rank).
+        dev = self.accelerator.device
+        lengths = self.accelerator.gather(torch.tensor(token_lengths, device=dev)).float().cpu()
+        truncated = self.accelerator.gather(torch.tensor(truncated_local, device=dev)).cpu()
+        finite = ~torch.isnan(rewards.cpu())
+        correct = correct_all & finite
+        incorrect = ~correct_all & finite
+        counts = Counter(categories)
+        m = self._metrics["train"]
+        n_groups = len(categories)
+        for cat in GROUP_CATEGORIES:
+            m[f"groups/{cat}"].append(counts.get(cat, 0) / n_groups)
+        grouped = rewards.view(-1, G)
+        zero_std = [bool(torch.isfinite(g).all() and (g == g[0]).all()) for g in grouped]
+        m["groups/zero_std_fraction"].append(sum(zero_std) / n_groups)
+        m["truncation_rate"].append(truncated.float().mean().item())
+        m["scoring_failure_rate"].append((~finite).float().mean().item())
+        m["length/correct"].append(lengths[correct].mean().item() if correct.any() else math.nan)
+        m["length/incorrect"].append(lengths[incorrect].mean().item() if incorrect.any() else math.nan)
+        m["length/all"].append(lengths.mean().item())
+        m["accuracy/train_sampled"].append(correct.float().sum().item() / max(1, finite.sum().item()))
+        self.consumed["prompts"] += n_groups
+        self.consumed["completions"] += len(rewards)
+        self.consumed["generated_tokens"] += int(lengths.sum().item())
+        self.consumed["reward_calls"] += len(rewards)
+        self.consumed["scoring_failures"] += int((~finite).sum().item())
+
+    # -- loss --------------------------------------------------------------------------------
+    def _compute_loss(self, model, inputs):
+        prompt_ids, prompt_mask = inputs["prompt_ids"], inputs["prompt_mask"]
+        completion_ids, mask = inputs["completion_ids"], inputs["completion_mask"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([prompt_mask, mask], dim=1)
+        logps, entropies, _ = self._get_per_token_logps_and_entropies(
+            model, input_ids, attention_mask, completion_ids.size(1), compute_entropy=True
+        )
+        old = inputs.get("old_per_token_logps")
+        old = logps.detach() if old is None else old
+        adv = inputs["advantages"].unsqueeze(1)
+        ratio = torch.exp(logps - old)
+        clipped = torch.clamp(ratio, 1 - self.epsilon_low, 1 + self.epsilon_high)
+        per_token = -torch.min(ratio * adv, clipped * adv)
+        if self.beta != 0.0:
+            ref = inputs["ref_per_token_logps"]
+            kl = torch.exp(ref - logps) - (ref - logps) - 1  # k3 estimator (Schulman)
+            per_token = per_token + self.beta * kl
+        weights = inputs["loss_coef"].unsqueeze(1) * mask
+        # This rank's share of the global weighted sum; DDP averages gradients over ranks, so the
+        # share is scaled by the number of processes. Accumulation steps add up (no division:
+        # GRPOTrainer sets loss_is_scaled_for_ga).
+        loss = (weights * per_token).sum() * self.accelerator.num_processes
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(
+                f"non-finite loss ({loss.item()}) at step {self.state.global_step}; "
+                "training stopped, the checkpoints saved so far are kept"
+            )
+
+        m = self._metrics["train" if self.model.training else "eval"]
+        fmask = mask.float()
+
+        def global_mean(x: torch.Tensor) -> float:
+            totals = torch.stack([(x * fmask).sum(), fmask.sum()])
+            totals = self.accelerator.reduce(totals, reduction="sum")
+            return (totals[0] / totals[1].clamp(min=1.0)).item()
+
+        low = ((ratio < 1 - self.epsilon_low) & (adv < 0)).float()
+        high = ((ratio > 1 + self.epsilon_high) & (adv > 0)).float()
+        m["ratio_clip/low"].append(global_mean(low))
+        m["ratio_clip/high"].append(global_mean(high))
+        m["entropy"].append(global_mean(entropies.detach()))
+        if self.beta != 0.0:
+            m["kl"].append(global_mean(kl.detach()))
+        return loss
+
+    # -- logging -----------------------------------------------------------------------------
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        super().log(logs, start_time)
+        if self.accelerator.is_main_process and "loss" in logs:
+            # TRL names truncation "completions/clipped_ratio"; the project reports it as
+            # truncation_rate and keeps "clip" for the probability ratio alone.
+            row = {"step": self.state.global_step}
+            row.update((k, v) for k, v in logs.items() if "clipped_ratio" not in k)
+            row = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            with self.metrics_path.open("a") as fh:
+                fh.write(json.dumps(row, sort_keys=True) + "\n")
