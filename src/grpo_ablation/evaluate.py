@@ -179,12 +179,11 @@ def _sample_rows(
 ) -> list[dict]:
     rows = []
     for s in sorted(samples, key=lambda s: s["doc_id"]):
-        raw = [r[0] if isinstance(r, list) else r for r in s["resps"]]
-        # Greedy (take_first) gives one string; sampled keeps the k extracted answers.
-        extracted = s["filtered_resps"]
+        # One instance per document whose resps hold its `repeats` raw generations; after the
+        # filter, greedy (take_first) holds one string and sampled the list of k extracted answers.
+        raw = list(s["resps"][0])
+        extracted = s["filtered_resps"][0]
         extracted = [extracted] if isinstance(extracted, str) else list(extracted)
-        if role == "greedy":
-            raw = raw[:1]
         for rep, (text, ans) in enumerate(zip(raw, extracted, strict=True)):
             n_tok = len(tokenizer(text, add_special_tokens=False)["input_ids"])
             rows.append({

@@ -25,9 +25,10 @@ import json
 import random
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 GENERATOR_VERSION = "addition-v1"
 SPLITS: tuple[str, ...] = ("train", "validation", "test")

@@ -1,0 +1,123 @@
+"""The worked numbers, computed by the library: ``python -m grpo_ablation.calculations OUT_DIR``.
+
+Writes ``calculations.md`` and ``calculations.csv`` so users see the conventions side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+from pathlib import Path
+
+import torch
+
+from grpo_ablation.objective import (
+    AGGREGATIONS,
+    SCALINGS,
+    aggregate_loss,
+    group_advantages,
+    mixed_group_probability,
+    token_weights,
+)
+
+Row = dict[str, str | float]
+
+
+def _fmt(values: list[float]) -> str:
+    return "(" + ", ".join(f"{v:.4f}" for v in values) + ")"
+
+
+def advantage_rows() -> list[Row]:
+    rows: list[Row] = []
+    groups = {"(1,0,0,0)": [1.0, 0.0, 0.0, 0.0], "(0.51,0.50,0.50,0.50)": [0.51, 0.5, 0.5, 0.5]}
+    for name, values in groups.items():
+        r = torch.tensor(values, dtype=torch.float64)
+        for scaling in SCALINGS:
+            for eps in (0.0, 1e-4):
+                adv = group_advantages(r, 4, scaling, eps).tolist()
+                rows.append(
+                    {
+                        "section": "advantages",
+                        "case": f"rewards {name}",
+                        "convention": f"{scaling}, eps={eps:g}",
+                        "value": _fmt(adv),
+                        "first": adv[0],
+                    }
+                )
+    return rows
+
+
+def aggregation_rows() -> list[Row]:
+    mask = torch.zeros(2, 8, dtype=torch.float64)
+    mask[0, :2], mask[1, :] = 1, 1
+    x = torch.zeros(2, 8, dtype=torch.float64)
+    x[0], x[1] = 1.0, -1.0
+    rows: list[Row] = []
+    for mode in AGGREGATIONS:
+        w = token_weights(mask, mode, 2, 8)
+        agg = aggregate_loss(x, mask, mode, 2, 8).item()
+        rows.append(
+            {
+                "section": "aggregation",
+                "case": "lengths 2 and 8, contributions +1 and -1 (one group, L_max=8)",
+                "convention": mode,
+                "value": f"weights {w[0, 0].item():.4f} / {w[1, 0].item():.4f}; aggregate {agg:.4f}",
+                "first": agg,
+            }
+        )
+    return rows
+
+
+def mixed_rows() -> list[Row]:
+    return [
+        {
+            "section": "mixed groups",
+            "case": f"p=0.2, G={g}",
+            "convention": "1 - p^G - (1-p)^G",
+            "value": f"{mixed_group_probability(0.2, g):.6f}",
+            "first": mixed_group_probability(0.2, g),
+        }
+        for g in (2, 4, 8, 16)
+    ]
+
+
+def worked_numbers() -> list[Row]:
+    ratio = {
+        "section": "advantages",
+        "case": "population / sample at eps=0, G=4",
+        "convention": "sqrt(G/(G-1))",
+        "value": f"{math.sqrt(4 / 3):.4f}",
+        "first": math.sqrt(4 / 3),
+    }
+    return [*advantage_rows(), ratio, *aggregation_rows(), *mixed_rows()]
+
+
+def write_sheet(out_dir: Path) -> tuple[Path, Path]:
+    rows = worked_numbers()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path = out_dir / "calculations.csv", out_dir / "calculations.md"
+    with csv_path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = ["# Worked numbers (computed by grpo_ablation.objective)"]
+    section = None
+    for row in rows:
+        if row["section"] != section:
+            section = row["section"]
+            lines += ["", f"## {section}", "", "| case | convention | value |", "|---|---|---|"]
+        lines.append(f"| {row['case']} | {row['convention']} | {row['value']} |")
+    md_path.write_text("\n".join(lines) + "\n")
+    return md_path, csv_path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path, nargs="?", default=Path("results/calculations"))
+    for path in write_sheet(parser.parse_args().out_dir):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()

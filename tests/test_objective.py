@@ -1,0 +1,214 @@
+"""The worked numbers of the source notes and DESIGN.md, and the invariants of the library."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grpo_ablation.objective import (
+    AGGREGATIONS,
+    aggregate_loss,
+    group_advantages,
+    group_categories,
+    mixed_group_probability,
+    token_weights,
+)
+
+ONE_OF_FOUR = torch.tensor([1.0, 0.0, 0.0, 0.0])
+
+
+def test_population_std_advantages_for_1000():
+    adv = group_advantages(ONE_OF_FOUR, 4, "population", eps=0.0)
+    assert adv.tolist() == pytest.approx([1.732, -0.577, -0.577, -0.577], abs=5e-4)
+
+
+def test_sample_std_advantages_for_1000():
+    adv = group_advantages(ONE_OF_FOUR, 4, "sample", eps=0.0)
+    assert adv.tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5], abs=1e-12)
+
+
+def test_no_scaling_is_reward_minus_group_mean():
+    adv = group_advantages(ONE_OF_FOUR, 4, "none", eps=1e-4)
+    assert adv.tolist() == pytest.approx([0.75, -0.25, -0.25, -0.25])
+
+
+def test_batch_scaling_divides_by_the_std_of_all_rewards():
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0])
+    adv = group_advantages(rewards, 4, "batch", eps=0.0)
+    std = rewards.std().item()  # ddof=1 over the whole batch, as TRL
+    assert adv[:4].tolist() == pytest.approx([0.75 / std, -0.25 / std, -0.25 / std, -0.25 / std])
+    assert adv[4:].tolist() == pytest.approx([0.25 / std, 0.25 / std, 0.25 / std, -0.75 / std])
+
+
+def test_tiny_and_large_gaps_get_identical_standardised_advantages():
+    small = torch.tensor([0.51, 0.50, 0.50, 0.50], dtype=torch.float64)
+    for scaling in ("population", "sample"):
+        a = group_advantages(ONE_OF_FOUR.double(), 4, scaling, eps=0.0)
+        b = group_advantages(small, 4, scaling, eps=0.0)
+        assert b.tolist() == pytest.approx(a.tolist(), rel=1e-9)
+
+
+def test_eps_1e4_shrinks_the_tiny_gap_group_by_about_two_percent():
+    small = torch.tensor([0.51, 0.50, 0.50, 0.50], dtype=torch.float64)
+    big = group_advantages(ONE_OF_FOUR.double(), 4, "population", eps=1e-4)[0].item()
+    tiny = group_advantages(small, 4, "population", eps=1e-4)[0].item()
+    # std of the tiny-gap group is 0.00433, so eps=1e-4 is 2.3% of it; the big group barely moves
+    assert big == pytest.approx(math.sqrt(3), rel=1e-3)
+    assert 1 - tiny / big == pytest.approx(0.0226, abs=1e-3)
+
+
+def test_homogeneous_groups_centre_to_zero_and_are_labelled_apart():
+    rewards = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+    for scaling in ("none", "population", "sample", "batch"):
+        for eps in (0.0, 1e-4):
+            adv = group_advantages(rewards, 4, scaling, eps)
+            assert torch.equal(adv, torch.zeros(8)), (scaling, eps)
+    assert group_categories(rewards, 4) == ["all_correct", "all_incorrect"]
+
+
+def test_group_categories_all_four():
+    rewards = torch.tensor([1.0, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, float("nan"), 0, 0])
+    assert group_categories(rewards, 4) == ["all_correct", "all_incorrect", "mixed", "failed_scoring"]
+
+
+def test_failed_scoring_is_left_out_of_the_group_and_gets_zero():
+    rewards = torch.tensor([1.0, float("nan"), 0.0, 0.0])
+    adv = group_advantages(rewards, 4, "sample", eps=0.0)
+    # the finite members (1, 0, 0) are centred and scaled among themselves
+    expected = torch.tensor([1.0, 0.0, 0.0]) - 1 / 3
+    expected = expected / expected.std()
+    assert adv[1].item() == 0.0
+    assert [adv[0].item(), adv[2].item(), adv[3].item()] == pytest.approx(expected.tolist())
+
+
+def test_group_with_fewer_than_two_scores_gets_zero():
+    rewards = torch.tensor([1.0, float("nan"), float("nan"), float("nan")])
+    for scaling in ("none", "population", "sample", "batch"):
+        assert group_advantages(rewards, 4, scaling, 1e-4).tolist() == [0.0] * 4
+
+
+def test_rows_must_form_whole_groups():
+    with pytest.raises(ValueError, match="groups of 4"):
+        group_advantages(torch.zeros(6), 4, "sample", 1e-4)
+
+
+def test_unknown_names_are_named_in_the_error():
+    with pytest.raises(ValueError, match="std scaling 'zscore'"):
+        group_advantages(ONE_OF_FOUR, 4, "zscore", 1e-4)
+    with pytest.raises(ValueError, match="length aggregation 'mean'"):
+        aggregate_loss(torch.zeros(2, 3), torch.ones(2, 3), "mean", 2, 3)
+
+
+def two_completions(short: int = 2, long: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    mask = torch.zeros(2, long)
+    mask[0, :short] = 1
+    mask[1, :] = 1
+    contributions = torch.zeros(2, long)
+    contributions[0], contributions[1] = 1.0, -1.0
+    return contributions, mask
+
+
+def test_per_token_weights_for_lengths_2_and_8():
+    _, mask = two_completions()
+    seq = token_weights(mask, "sequence_mean", group_size=2, max_completion_length=8)
+    tok = token_weights(mask, "token_mean", group_size=2, max_completion_length=8)
+    assert seq[0, 0].item() == pytest.approx(1 / 4) and seq[1, 0].item() == pytest.approx(1 / 16)
+    assert tok[0, 0].item() == pytest.approx(1 / 10) and tok[1, 0].item() == pytest.approx(1 / 10)
+
+
+def test_aggregates_0_and_minus_0_6_for_plus_and_minus_one():
+    x, mask = two_completions()
+    assert aggregate_loss(x, mask, "sequence_mean", 2, 8).item() == pytest.approx(0.0)
+    assert aggregate_loss(x, mask, "token_mean", 2, 8).item() == pytest.approx(-0.6)
+    # one group of two: the group token mean is the token mean; constant divides by B*L_max = 16
+    assert aggregate_loss(x, mask, "group_token_mean", 2, 8).item() == pytest.approx(-0.6)
+    assert aggregate_loss(x, mask, "constant", 2, 8).item() == pytest.approx((2 - 8) / 16)
+
+
+def test_group_token_mean_differs_from_token_mean_across_groups():
+    mask = torch.zeros(4, 8)
+    mask[0, :2], mask[1, :2], mask[2, :8], mask[3, :8] = 1, 1, 1, 1
+    x = torch.ones(4, 8)
+    x[2:] = 0.0
+    # groups (2+2 tokens of 1) and (8+8 tokens of 0): per-group means 1 and 0 -> 0.5; tokens 4/20
+    assert aggregate_loss(x, mask, "group_token_mean", 2, 8).item() == pytest.approx(0.5)
+    assert aggregate_loss(x, mask, "token_mean", 2, 8).item() == pytest.approx(0.2)
+
+
+def test_empty_completion_counts_in_b_and_contributes_zero():
+    mask = torch.tensor([[1.0, 1.0], [0.0, 0.0]])
+    x = torch.tensor([[3.0, 3.0], [100.0, 100.0]])
+    assert aggregate_loss(x, mask, "sequence_mean", 2, 2).item() == pytest.approx(1.5)
+    assert token_weights(mask, "sequence_mean", 2, 2)[1].tolist() == [0.0, 0.0]
+
+
+def test_mixed_group_probability_worked_numbers():
+    assert mixed_group_probability(0.2, 4) == pytest.approx(0.5888, abs=1e-12)
+    assert mixed_group_probability(0.2, 8) == pytest.approx(0.832225, abs=5e-7)
+
+
+# --- property tests ------------------------------------------------------------------------
+
+
+@st.composite
+def batches(draw, allow_empty: bool = False):
+    group_size = draw(st.integers(2, 4))
+    n_groups = draw(st.integers(1, 4))
+    width = draw(st.integers(1, 6))
+    low = 0 if allow_empty else 1
+    lengths = draw(st.lists(st.integers(low, width), min_size=group_size * n_groups, max_size=group_size * n_groups))
+    seed = draw(st.integers(0, 2**16))
+    mask = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).double()
+    x = torch.randn(len(lengths), width, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return x, mask, group_size, width
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches(allow_empty=True), st.sampled_from(AGGREGATIONS), st.randoms())
+def test_permuting_groups_leaves_every_aggregate_unchanged(batch, mode, rnd):
+    x, mask, G, width = batch
+    n_groups = x.shape[0] // G
+    order = list(range(n_groups))
+    rnd.shuffle(order)
+    rows = torch.tensor([g * G + i for g in order for i in range(G)])
+    a = aggregate_loss(x, mask, mode, G, width)
+    b = aggregate_loss(x[rows], mask[rows], mode, G, width)
+    assert b.item() == pytest.approx(a.item(), abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches(allow_empty=True), st.sampled_from(AGGREGATIONS))
+def test_aggregate_equals_weighted_sum(batch, mode):
+    x, mask, G, width = batch
+    W = token_weights(mask, mode, G, width)
+    assert aggregate_loss(x, mask, mode, G, width).item() == pytest.approx((W * x).sum().item(), abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches(), st.sampled_from(AGGREGATIONS))
+def test_weights_sum_to_one_or_to_the_constant_fraction(batch, mode):
+    _, mask, G, width = batch
+    total = token_weights(mask, mode, G, width).sum().item()
+    if mode == "constant":
+        assert total == pytest.approx(mask.sum().item() / (mask.shape[0] * width))
+    else:
+        assert total == pytest.approx(1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(2, 8).flatmap(
+        lambda g: st.tuples(
+            st.just(g),
+            st.lists(st.floats(-10, 10, allow_nan=False), min_size=g, max_size=g),
+        )
+    )
+)
+def test_population_and_sample_differ_by_sqrt_g_minus_1_over_g(case):
+    G, values = case
+    rewards = torch.tensor(values, dtype=torch.float64)
+    pop = group_advantages(rewards, G, "population", eps=0.0)
+    sample = group_advantages(rewards, G, "sample", eps=0.0)
+    assert torch.allclose(sample, pop * math.sqrt((G - 1) / G), atol=1e-9)

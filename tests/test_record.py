@@ -1,0 +1,65 @@
+"""The objective record and the worked-numbers sheet."""
+
+import csv
+import json
+
+import pytest
+
+from grpo_ablation.calculations import write_sheet
+from grpo_ablation.record import ObjectiveRecord
+from grpo_ablation.train import TrainingConfig
+
+DESIGN_FIELDS = {
+    "std_scaling", "std_eps", "aggregation", "normaliser", "completion_mask",
+    "mask_truncated_completions", "beta", "kl_estimator", "clip_eps_low", "clip_eps_high",
+    "group_size", "prompts_per_step", "per_device_batch_size", "generation_batch_size",
+    "gradient_accumulation_steps", "num_processes", "normaliser_reduction", "library_versions",
+}  # fmt: skip
+
+
+def test_record_holds_every_field_design_lists_and_round_trips(tmp_path):
+    cfg = TrainingConfig(std_scaling="population", aggregation="constant", group_size=4,
+                         prompts_per_step=6, gradient_accumulation_steps=2, beta=0.04)  # fmt: skip
+    record = cfg.objective_record(num_processes=3)
+    data = json.loads(record.to_json())
+    assert data.keys() >= DESIGN_FIELDS
+    assert data["per_device_batch_size"] == 4 and data["generation_batch_size"] == 24
+    assert data["normaliser"] == "B * L_max"
+    assert set(data["library_versions"]) >= {"torch", "transformers", "trl"}
+    assert ObjectiveRecord.from_dict(data) == record
+    record.write(tmp_path)
+    assert json.loads((tmp_path / "objective.json").read_text()) == data
+
+
+def test_describe_is_one_plain_paragraph_naming_the_choices():
+    text = TrainingConfig(std_scaling="population", std_eps=1e-4).objective_record(1).describe()
+    assert "\n" not in text
+    assert "divided by the population std (ddof=0) of the group plus 0.0001" in text
+    assert "averaged within each completion" in text
+    assert "no KL term" in text
+    text = TrainingConfig(std_scaling="none", aggregation="token_mean", beta=0.1).objective_record(2).describe()
+    assert "not divided by any std" in text and "k3 estimate of KL" in text and "2 process(es)" in text
+
+
+def test_invalid_names_in_the_training_config_are_named():
+    with pytest.raises(ValueError, match="std scaling 'zscore'"):
+        TrainingConfig(std_scaling="zscore")
+    with pytest.raises(ValueError, match="length aggregation 'seq'"):
+        TrainingConfig(aggregation="seq")
+
+
+def test_batch_that_cannot_be_split_is_refused():
+    with pytest.raises(ValueError, match="cannot be split"):
+        TrainingConfig(group_size=3, prompts_per_step=3).per_device_batch_size(2)
+
+
+def test_calculations_sheet_carries_the_worked_numbers(tmp_path):
+    md, csv_path = write_sheet(tmp_path)
+    text = md.read_text()
+    assert "(1.7321, -0.5774, -0.5774, -0.5774)" in text
+    assert "(1.5000, -0.5000, -0.5000, -0.5000)" in text
+    assert "weights 0.2500 / 0.0625; aggregate 0.0000" in text
+    assert "weights 0.1000 / 0.1000; aggregate -0.6000" in text
+    assert "0.588800" in text and "0.832225" in text
+    rows = list(csv.DictReader(csv_path.open()))
+    assert len(rows) == text.count("\n| ") - text.count("| case |")
