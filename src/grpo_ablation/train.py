@@ -147,6 +147,8 @@ def _build_args(cfg: TrainingConfig, out: Path, num_processes: int, use_cpu: boo
         bf16=False,
         report_to="none",
         disable_tqdm=True,
+        # Dropout would make the training log-probs disagree with the sampling policy.
+        disable_dropout=True,
         # TRL's own choices are overridden by the project trainer; keep them neutral and visible.
         loss_type="grpo",
         scale_rewards="none",

@@ -1,0 +1,131 @@
+"""Gradient capture for the trainer conformance tests (importable, and a CLI for
+``accelerate launch``). Generation is replaced by a fixed table so that every process layout sees
+the same generation batch; everything after generation is the real trainer code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, TrainerCallback
+
+from grpo_ablation.tokenizer import build_char_tokenizer
+
+PROMPTS = [f"{a}+{b}=" for a, b in [(1, 2), (3, 4), (5, 6), (7, 8), (9, 1), (2, 3), (4, 5), (6, 7)]]
+MAX_LEN = 6
+G = 4
+
+
+def fixed_completion(prompt_ids: list[int], k: int, eos: int) -> list[int]:
+    """Deterministic completion number k for a prompt: varied lengths, some truncated."""
+    h = int(hashlib.sha256(f"{prompt_ids}-{k}".encode()).hexdigest(), 16)
+    length = 1 + h % MAX_LEN
+    body = [3 + (h >> (8 * i)) % 10 for i in range(length)]  # digit tokens
+    return body if (h >> 60) % 3 == 0 else [*body[: length - 1], eos]
+
+
+def digit_reward(prompts, completions, **kwargs):
+    """1 if the completion contains a 7 or a 3, else 0 (a fixed function of the text)."""
+    return [1.0 if ("7" in c or "3" in c) else 0.0 for c in completions]
+
+
+def build_model_dir(path: Path) -> Path:
+    tok = build_char_tokenizer()
+    torch.manual_seed(1234)
+    cfg = GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=32, vocab_size=len(tok),
+                     bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
+                     pad_token_id=tok.pad_token_id)  # fmt: skip
+    model = GPT2LMHeadModel(cfg)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+class _FixedGeneration:
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations):
+        seen: Counter = Counter()
+        out = []
+        for ids in prompt_ids:
+            key = tuple(ids)
+            out.append(fixed_completion(list(ids), seen[key], self.eos_token_ids[0]))
+            seen[key] += 1
+        return out, None
+
+
+class _CaptureGrads(TrainerCallback):
+    def __init__(self, model):
+        self.model = model
+        self.grads: dict[str, torch.Tensor] | None = None
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        if self.grads is None:
+            self.grads = {n: p.grad.detach().clone() for n, p in self.model.named_parameters()
+                          if p.grad is not None}  # fmt: skip
+
+
+def capture(model_dir: Path, out_dir: Path, *, stock: dict | None = None, **objective) -> dict:
+    """One optimizer step on the fixed batch; returns {param: grad} and the advantages.
+
+    ``stock`` switches to TRL's GRPOTrainer with those GRPOConfig fields (loss_type,
+    scale_rewards); otherwise the project trainer runs with ``objective`` (std_scaling,
+    std_eps, aggregation).
+    """
+    from accelerate import PartialState
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo_ablation.trainer import AblationGRPOTrainer
+
+    state = PartialState()
+    ga = objective.pop("gradient_accumulation_steps", 1)
+    batch = len(PROMPTS) // 2 * G  # 4 prompts per step
+    args = GRPOConfig(
+        output_dir=str(out_dir), per_device_train_batch_size=batch // (ga * state.num_processes),
+        gradient_accumulation_steps=ga, num_generations=G, max_completion_length=MAX_LEN,
+        max_steps=1, learning_rate=1e-3, max_grad_norm=0.0, save_strategy="no",
+        report_to="none", use_cpu=True, bf16=False, seed=0, disable_tqdm=True, logging_steps=1,
+        beta=objective.pop("beta", 0.0), shuffle_dataset=False, disable_dropout=True,
+        **(stock or {"loss_type": "grpo", "scale_rewards": "none"}),
+    )  # fmt: skip
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    data = Dataset.from_list([{"prompt": p, "prompt_id": f"p{i}"} for i, p in enumerate(PROMPTS)])
+    common = dict(model=model, args=args, train_dataset=data, processing_class=tok,
+                  reward_funcs=digit_reward)  # fmt: skip
+    if stock is not None:
+        cls = type("StockFixed", (_FixedGeneration, GRPOTrainer), {})
+        trainer = cls(**common)
+    else:
+        cls = type("ProjectFixed", (_FixedGeneration, AblationGRPOTrainer), {})
+        trainer = cls(**common, run_dir=out_dir, **objective)
+    grab = _CaptureGrads(model)
+    trainer.add_callback(grab)
+    trainer.train()
+    return {"grads": grab.grads, "rank": state.process_index}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--objectives", required=True, help="JSON list of objective dicts")
+    a = parser.parse_args()
+    torch.set_num_threads(1)
+    grads = []
+    for i, objective in enumerate(json.loads(a.objectives)):
+        result = capture(a.model, a.out / str(i), **objective)
+        grads.append(result["grads"])
+    if result["rank"] == 0:
+        torch.save(grads, a.out / "grads.pt")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
