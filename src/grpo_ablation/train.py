@@ -162,6 +162,7 @@ def train(
     cfg: TrainingConfig,
     task_config: dict[str, Any] | None = None,
     reward_func: Any = None,
+    callbacks: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Train one run into ``out``; resumes if ``out`` holds a complete checkpoint."""
     import torch
@@ -225,6 +226,7 @@ def train(
         aggregation=cfg.aggregation,
         success_threshold=cfg.success_threshold,
         run_dir=out,
+        callbacks=callbacks,
     )
     started = time.time()
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)

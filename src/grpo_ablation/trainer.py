@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 from trl import GRPOTrainer
+from trl.trainer.utils import RepeatSampler
 
 from grpo_ablation.objective import (
     GROUP_CATEGORIES,
@@ -84,6 +85,16 @@ class SafeReward:
         return out
 
 
+class EpochSeededRepeatSampler(RepeatSampler):
+    """TRL's RepeatSampler draws each epoch's order from one running generator, so a run resumed
+    mid-training (new sampler, fresh generator) would see a different prompt order than an
+    uninterrupted one. Seeding the order from (seed, epoch) makes it a function of the epoch."""
+
+    def set_epoch(self, epoch: int) -> None:
+        if self.shuffle:
+            self.generator.manual_seed((self.seed or 0) + epoch)
+
+
 class AblationGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose advantages and loss aggregation are the declared ones.
 
@@ -120,6 +131,17 @@ class AblationGRPOTrainer(GRPOTrainer):
         self.metrics_path = self.run_dir / "metrics.jsonl"
         self._captured: dict[str, Any] = {}
         self.consumed = Counter()
+
+    def _get_train_sampler(self, dataset=None):
+        sampler = super()._get_train_sampler(dataset)
+        return EpochSeededRepeatSampler(
+            data_source=sampler.data_source,
+            mini_repeat_count=sampler.mini_repeat_count,
+            batch_size=sampler.batch_size,
+            repeat_count=sampler.repeat_count,
+            shuffle=sampler.shuffle,
+            seed=sampler.seed,
+        )
 
     # -- scoring -----------------------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

@@ -1,0 +1,255 @@
+"""Fast tests of the lm-eval evaluation with a tiny random GPT-2 and a handful of rows."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("lm_eval")
+yaml = pytest.importorskip("yaml")
+
+from grpo_ablation.evaluate import (  # noqa: E402
+    ANSWER_REGEX,
+    FALLBACK,
+    METRICS_MODULE,
+    evaluate_checkpoints,
+    write_task,
+)
+from grpo_ablation.tokenizer import build_char_tokenizer  # noqa: E402
+
+K, MAX_GEN = 3, 12
+PROMPTS = ["47+8=", "1+2=", "99+12=", "5+5=", "3+40=", "70+7=", "12+34=", "0+0=", "8+80=", "61+9="]
+RESULT_FIELDS = {
+    "step",
+    "checkpoint",
+    "greedy_accuracy",
+    "greedy_accuracy_stderr",
+    "sampled_mean_at_k",
+    "sampled_mean_at_k_stderr",
+    "sampled_pass_at_k",
+    "k",
+    "temperature",
+    "n_examples",
+    "seeds",
+    "lm_eval_version",
+    "max_gen_toks",
+}
+SAMPLE_FIELDS = {
+    "task",
+    "doc_id",
+    "repeat",
+    "prompt_id",
+    "prompt",
+    "answer",
+    "difficulty",
+    "generated",
+    "extracted",
+    "correct",
+    "completion_chars",
+    "completion_tokens",
+    "truncated",
+}
+
+
+class _TagIgnoringLoader(yaml.SafeLoader):
+    """Reads the task YAML without importing the ``!function`` metric."""
+
+
+_TagIgnoringLoader.add_multi_constructor(
+    "!", lambda loader, _tag, node: loader.construct_scalar(node)
+)
+
+
+def _write_rows(path: Path, rows: list[tuple[str, str]]) -> Path:
+    with path.open("w") as f:
+        for i, (prompt, answer) in enumerate(rows):
+            f.write(
+                json.dumps(
+                    {"prompt_id": f"p{i}", "prompt": prompt, "answer": answer, "difficulty": 1}
+                )
+                + "\n"
+            )
+    return path
+
+
+def _tiny_model(path: Path, *, eos_in_config: bool = True) -> Path:
+    """A random GPT-2 nudged towards digits so that some greedy answers parse and some stop early."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = build_char_tokenizer()
+    torch.manual_seed(0)
+    eos = tok.eos_token_id if eos_in_config else None
+    cfg = GPT2Config(
+        n_layer=2,
+        n_embd=64,
+        n_head=2,
+        n_positions=48,
+        vocab_size=len(tok),
+        eos_token_id=eos,
+        bos_token_id=eos,
+        pad_token_id=tok.pad_token_id,
+        initializer_range=0.3,
+    )
+    model = GPT2LMHeadModel(cfg)
+    wte = model.transformer.wte.weight.data
+    digits = tok.convert_tokens_to_ids(list("0123456789."))
+    # The output head is tied to wte: a final-LN bias along these rows raises their logits.
+    model.transformer.ln_f.bias.data = 6 * wte[digits].mean(0) + 0.3 * wte[tok.eos_token_id]
+    model.generation_config.eos_token_id = eos
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+def _read_samples(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("eval")
+    test = _write_rows(root / "test.jsonl", [(p, "55") for p in PROMPTS])
+    task_dir = root / "tasks"
+    names = write_task(test, task_dir, "toy", max_gen_toks=MAX_GEN, k=K, temperature=1.0)
+    ckpt = _tiny_model(root / "ckpt")
+    # Same weights, but eos only in the tokenizer: evaluation must still stop at eos.
+    no_eos = _tiny_model(root / "ckpt_no_eos", eos_in_config=False)
+    results = evaluate_checkpoints([(0, ckpt), (7, no_eos)], task_dir, root / "out", batch_size=4)
+    return {
+        "root": root,
+        "test": test,
+        "task_dir": task_dir,
+        "names": names,
+        "ckpt": ckpt,
+        "results": results,
+        "out": root / "out",
+    }
+
+
+def test_task_yaml_has_absolute_data_path_and_settings(setup: dict) -> None:
+    assert setup["names"] == ["toy_greedy", "toy_sampled"]
+    greedy = yaml.load((setup["task_dir"] / "toy_greedy.yaml").read_text(), _TagIgnoringLoader)
+    sampled = yaml.load((setup["task_dir"] / "toy_sampled.yaml").read_text(), _TagIgnoringLoader)
+    for cfg in (greedy, sampled):
+        data = Path(cfg["dataset_kwargs"]["data_files"]["test"])
+        assert data.is_absolute() and data == setup["test"].resolve()
+        assert cfg["generation_kwargs"]["max_gen_toks"] == MAX_GEN
+        assert cfg["filter_list"][0]["filter"][0]["regex_pattern"] == ANSWER_REGEX
+    assert greedy["generation_kwargs"]["do_sample"] is False and greedy["repeats"] == 1
+    assert sampled["generation_kwargs"]["do_sample"] is True and sampled["repeats"] == K
+    assert sampled["metric_list"][0]["metric"] == f"{METRICS_MODULE}.mean_at_k"
+    assert (setup["task_dir"] / f"{METRICS_MODULE}.py").is_file()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("...55", "55"),
+        ("55", "55"),
+        ("55.3", "55"),
+        ("abc", FALLBACK),
+        ("5a5", "5"),
+        ("", FALLBACK),
+        (". 5", FALLBACK),
+    ],
+)
+def test_regex_extraction(text: str, expected: str) -> None:
+    from lm_eval.filters.extraction import RegexFilter
+
+    out = RegexFilter(regex_pattern=ANSWER_REGEX, fallback=FALLBACK).apply([[text]], [{}])
+    assert out == [[expected]]
+
+
+def test_mean_at_k_metric(setup: dict) -> None:
+    ns: dict = {}
+    exec((setup["task_dir"] / f"{METRICS_MODULE}.py").read_text(), ns)
+    assert ns["mean_at_k"](references=["55"], predictions=[["55", FALLBACK, "55", "5"]]) == 0.5
+    assert ns["mean_at_k"](references=[55], predictions=[["55"]]) == 1.0
+
+
+def test_outputs_at_fixed_paths_with_fields(setup: dict) -> None:
+    out = setup["out"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["step"] for r in summary["checkpoints"]] == [0, 7]
+    for step in (0, 7):
+        res = json.loads((out / f"step={step}" / "results.json").read_text())
+        assert set(res) >= RESULT_FIELDS
+        assert res["k"] == K and res["n_examples"] == len(PROMPTS)
+        rows = _read_samples(out / f"step={step}" / "samples.jsonl")
+        assert all(set(r) >= SAMPLE_FIELDS for r in rows)
+        greedy = [r for r in rows if r["task"] == "greedy"]
+        sampled = [r for r in rows if r["task"] == "sampled"]
+        assert len(greedy) == len(PROMPTS) and len(sampled) == K * len(PROMPTS)
+        assert sorted({r["repeat"] for r in sampled}) == list(range(K))
+        assert res["greedy_accuracy"] == pytest.approx(
+            sum(r["correct"] for r in greedy) / len(greedy)
+        )
+        assert res["sampled_mean_at_k"] == pytest.approx(
+            sum(r["correct"] for r in sampled) / len(sampled)
+        )
+
+
+def test_generation_stops_at_eos_without_bos(setup: dict) -> None:
+    """lm-eval's greedy texts equal a plain one-prompt-at-a-time generate cut at the first eos."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(setup["ckpt"])
+    model = AutoModelForCausalLM.from_pretrained(setup["ckpt"]).eval()
+    expected = []
+    for prompt in PROMPTS:
+        ids = torch.tensor([tok.convert_tokens_to_ids(list(prompt))])  # no BOS, no template
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=MAX_GEN,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )[0, ids.shape[1] :].tolist()
+        if tok.eos_token_id in out:
+            out = out[: out.index(tok.eos_token_id)]
+        expected.append(tok.decode(out, skip_special_tokens=True))
+    for step in (0, 7):  # step 7 has no eos in its model/generation config
+        rows = _read_samples(setup["out"] / f"step={step}" / "samples.jsonl")
+        got = [r["generated"] for r in rows if r["task"] == "greedy"]
+        assert got == expected
+    assert any(len(t) < MAX_GEN for t in expected), "the fixture model should stop early sometimes"
+
+
+def test_seeds_reset_per_checkpoint(setup: dict) -> None:
+    # Same weights at steps 0 and 7: the sampled completions must match too.
+    a = _read_samples(setup["out"] / "step=0" / "samples.jsonl")
+    b = _read_samples(setup["out"] / "step=7" / "samples.jsonl")
+    assert [r["generated"] for r in a] == [r["generated"] for r in b]
+
+
+def test_rerun_is_identical_and_correct_answers_score_one(setup: dict) -> None:
+    root = setup["root"]
+    first = _read_samples(setup["out"] / "step=0" / "samples.jsonl")
+    parsed = [r for r in first if r["task"] == "greedy" and r["extracted"] != FALLBACK]
+    assert len(parsed) >= 2, "the fixture model should give some parseable greedy answers"
+    # Rows whose answer is what the model answers greedily: accuracy must be exactly 1.
+    test = _write_rows(root / "solved.jsonl", [(r["prompt"], r["extracted"]) for r in parsed])
+    task_dir = root / "tasks_solved"
+    write_task(test, task_dir, "solved", max_gen_toks=MAX_GEN, k=K, temperature=1.0)
+    runs = [
+        evaluate_checkpoints([(0, setup["ckpt"])], task_dir, root / f"rerun{i}", batch_size=4)
+        for i in range(2)
+    ]
+    assert runs[0][0]["greedy_accuracy"] == 1.0
+    assert runs[0][0]["sampled_pass_at_k"] >= runs[0][0]["sampled_mean_at_k"]
+    files = [
+        (root / f"rerun{i}" / "step=0" / name).read_bytes()
+        for i in range(2)
+        for name in ("results.json", "samples.jsonl")
+    ]
+    assert files[0] == files[2] and files[1] == files[3]

@@ -1,0 +1,136 @@
+"""A training run keeps its data honest: rollout rows, per-step metrics, scoring failures,
+non-finite losses, and a resume after SIGKILL that ends where an uninterrupted run ends."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conformance import G, build_model_dir, digit_reward
+from run_driver import write_data
+from safetensors.torch import load_file
+
+from grpo_ablation.rollout_log import ROLLOUT_FIELDS, read_rollouts
+from grpo_ablation.train import TrainingConfig, train
+from grpo_ablation.trainer import AblationGRPOTrainer, NonFiniteLossError
+
+torch.set_num_threads(1)
+TINY = dict(group_size=G, prompts_per_step=2, max_completion_length=6, save_steps=2)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run")
+    return build_model_dir(root / "model"), write_data(root / "data")
+
+
+def test_every_completion_is_a_row_and_groups_stay_whole(setup, tmp_path):
+    model, data = setup
+    train(model, data, tmp_path, TrainingConfig(max_steps=4, **TINY), reward_func=digit_reward)
+    rows = read_rollouts(tmp_path / "rollouts")
+    assert set(ROLLOUT_FIELDS) <= set(rows.columns)
+    assert len(rows) == 4 * 2 * G
+    for (_step, _group), members in rows.groupby(["step", "group_index"]):
+        assert members["prompt_id"].nunique() == 1 and sorted(members["completion_index"]) == list(range(G))
+        assert members["group_category"].nunique() == 1
+        if members["group_category"].iloc[0] in ("all_correct", "all_incorrect"):
+            assert (members["advantage"] == 0).all()
+    assert (rows["correct"] == (rows["reward"] >= 1.0)).all()
+    metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2, 3, 4]
+    for key in ("groups/all_correct", "groups/all_incorrect", "groups/mixed", "groups/failed_scoring",
+                "ratio_clip/low", "ratio_clip/high", "truncation_rate", "length/correct",
+                "length/incorrect", "groups/zero_std_fraction", "loss", "entropy", "grad_norm"):  # fmt: skip
+        assert key in metrics[0], key
+    assert not any("clipped" in k for m in metrics for k in m), "truncation is never called clipping"
+    truncated = rows.groupby("step")["truncated"].mean().tolist()
+    assert [m["truncation_rate"] for m in metrics] == pytest.approx(truncated)
+    budget = json.loads((tmp_path / "budget.json").read_text())
+    assert budget["completions"] == len(rows) and budget["generated_tokens"] == rows["length"].sum()
+    assert (tmp_path / "objective.json").exists() and (tmp_path / "objective.md").exists()
+    info = json.loads((tmp_path / "run_info.json").read_text())
+    assert info["checkpoints"] == [2, 4] and "trl" in info["library_versions"]
+
+
+def always_raises(prompts, completions, **kwargs):
+    raise TimeoutError("verifier timed out")
+
+
+def test_a_reward_that_raises_on_every_sample_is_data_not_a_crash(setup, tmp_path):
+    model, data = setup
+    train(model, data, tmp_path, TrainingConfig(max_steps=2, **TINY), reward_func=always_raises)
+    rows = read_rollouts(tmp_path / "rollouts")
+    assert (rows["group_category"] == "failed_scoring").all()
+    assert rows["reward"].isna().all() and (rows["advantage"] == 0).all()
+    assert rows["scoring_failure"].str.contains("TimeoutError: verifier timed out").all()
+    assert json.loads((tmp_path / "budget.json").read_text())["scoring_failures"] == len(rows)
+
+
+def test_a_reward_that_fails_on_some_samples_marks_only_those(setup, tmp_path):
+    def flaky(prompts, completions, **kwargs):
+        # the batch call fails; the trainer retries sample by sample and isolates the culprits
+        if any(len(c) % 2 for c in completions):
+            raise ValueError("cannot parse")
+        return digit_reward(prompts, completions)
+
+    model, data = setup
+    train(model, data, tmp_path, TrainingConfig(max_steps=3, **TINY), reward_func=flaky)
+    rows = read_rollouts(tmp_path / "rollouts")
+    odd = rows["completion"].str.len() % 2 == 1
+    assert odd.any() and (~odd).any()
+    assert rows.loc[odd, "reward"].isna().all() and rows.loc[~odd, "reward"].notna().all()
+    assert (rows.loc[odd, "group_category"] == "failed_scoring").all()
+
+
+def test_a_nan_loss_stops_the_run_with_a_clear_error_and_keeps_checkpoints(setup, tmp_path, monkeypatch):
+    original = AblationGRPOTrainer._get_per_token_logps_and_entropies
+
+    def blows_up_after_step_2(self, *args, **kwargs):
+        logps, entropies, aux = original(self, *args, **kwargs)
+        if self.state.global_step >= 2 and torch.is_grad_enabled():
+            logps = logps * float("nan")
+        return logps, entropies, aux
+
+    monkeypatch.setattr(AblationGRPOTrainer, "_get_per_token_logps_and_entropies", blows_up_after_step_2)
+    model, data = setup
+    with pytest.raises(NonFiniteLossError, match="non-finite loss .* at step 2"):
+        train(model, data, tmp_path, TrainingConfig(max_steps=6, **TINY), reward_func=digit_reward)
+    assert (tmp_path / "checkpoints" / "checkpoint-2" / "model.safetensors").exists()
+
+
+def _driver(model, data, out, training, sleep=0.0):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "run_driver", "--model", str(model), "--data", str(data),
+           "--out", str(out), "--training", json.dumps(training), "--sleep", str(sleep)]  # fmt: skip
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_a_run_killed_mid_way_resumes_to_the_same_result(setup, tmp_path):
+    model, data = setup
+    training = {**TINY, "max_steps": 12, "save_steps": 4}
+    ref = tmp_path / "uninterrupted"
+    assert _driver(model, data, ref, training).wait(timeout=300) == 0
+
+    run = tmp_path / "killed"
+    proc = _driver(model, data, run, training, sleep=0.3)
+    deadline = time.time() + 300
+    while not (run / "checkpoints" / "checkpoint-4" / "trainer_state.json").exists():
+        assert proc.poll() is None and time.time() < deadline, "run ended before its checkpoint"
+        time.sleep(0.05)
+    time.sleep(0.5)  # let it get past the checkpoint: its later rollouts must be discarded
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (run / "run_info.json").exists(), "the run finished before it was killed"
+    assert _driver(model, data, run, training).wait(timeout=300) == 0
+
+    a, b = read_rollouts(ref / "rollouts"), read_rollouts(run / "rollouts")
+    assert a.drop(columns=[]).equals(b)
+    wa = load_file(ref / "checkpoints" / "checkpoint-12" / "model.safetensors")
+    wb = load_file(run / "checkpoints" / "checkpoint-12" / "model.safetensors")
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert json.loads((run / "budget.json").read_text())["attempts"] == 1 + 0  # only the finishing attempt
