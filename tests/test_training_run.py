@@ -98,7 +98,7 @@ def test_a_nan_loss_stops_the_run_with_a_clear_error_and_keeps_checkpoints(setup
 
     monkeypatch.setattr(AblationGRPOTrainer, "_get_per_token_logps_and_entropies", blows_up_after_step_2)
     model, data = setup
-    with pytest.raises(NonFiniteLossError, match="non-finite loss .* at step 2"):
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss .* at step 2"):
         train(model, data, tmp_path, TrainingConfig(max_steps=6, **TINY), reward_func=digit_reward)
     assert (tmp_path / "checkpoints" / "checkpoint-2" / "model.safetensors").exists()
 

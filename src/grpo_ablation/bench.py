@@ -1,0 +1,125 @@
+"""Benchmarks that print ratios measured side by side in one run: ``make bench``.
+
+Absolute times on a shared machine are noise; each figure here compares two things measured in
+the same process, interleaved (A B A B ...), and reports the median ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def _tiny_setup(root: Path, n_layer: int = 2, n_embd: int = 64) -> tuple[Path, list[dict]]:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from grpo_ablation.tokenizer import build_char_tokenizer
+
+    tok = build_char_tokenizer()
+    torch.manual_seed(0)
+    cfg = GPT2Config(
+        n_layer=n_layer, n_embd=n_embd, n_head=4, n_positions=32, vocab_size=len(tok),
+        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+    )  # fmt: skip
+    model = GPT2LMHeadModel(cfg)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.save_pretrained(root / "model")
+    tok.save_pretrained(root / "model")
+    rows = [
+        {"prompt_id": f"p{a}_{b}", "prompt": f"{a}+{b}=", "answer": str(a + b)}
+        for a in range(10)
+        for b in range(10)
+    ]
+    return root / "model", rows
+
+
+def _reward(prompts, completions, answer, **kwargs):
+    return [1.0 if c.strip(".").startswith(a) else 0.0 for c, a in zip(completions, answer, strict=True)]
+
+
+def _one_run(kind: str, model_dir: Path, rows: list[dict], out: Path, steps: int) -> float:
+    """Steps per second of one training run of ``steps`` optimizer steps (setup excluded)."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from grpo_ablation.trainer import AblationGRPOTrainer
+
+    args = GRPOConfig(
+        output_dir=str(out), per_device_train_batch_size=32, num_generations=8,
+        max_completion_length=10, max_steps=steps, learning_rate=5e-4, save_strategy="no",
+        report_to="none", use_cpu=True, bf16=False, seed=0, disable_tqdm=True, logging_steps=1,
+        disable_dropout=True, log_level="error",
+        loss_type="grpo", scale_rewards="group" if kind == "stock" else "none",
+    )  # fmt: skip
+    common: dict[str, Any] = dict(
+        model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
+        args=args, train_dataset=Dataset.from_list(rows),
+        processing_class=AutoTokenizer.from_pretrained(model_dir), reward_funcs=_reward,
+    )  # fmt: skip
+    if kind == "stock":
+        trainer = GRPOTrainer(**common)
+    else:
+        trainer = AblationGRPOTrainer(
+            **common, std_scaling="sample", std_eps=1e-4, aggregation="sequence_mean", run_dir=out
+        )
+    started = time.perf_counter()
+    trainer.train()
+    return steps / (time.perf_counter() - started)
+
+
+def trainer_overhead(steps: int = 60, repeats: int = 3) -> dict[str, Any]:
+    """Project trainer vs stock TRL GRPOTrainer, same model, batch and objective."""
+    import contextlib
+    import io
+
+    ratios, stock_sps, ours_sps = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        model_dir, rows = _tiny_setup(root)
+        for r in range(repeats):
+            with contextlib.redirect_stdout(io.StringIO()):
+                s = _one_run("stock", model_dir, rows, root / f"s{r}", steps)
+                o = _one_run("ours", model_dir, rows, root / f"o{r}", steps)
+            stock_sps.append(s)
+            ours_sps.append(o)
+            ratios.append(o / s)
+    return {
+        "benchmark": "trainer_overhead",
+        "what": "steps/s of the project trainer / steps/s of stock TRL GRPOTrainer",
+        "target": ">= 0.95",
+        "ratio_median": statistics.median(ratios),
+        "ratios": ratios,
+        "stock_steps_per_s": stock_sps,
+        "project_steps_per_s": ours_sps,
+        "config": {"steps": steps, "repeats": repeats, "batch": 32, "G": 8, "max_len": 10},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("results/bench"))
+    parser.add_argument("--only", nargs="*", default=None, help="benchmarks to run")
+    a = parser.parse_args()
+    torch.set_num_threads(1)
+    suite = {"trainer_overhead": trainer_overhead}
+    a.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for name, fn in suite.items():
+        if a.only and name not in a.only:
+            continue
+        result = fn()
+        results.append(result)
+        print(json.dumps(result))
+    (a.out / "bench.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
