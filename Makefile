@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 CORES ?= 2
 CONFIG ?= config/config.yaml
 # Silence pip's notices about local mirror folders; keep its errors.
+# Rules call `python`: the venv comes first on PATH for them.
+export PATH := $(abspath $(BIN)):$(PATH)
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
 .PHONY: setup run test lint figures report bench smoke clean

@@ -18,6 +18,8 @@ from transformers import GPT2Config, GPT2LMHeadModel, TrainerCallback
 from grpo_ablation.tokenizer import build_char_tokenizer
 
 PROMPTS = [f"{a}+{b}=" for a, b in [(1, 2), (3, 4), (5, 6), (7, 8), (9, 1), (2, 3), (4, 5), (6, 7)]]
+# Prompts of different lengths are left-padded together: positions must still match sampling.
+MIXED_PROMPTS = ["1+2=", "13+4=", "5+26=", "7+8=", "19+1=", "2+3=", "4+55=", "6+7="]
 MAX_LEN = 6
 G = 4
 
@@ -70,7 +72,10 @@ class _CaptureGrads(TrainerCallback):
                           if p.grad is not None}  # fmt: skip
 
 
-def capture(model_dir: Path, out_dir: Path, *, stock: dict | None = None, **objective) -> dict:
+def capture(
+    model_dir: Path, out_dir: Path, *, stock: dict | None = None, prompts: list[str] = PROMPTS,
+    **objective,
+) -> dict:
     """One optimizer step on the fixed batch; returns {param: grad} and the advantages.
 
     ``stock`` switches to TRL's GRPOTrainer with those GRPOConfig fields (loss_type,
@@ -86,7 +91,7 @@ def capture(model_dir: Path, out_dir: Path, *, stock: dict | None = None, **obje
 
     state = PartialState()
     ga = objective.pop("gradient_accumulation_steps", 1)
-    batch = len(PROMPTS) // 2 * G  # 4 prompts per step
+    batch = len(prompts) // 2 * G  # 4 prompts per step
     args = GRPOConfig(
         output_dir=str(out_dir), per_device_train_batch_size=batch // (ga * state.num_processes),
         gradient_accumulation_steps=ga, num_generations=G, max_completion_length=MAX_LEN,
@@ -97,7 +102,7 @@ def capture(model_dir: Path, out_dir: Path, *, stock: dict | None = None, **obje
     )  # fmt: skip
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    data = Dataset.from_list([{"prompt": p, "prompt_id": f"p{i}"} for i, p in enumerate(PROMPTS)])
+    data = Dataset.from_list([{"prompt": p, "prompt_id": f"p{i}"} for i, p in enumerate(prompts)])
     common = dict(model=model, args=args, train_dataset=data, processing_class=tok,
                   reward_funcs=digit_reward)  # fmt: skip
     if stock is not None:

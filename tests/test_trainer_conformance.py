@@ -15,6 +15,7 @@ import pytest
 import torch
 from conformance import (
     MAX_LEN,
+    MIXED_PROMPTS,
     PROMPTS,
     G,
     build_model_dir,
@@ -34,12 +35,12 @@ def model_dir(tmp_path_factory):
     return build_model_dir(tmp_path_factory.mktemp("model"))
 
 
-def reference_grads(model_dir: Path, scaling: str, eps: float, mode: str) -> dict:
+def reference_grads(model_dir: Path, scaling: str, eps: float, mode: str, all_prompts=PROMPTS) -> dict:
     """The objective written out with the library alone: no TRL, no trainer."""
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     eos = tok.eos_token_id
-    prompts = PROMPTS[: len(PROMPTS) // 2]  # the first generation batch, in sampler order
+    prompts = all_prompts[: len(all_prompts) // 2]  # the first generation batch, in sampler order
     seqs, rewards = [], []
     for p in prompts:
         ids = tok(p)["input_ids"]
@@ -75,6 +76,13 @@ def assert_same(a: dict, b: dict, tol: float = 1e-6) -> None:
 def test_trainer_gradient_equals_the_library_formula(model_dir, tmp_path, scaling, mode):
     got = capture(model_dir, tmp_path, std_scaling=scaling, std_eps=1e-4, aggregation=mode)
     assert_same(got["grads"], reference_grads(model_dir, scaling, 1e-4, mode))
+
+
+def test_prompts_of_different_lengths_are_scored_at_their_sampling_positions(model_dir, tmp_path):
+    # Each reference sequence is scored alone (no padding); the trainer left-pads them together.
+    got = capture(model_dir, tmp_path, prompts=MIXED_PROMPTS, std_scaling="sample", std_eps=1e-4,
+                  aggregation="token_mean")  # fmt: skip
+    assert_same(got["grads"], reference_grads(model_dir, "sample", 1e-4, "token_mean", MIXED_PROMPTS))
 
 
 TRL_EQUIVALENTS = [

@@ -9,8 +9,9 @@ short, so the base policy sits in an accuracy band where most groups are mixed.
 
 Positions: TRL's GRPO loss calls the model on left-padded prompt+completion rows without
 ``position_ids`` (so positions are ``arange`` and shifted by the padding), while ``generate`` uses
-positions from the attention mask. SFT rows are therefore left-padded by a random amount with
-``arange`` positions, which makes the policy insensitive to that shift.
+positions from the attention mask. SFT rows are left-padded to the batch width with ``arange``
+positions, as in TRL's loss; ``max_pad_shift`` adds random extra padding (off in the tuned
+default; its own effect was not isolated).
 """
 
 from __future__ import annotations
@@ -37,21 +38,21 @@ class BasePolicyConfig:
     seed: int = 0
     # GPT-2 shape (n_positions must cover prompt + max_completion_length + padding).
     n_layer: int = 2
-    n_embd: int = 96
+    n_embd: int = 128
     n_head: int = 4
     n_positions: int = 32
     # SFT schedule: steps of batch_size examples, AdamW with linear warm-up then constant lr.
-    sft_steps: int = 1500
-    batch_size: int = 64
-    lr: float = 3e-3
+    sft_steps: int = 1200
+    batch_size: int = 128
+    lr: float = 2e-3
     warmup_steps: int = 50
     weight_decay: float = 0.0
     # SFT completions: uniform number of '.' filler characters in [0, filler_max], then the answer.
-    filler_max: int = 4
+    filler_max: int = 3
     # On carry problems, probability that the SFT target is the carry-free (wrong) digit-wise sum.
-    carry_forget_prob: float = 0.5
+    carry_forget_prob: float = 0.3
     # Extra random left padding of SFT rows (see module docstring).
-    max_pad_shift: int = 3
+    max_pad_shift: int = 0
     # Statistics on validation: samples per prompt at temperature 1, and generation length.
     eval_samples: int = 8
     max_completion_length: int = 10
@@ -77,6 +78,11 @@ def build_model(cfg: BasePolicyConfig, tokenizer: PreTrainedTokenizerFast) -> GP
         bos_token_id=tokenizer.eos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
+        # No dropout: the model is tiny and under-trained; dropout only slows SFT down and would
+        # make GRPO's loss-time log-probs differ from the rollout's.
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
     )
     model = GPT2LMHeadModel(config)
     model.generation_config = GenerationConfig(
@@ -96,7 +102,10 @@ def sft_completion(row: dict[str, Any], rng: random.Random, cfg: BasePolicyConfi
 
 
 def _sft_batch(
-    rows: list[dict[str, Any]], rng: random.Random, cfg: BasePolicyConfig, tok: PreTrainedTokenizerFast
+    rows: list[dict[str, Any]],
+    rng: random.Random,
+    cfg: BasePolicyConfig,
+    tok: PreTrainedTokenizerFast,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     seqs, n_prompt = [], []
     for row in rng.choices(rows, k=cfg.batch_size):
@@ -125,7 +134,9 @@ def train_sft(
     model.train()
     rng = random.Random(f"sft:{cfg.seed}")
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, cfg.warmup_steps)))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / max(1, cfg.warmup_steps))
+    )
     losses = []
     for _ in range(cfg.sft_steps):
         ids, mask, labels = _sft_batch(rows, rng, cfg, tok)
@@ -194,8 +205,13 @@ def sample_accuracy(
 ) -> dict[str, Any]:
     """Accuracy (overall and per difficulty), completion lengths, truncation and error modes."""
     gens = generate_completions(
-        model, tok, [r["prompt"] for r in rows], n_samples=n_samples, temperature=temperature,
-        max_new_tokens=max_new_tokens, seed=seed,
+        model,
+        tok,
+        [r["prompt"] for r in rows],
+        n_samples=n_samples,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        seed=seed,
     )
     by_diff: dict[int, list[int]] = defaultdict(list)
     lengths, wrong_lengths, per_prompt = [], [], []
@@ -266,11 +282,20 @@ def warm_start(
     model, losses = train_sft(cfg, tok, train)
     sft_seconds = time.perf_counter() - t0
     sampled = sample_accuracy(
-        model, tok, validation, n_samples=cfg.eval_samples, max_new_tokens=cfg.max_completion_length,
+        model,
+        tok,
+        validation,
+        n_samples=cfg.eval_samples,
+        max_new_tokens=cfg.max_completion_length,
         seed=cfg.seed,
     )
     greedy = sample_accuracy(
-        model, tok, validation, n_samples=1, temperature=None, max_new_tokens=cfg.max_completion_length
+        model,
+        tok,
+        validation,
+        n_samples=1,
+        temperature=None,
+        max_new_tokens=cfg.max_completion_length,
     )
     model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
@@ -294,12 +319,21 @@ def warm_start(
 
 def _main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description="Warm-start the base policy by SFT on the train split.")
-    p.add_argument("--splits", type=Path, required=True, help="directory with train/validation.jsonl")
+    p.add_argument(
+        "--splits", type=Path, required=True, help="directory with train/validation.jsonl"
+    )
     p.add_argument("--out", type=Path, required=True, help="output HF model directory")
     p.add_argument("--config-json", default="{}", help="BasePolicyConfig fields as a JSON object")
     args = p.parse_args(argv)
-    stats = warm_start(BasePolicyConfig.from_dict(json.loads(args.config_json)), args.splits, args.out)
-    keep = ("sft_seconds", "greedy_accuracy", "sampled_accuracy_by_difficulty", "completion_length_mean")
+    stats = warm_start(
+        BasePolicyConfig.from_dict(json.loads(args.config_json)), args.splits, args.out
+    )
+    keep = (
+        "sft_seconds",
+        "greedy_accuracy",
+        "sampled_accuracy_by_difficulty",
+        "completion_length_mean",
+    )
     print(json.dumps({k: stats[k] for k in keep}, indent=2))
 
 

@@ -45,15 +45,16 @@ class ScoringError(RuntimeError):
 class TaskConfig:
     # Seed of the split generator; the same config always writes byte-identical files.
     seed: int = 1234
-    # Relative weights of operand lengths 1, 2, 3, ... digits (each operand drawn independently).
-    # The default mixes easy 1-digit sums with harder 2-digit ones, so that the base policy meets
-    # prompts it nearly always solves, prompts it rarely solves, and many in between.
-    digit_weights: tuple[float, ...] = (1.0, 2.0)
+    # Operands: a in [0, a_max], b in [0, b_max]; the prompt shows them in a random order. The
+    # default (two digits plus one digit) is small enough for a tiny model to learn on a laptop and
+    # still mixes carry-free sums (nearly always solved) with carry sums (often missed).
+    a_max: int = 99
+    b_max: int = 9
     # Number of distinct problems per split; a+b and b+a count as one problem and a problem appears
-    # in one split only.
-    n_train: int = 1500
-    n_validation: int = 200
-    n_test: int = 400
+    # in one split only. Validation and test are drawn first, so n_train does not change them.
+    n_train: int = 500
+    n_validation: int = 100
+    n_test: int = 200
     # Reward variant: "binary" (1 correct, 0 incorrect) or "graded" (graded_base +
     # graded_gap * correct + deterministic noise in [-graded_noise, graded_noise]); the graded
     # variant has tiny absolute gaps that group standardisation blows up to unit scale.
@@ -68,17 +69,14 @@ class TaskConfig:
     notes: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not self.digit_weights or any(w < 0 for w in self.digit_weights):
-            raise ValueError("digit_weights must be non-empty and non-negative")
-        if sum(self.digit_weights) <= 0:
-            raise ValueError("digit_weights must not all be zero")
+        if min(self.a_max, self.b_max) < 0:
+            raise ValueError("a_max and b_max must be non-negative")
         if min(self.n_train, self.n_validation, self.n_test) < 0:
             raise ValueError("split sizes must be non-negative")
         if self.reward_kind not in REWARD_KINDS:
             raise ValueError(f"reward_kind must be one of {REWARD_KINDS}, got {self.reward_kind!r}")
         if not 0.0 <= self.failure_rate <= 1.0:
             raise ValueError("failure_rate must be in [0, 1]")
-        object.__setattr__(self, "digit_weights", tuple(float(w) for w in self.digit_weights))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TaskConfig:
@@ -86,15 +84,10 @@ class TaskConfig:
         unknown = sorted(set(d) - known)
         if unknown:
             raise ValueError(f"unknown TaskConfig key(s): {', '.join(unknown)}")
-        d = dict(d)
-        if "digit_weights" in d:
-            d["digit_weights"] = tuple(d["digit_weights"])
         return cls(**d)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["digit_weights"] = list(self.digit_weights)
-        return d
+        return asdict(self)
 
     def config_hash(self) -> str:
         return _sha256(json.dumps(self.to_dict(), sort_keys=True).encode())
@@ -140,38 +133,33 @@ def make_row(a: int, b: int) -> dict[str, Any]:
     }
 
 
-def _draw_operand(rng: random.Random, weights: tuple[float, ...]) -> int:
-    digits = rng.choices(range(1, len(weights) + 1), weights=weights)[0]
-    lo = 0 if digits == 1 else 10 ** (digits - 1)
-    return rng.randrange(lo, 10**digits)
-
-
-def problem_universe_size(cfg: TaskConfig) -> int:
-    """Number of unordered problems reachable with the configured operand lengths."""
-    n = sum(10 ** (i + 1) - (0 if i == 0 else 10**i) for i, w in enumerate(cfg.digit_weights) if w)
-    return n * (n + 1) // 2  # unordered pairs with repetition (lengths with weight 0 excluded)
+def problem_universe(cfg: TaskConfig) -> list[tuple[int, int]]:
+    """Every distinct problem as a sorted pair (lo, hi), in a fixed order."""
+    pairs = {tuple(sorted((a, b))) for a in range(cfg.a_max + 1) for b in range(cfg.b_max + 1)}
+    return sorted(pairs)  # type: ignore[arg-type]
 
 
 def generate_splits(cfg: TaskConfig) -> dict[str, list[dict[str, Any]]]:
-    """Draw distinct problems and deal them to validation, test and train (in that order).
-
-    Held-out splits are drawn first so that changing ``n_train`` does not change them.
-    """
+    """Shuffle the problem universe with the seed and deal it to validation, test, then train."""
+    universe = problem_universe(cfg)
     need = cfg.n_train + cfg.n_validation + cfg.n_test
-    if need > problem_universe_size(cfg) // 2:  # rejection sampling must stay cheap and varied
-        raise ValueError(f"{need} problems requested; too many for digit_weights {cfg.digit_weights}")
+    if need > len(universe):
+        raise ValueError(f"{need} problems requested but only {len(universe)} exist")
     rng = random.Random(f"{GENERATOR_VERSION}:{cfg.seed}")
-    seen: set[str] = set()
+    rng.shuffle(universe)
     out: dict[str, list[dict[str, Any]]] = {}
-    for split, n in (("validation", cfg.n_validation), ("test", cfg.n_test), ("train", cfg.n_train)):
-        rows: list[dict[str, Any]] = []
-        while len(rows) < n:
-            row = make_row(_draw_operand(rng, cfg.digit_weights), _draw_operand(rng, cfg.digit_weights))
-            if row["prompt_id"] in seen:
-                continue
-            seen.add(row["prompt_id"])
-            rows.append(row)
+    start = 0
+    for split, n in (
+        ("validation", cfg.n_validation),
+        ("test", cfg.n_test),
+        ("train", cfg.n_train),
+    ):
+        rows = []
+        for lo, hi in universe[start : start + n]:
+            a, b = (lo, hi) if rng.random() < 0.5 else (hi, lo)  # show both orders
+            rows.append(make_row(a, b))
         out[split] = rows
+        start += n
     check_disjoint(out)
     return {s: out[s] for s in SPLITS}
 
@@ -234,12 +222,17 @@ def is_correct(completion: str, answer: str) -> bool:
 
 def score_completion(cfg: TaskConfig, prompt_id: str, completion: str, answer: str) -> float:
     """Reward of one completion; raises ``ScoringError`` for an injected scoring failure."""
-    if cfg.failure_rate > 0 and _unit_hash("fail", cfg.failure_seed, prompt_id, completion) < cfg.failure_rate:
+    if (
+        cfg.failure_rate > 0
+        and _unit_hash("fail", cfg.failure_seed, prompt_id, completion) < cfg.failure_rate
+    ):
         raise ScoringError(f"scoring failed for prompt {prompt_id} (injected)")
     correct = is_correct(completion, answer)
     if cfg.reward_kind == "binary":
         return 1.0 if correct else 0.0
-    noise = (2 * _unit_hash("noise", cfg.failure_seed, prompt_id, completion) - 1) * cfg.graded_noise
+    noise = (
+        2 * _unit_hash("noise", cfg.failure_seed, prompt_id, completion) - 1
+    ) * cfg.graded_noise
     return cfg.graded_base + cfg.graded_gap * correct + noise
 
 
@@ -247,7 +240,11 @@ def make_reward_function(cfg: TaskConfig) -> Callable[..., list[float | None]]:
     """A reward function with TRL's signature; ``answer`` and ``prompt_id`` come from the dataset."""
 
     def addition_reward(
-        prompts: list[str], completions: list[str], answer: list[str], prompt_id: list[str], **kwargs: Any
+        prompts: list[str],
+        completions: list[str],
+        answer: list[str],
+        prompt_id: list[str],
+        **kwargs: Any,
     ) -> list[float | None]:
         out: list[float | None] = []
         for completion, ans, pid in zip(completions, answer, prompt_id, strict=True):

@@ -172,8 +172,9 @@ def train(
 
     from grpo_ablation.trainer import AblationGRPOTrainer
 
-    if not (model_dir / "config.json").exists():
-        raise FileNotFoundError(f"base model directory {model_dir} has no config.json")
+    local = model_dir.exists() or str(model_dir).startswith((".", "/")) or len(model_dir.parts) != 2
+    if local and not (model_dir / "config.json").exists():
+        raise FileNotFoundError(f"base model directory {model_dir} does not exist or has no config.json")
     train_file = data_dir / "train.jsonl"
     if not train_file.exists():
         raise FileNotFoundError(f"training split {train_file} does not exist")

@@ -85,6 +85,15 @@ class SafeReward:
         return out
 
 
+def _positions_from_mask(module, args, kwargs):
+    """Forward pre-hook: position ids counted over attended tokens, as ``generate`` does."""
+    mask = kwargs.get("attention_mask")
+    if mask is not None and kwargs.get("position_ids") is None:
+        positions = mask.long().cumsum(-1) - 1
+        kwargs["position_ids"] = positions.masked_fill(mask == 0, 0)
+    return args, kwargs
+
+
 class EpochSeededRepeatSampler(RepeatSampler):
     """TRL's RepeatSampler draws each epoch's order from one running generator, so a run resumed
     mid-training (new sampler, fresh generator) would see a different prompt order than an
@@ -142,6 +151,19 @@ class AblationGRPOTrainer(GRPOTrainer):
             shuffle=sampler.shuffle,
             seed=sampler.seed,
         )
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, *args, **kwargs):
+        # TRL scores left-padded rows without position ids, so a model with absolute positions
+        # (GPT-2) sees a shorter prompt at shifted positions, unlike in `generate`, which derives
+        # positions from the attention mask. Give the scoring pass the positions of sampling.
+        inner = self.accelerator.unwrap_model(model)
+        handle = inner.register_forward_pre_hook(_positions_from_mask, with_kwargs=True)
+        try:
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, *args, **kwargs
+            )
+        finally:
+            handle.remove()
 
     # -- scoring -----------------------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

@@ -1,0 +1,22 @@
+# The GRPO ablation: fixed splits -> base policy -> matched-budget cells over seeds -> lm-eval of
+# every checkpoint -> diagnostics, tables, figures, report. Rules are thin; the logic lives in
+# the grpo_ablation package. Run with `make run`, or `snakemake --cores 2 --configfile ...`.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        all_targets,
+    default_target: True

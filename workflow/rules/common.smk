@@ -1,0 +1,76 @@
+# Config validation, the design (stages, cells, seeds) and the paths every rule shares.
+import json
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from grpo_ablation import pipeline
+from grpo_ablation.pipeline import Cell
+
+
+validate(config, workflow.source_path("../schemas/config.schema.yaml"))
+try:
+    pipeline.check_design(config)
+except ValueError as err:
+    raise WorkflowError(f"invalid config: {err}") from err
+
+EXP = str(pipeline.experiment_dir(config))
+SEEDS = [int(s) for s in config["seeds"]]
+THREADS = int(config["threads_per_job"])
+# Every rule runs `python {params.cli} <command>` (workflow/scripts/grpo.py).
+CLI = workflow.source_path("../scripts/grpo.py")
+
+
+wildcard_constraints:
+    cell=r"std=[^/]+/agg=[^/]+/G=\d+",
+    seed=r"\d+",
+
+
+def folder(key, up=1, of="output"):
+    """A params function: the folder ``up`` levels above input/output ``key``."""
+
+    def find(wildcards, input, output):
+        path = Path((output if of == "output" else input)[key])
+        return str(path.parents[up - 1])
+
+    return find
+
+
+def run_dir(cell, seed):
+    return f"{EXP}/runs/{cell}/seed={seed}"
+
+
+def eval_summary(cell, seed):
+    return f"{EXP}/eval/{cell}/seed={seed}/test/summary.json"
+
+
+def stage1_winner():
+    """Stage 2 may take its std scaling from stage 1: read the recorded choice (a checkpoint)."""
+    if config["stages"]["aggregation"]["std_scaling"] != pipeline.FROM_STAGE1:
+        return None
+    path = checkpoints.select_stage1.get().output[0]
+    return json.loads(Path(path).read_text())["winner"]
+
+
+def cells_of(stage):
+    winner = stage1_winner() if stage == "aggregation" else None
+    return pipeline.stage_cells(config, stage, winner)
+
+
+def stage_evals(stage):
+    return [eval_summary(c.path, s) for c in cells_of(stage) for s in SEEDS]
+
+
+def training_json(wildcards):
+    cfg = pipeline.training_config(config, Cell.parse(wildcards.cell), int(wildcards.seed))
+    return json.dumps(pipeline.asdict_config(cfg), sort_keys=True)
+
+
+def all_targets(wildcards):
+    targets = [f"{EXP}/calculations/calculations.md", f"{EXP}/eval/base/test/summary.json"]
+    for stage in pipeline.STAGES:
+        if config["stages"][stage]["enabled"]:
+            targets += stage_evals(stage)
+    targets += report_targets()
+    return targets

@@ -1,0 +1,67 @@
+# Fixed splits (written once, hashed) and the base policy every cell starts from.
+
+
+rule splits:
+    output:
+        train=f"{EXP}/data/train.jsonl",
+        validation=f"{EXP}/data/validation.jsonl",
+        test=f"{EXP}/data/test.jsonl",
+        manifest=f"{EXP}/data/manifest.json",
+    params:
+        cli=CLI,
+        task=json.dumps(config["task"], sort_keys=True),
+        out=folder("manifest"),
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/splits.log",
+    benchmark:
+        f"{EXP}/benchmarks/splits.tsv"
+    shell:
+        "python {params.cli} splits --task {params.task:q} --out {params.out} > {log} 2>&1"
+
+
+rule base_policy:
+    input:
+        train=rules.splits.output.train,
+        validation=rules.splits.output.validation,
+    output:
+        f"{EXP}/base/base_policy.json",
+    params:
+        cli=CLI,
+        base=json.dumps(config["base_policy"], sort_keys=True),
+        data=folder("train", of="input"),
+        out=folder(0),
+    threads: THREADS
+    resources:
+        runtime=60,
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/base_policy.log",
+    benchmark:
+        f"{EXP}/benchmarks/base_policy.tsv"
+    shell:
+        "python {params.cli} base-policy --base {params.base:q} --splits {params.data} --out {params.out}"
+        " --threads {threads} > {log} 2>&1"
+
+
+rule calculations:
+    output:
+        report(
+            f"{EXP}/calculations/calculations.md",
+            caption="../report/calculations.rst",
+            category="Conventions",
+        ),
+        f"{EXP}/calculations/calculations.csv",
+    params:
+        cli=CLI,
+        out=folder(0),
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/calculations.log",
+    benchmark:
+        f"{EXP}/benchmarks/calculations.tsv"
+    shell:
+        "python {params.cli} calculations {params.out} > {log} 2>&1"

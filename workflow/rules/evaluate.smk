@@ -1,0 +1,106 @@
+# Independent evaluation with lm-eval: every saved checkpoint of every run on the test split, the
+# base policy as step 0, and the final checkpoint on the validation split (used for selection
+# between stages only). One job per run evaluates all its checkpoints (imports paid once).
+
+
+rule eval_tasks:
+    input:
+        test=rules.splits.output.test,
+        validation=rules.splits.output.validation,
+    output:
+        test=f"{EXP}/tasks/test/manifest.json",
+        validation=f"{EXP}/tasks/validation/manifest.json",
+    params:
+        cli=CLI,
+        evaluation=json.dumps(config["evaluation"], sort_keys=True),
+        data=folder("test", of="input"),
+        tasks=folder("test", up=2),
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/eval_tasks.log",
+    benchmark:
+        f"{EXP}/benchmarks/eval_tasks.tsv"
+    shell:
+        "python {params.cli} eval-tasks --data {params.data} --tasks {params.tasks} --evaluation {params.evaluation:q}"
+        " > {log} 2>&1"
+
+
+rule evaluate_base:
+    input:
+        base=rules.base_policy.output[0],
+        tasks=rules.eval_tasks.output.test,
+        validation_tasks=rules.eval_tasks.output.validation,
+    output:
+        test=f"{EXP}/eval/base/test/summary.json",
+        validation=f"{EXP}/eval/base/validation/summary.json",
+    params:
+        cli=CLI,
+        evaluation=json.dumps(config["evaluation"], sort_keys=True),
+        tasks=folder("tasks", up=2, of="input"),
+        out=folder("test", up=2),
+    threads: THREADS
+    resources:
+        runtime=config["resources"]["eval_runtime"],
+        gpus=config["resources"]["gpus_per_eval_job"],
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/evaluate/base.log",
+    benchmark:
+        f"{EXP}/benchmarks/evaluate/base.tsv"
+    shell:
+        "python {params.cli} evaluate --base {input.base} --tasks {params.tasks} --out {params.out}"
+        " --evaluation {params.evaluation:q} --threads {threads} > {log} 2>&1"
+
+
+rule evaluate:
+    input:
+        run=f"{EXP}/runs/{{cell}}/seed={{seed}}/run_info.json",
+        tasks=rules.eval_tasks.output.test,
+        validation_tasks=rules.eval_tasks.output.validation,
+    output:
+        test=f"{EXP}/eval/{{cell}}/seed={{seed}}/test/summary.json",
+        validation=f"{EXP}/eval/{{cell}}/seed={{seed}}/validation/summary.json",
+    params:
+        cli=CLI,
+        evaluation=json.dumps(config["evaluation"], sort_keys=True),
+        run=folder("run", of="input"),
+        tasks=folder("tasks", up=2, of="input"),
+        out=folder("test", up=2),
+    threads: THREADS
+    retries: 1
+    resources:
+        runtime=config["resources"]["eval_runtime"],
+        gpus=config["resources"]["gpus_per_eval_job"],
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/evaluate/{{cell}}/seed={{seed}}.log",
+    benchmark:
+        f"{EXP}/benchmarks/evaluate/{{cell}}/seed={{seed}}.tsv"
+    shell:
+        "python {params.cli} evaluate --run {params.run} --tasks {params.tasks} --out {params.out}"
+        " --evaluation {params.evaluation:q} --threads {threads} > {log} 2>&1"
+
+
+checkpoint select_stage1:
+    input:
+        lambda wc: [
+            f"{EXP}/eval/{c.path}/seed={s}/validation/summary.json"
+            for c in pipeline.stage_cells(config, "std_scaling")
+            for s in SEEDS
+        ],
+    output:
+        f"{EXP}/selection/stage1.json",
+    params:
+        cli=CLI,
+        metric=config["stages"]["aggregation"]["selection_metric"],
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/select_stage1.log",
+    benchmark:
+        f"{EXP}/benchmarks/select_stage1.tsv"
+    shell:
+        "python {params.cli} select --metric {params.metric} --out {output} {input} > {log} 2>&1"

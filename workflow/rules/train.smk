@@ -1,0 +1,31 @@
+# One training job per (cell, seed). Only run_info.json (written last) is declared, so the
+# checkpoints of a job that dies stay on disk and the rerun resumes from the newest one.
+
+
+rule train:
+    input:
+        base=rules.base_policy.output[0],
+        train=rules.splits.output.train,
+        manifest=rules.splits.output.manifest,
+    output:
+        f"{EXP}/runs/{{cell}}/seed={{seed}}/run_info.json",
+    params:
+        cli=CLI,
+        training=training_json,
+        task=json.dumps(config["task"], sort_keys=True),
+        out=folder(0),
+        data=folder("train", of="input"),
+    threads: THREADS
+    resources:
+        runtime=config["resources"]["train_runtime"],
+        mem_mb=config["resources"]["train_mem_mb"],
+        gpus=config["resources"]["gpus_per_train_job"],
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/train/{{cell}}/seed={{seed}}.log",
+    benchmark:
+        f"{EXP}/benchmarks/train/{{cell}}/seed={{seed}}.tsv"
+    shell:
+        "python {params.cli} train --base {input.base} --data {params.data} --out {params.out}"
+        " --training {params.training:q} --task {params.task:q} --threads {threads} > {log} 2>&1"
