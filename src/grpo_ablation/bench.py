@@ -103,13 +103,53 @@ def trainer_overhead(steps: int = 60, repeats: int = 3) -> dict[str, Any]:
     }
 
 
+def dag_scaling(sizes: tuple[int, ...] = (10, 100, 1000, 5000)) -> dict[str, Any]:
+    """Dry-run time of the default design with as many seeds as give about ``n`` jobs."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    base = yaml.safe_load(Path("config/config.yaml").read_text())
+    per_seed = 2 * 7  # train + evaluate for the 7 distinct cells of stages 1 and 2
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            cfg = {**base, "seeds": list(range(max(1, round(n / per_seed)))), "results_dir": tmp}
+            path = Path(tmp) / f"grid{n}.yaml"
+            path.write_text(yaml.safe_dump(cfg))
+            cmd = [sys.executable, "-m", "snakemake", "-n", "--quiet", "all", "--cores", "2",
+                   "--configfile", str(path)]  # fmt: skip
+            started = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            elapsed = time.perf_counter() - started
+            if proc.returncode:
+                raise RuntimeError(proc.stderr[-2000:])
+            jobs = _count_jobs(proc.stdout + proc.stderr)
+            rows.append({"target_jobs": n, "jobs": jobs, "dry_run_s": elapsed})
+    return {
+        "benchmark": "dag_scaling",
+        "what": "wall time of `snakemake -n` for grids of about 10 to 5,000 jobs",
+        "target": "1,000 jobs in <= 10 s",
+        "rows": rows,
+    }
+
+
+def _count_jobs(text: str) -> int:
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "total" and parts[1].isdigit():
+            return int(parts[1])
+    return -1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("results/bench"))
     parser.add_argument("--only", nargs="*", default=None, help="benchmarks to run")
     a = parser.parse_args()
     torch.set_num_threads(1)
-    suite = {"trainer_overhead": trainer_overhead}
+    suite = {"trainer_overhead": trainer_overhead, "dag_scaling": dag_scaling}
     a.out.mkdir(parents=True, exist_ok=True)
     results = []
     for name, fn in suite.items():

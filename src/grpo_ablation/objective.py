@@ -15,17 +15,24 @@ Rows are always ordered group by group: ``G`` consecutive entries per prompt.
 from __future__ import annotations
 
 import math
-from typing import Literal, get_args
 
 import torch
 
-Scaling = Literal["none", "population", "sample", "batch"]
-Aggregation = Literal["sequence_mean", "token_mean", "group_token_mean", "constant"]
-GroupCategory = Literal["failed_scoring", "all_correct", "all_incorrect", "mixed"]
+from grpo_ablation.choices import (
+    AGGREGATIONS,
+    EMPTY_COMPLETION_RULE,
+    GROUP_CATEGORIES,
+    SCALINGS,
+    Aggregation,
+    GroupCategory,
+    Scaling,
+)
 
-SCALINGS: tuple[str, ...] = get_args(Scaling)
-AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
-GROUP_CATEGORIES: tuple[str, ...] = get_args(GroupCategory)
+__all__ = [
+    "AGGREGATIONS", "EMPTY_COMPLETION_RULE", "GROUP_CATEGORIES", "SCALINGS", "Aggregation",
+    "GroupCategory", "Scaling", "aggregate_loss", "completion_coefficients", "group_advantages",
+    "group_categories", "mixed_group_probability", "token_weights",
+]  # fmt: skip
 
 
 def _check_choice(value: str, allowed: tuple[str, ...], what: str) -> None:
@@ -97,11 +104,7 @@ def mixed_group_probability(p: float, group_size: int) -> float:
     return 1.0 - p**group_size - (1.0 - p) ** group_size
 
 
-# Empty completions (no unmasked token, e.g. a truncated completion under truncation masking):
-# they stay in every count (B, the number of groups) and contribute zero, as TRL's ``grpo`` does,
-# so masking a completion never changes the weight of the others. verl instead drops them from
-# the sequence mean; the objective record names the rule used.
-EMPTY_COMPLETION_RULE = "counted in B and in the number of groups, contributing zero"
+# Empty completions follow EMPTY_COMPLETION_RULE (see choices.py): counted, contributing zero.
 
 
 def aggregate_loss(

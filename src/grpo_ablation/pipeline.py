@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.objective import AGGREGATIONS, SCALINGS
+from grpo_ablation.choices import AGGREGATIONS, SCALINGS
 from grpo_ablation.train import TrainingConfig
 
 STAGES = ("std_scaling", "aggregation", "group_size")

@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.objective import AGGREGATIONS, EMPTY_COMPLETION_RULE, SCALINGS
+from grpo_ablation.choices import AGGREGATIONS, EMPTY_COMPLETION_RULE, SCALINGS
 
 LIBRARIES = ("torch", "transformers", "trl", "accelerate", "datasets", "lm_eval")
 

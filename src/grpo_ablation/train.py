@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.objective import AGGREGATIONS, SCALINGS
+from grpo_ablation.choices import AGGREGATIONS, SCALINGS
 from grpo_ablation.record import ObjectiveRecord, library_versions
 from grpo_ablation.settings import config_hash, from_dict
 
