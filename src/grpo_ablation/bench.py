@@ -135,6 +135,74 @@ def dag_scaling(sizes: tuple[int, ...] = (10, 100, 1000, 5000)) -> dict[str, Any
     }
 
 
+def read_job_benchmarks(exp_dir: Path):
+    """One row per job from Snakemake's ``benchmark:`` files: rule, wall s, cpu s, peak RSS,
+    and the job's end (file mtime) and start (end - wall)."""
+    import pandas as pd
+
+    rows = []
+    root = exp_dir / "benchmarks"
+    for path in sorted(root.rglob("*.tsv")):
+        frame = pd.read_csv(path, sep="\t")
+        last = frame.iloc[-1]
+        end = path.stat().st_mtime
+        rule = path.relative_to(root).parts[0].removesuffix(".tsv")
+        rows.append({"rule": rule, "job": str(path.relative_to(root)), "wall_s": float(last["s"]),
+                     "cpu_s": float(last["cpu_time"]), "max_rss_mb": float(last["max_rss"]),
+                     "end": end, "start": end - float(last["s"])})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def pipeline_overhead(exp_dir: Path, cores: int = 2) -> dict[str, Any]:
+    """Wall time of a finished pipeline against the sum of its jobs' compute, and core use."""
+    jobs = read_job_benchmarks(exp_dir)
+    if jobs.empty:
+        raise FileNotFoundError(f"no benchmark files under {exp_dir}/benchmarks: run the pipeline first")
+    wall = jobs["end"].max() - jobs["start"].min()
+    return {
+        "benchmark": "pipeline_overhead",
+        "what": "sum of job wall times / (cores x pipeline wall time), and CPU time / (cores x wall)",
+        "target": "utilisation >= 0.75",
+        "experiment": str(exp_dir),
+        "pipeline_wall_s": wall,
+        "jobs": len(jobs),
+        "sum_job_wall_s": float(jobs["wall_s"].sum()),
+        "slot_utilisation": float(jobs["wall_s"].sum() / (cores * wall)),
+        "cpu_utilisation": float(jobs["cpu_s"].sum() / (cores * wall)),
+    }
+
+
+def evaluation_overhead(exp_dir: Path) -> dict[str, Any]:
+    """Share of each evaluation job spent outside generation (start, imports, model loads)."""
+    jobs = read_job_benchmarks(exp_dir)
+    rows = []
+    for job in jobs[jobs["rule"] == "evaluate"].itertuples():
+        run = Path(job.job).with_suffix("")  # evaluate/<cell>/seed=<s>
+        eval_dir = exp_dir / "eval" / Path(*run.parts[1:])
+        gen = sum(
+            json.loads(t.read_text())["generate_s"] for t in eval_dir.rglob("timing.json")
+        )
+        rows.append({"job": job.job, "wall_s": job.wall_s, "generate_s": gen,
+                     "outside_generation": 1 - gen / job.wall_s})  # fmt: skip
+    shares = [r["outside_generation"] for r in rows]
+    return {
+        "benchmark": "evaluation_overhead",
+        "what": "1 - generation time / evaluation job wall time",
+        "target": "<= 0.25",
+        "experiment": str(exp_dir),
+        "median_outside_generation": statistics.median(shares) if shares else None,
+        "jobs": rows,
+    }
+
+
+def memory(exp_dir: Path) -> dict[str, Any]:
+    """Peak RSS per rule (max over its jobs), from the benchmark files."""
+    jobs = read_job_benchmarks(exp_dir)
+    peak = jobs.groupby("rule")["max_rss_mb"].max().sort_values(ascending=False)
+    return {"benchmark": "memory", "what": "peak RSS per rule (MB)", "experiment": str(exp_dir),
+            "peak_rss_mb": {k: float(v) for k, v in peak.items()}}  # fmt: skip
+
+
 def _count_jobs(text: str) -> int:
     for line in text.splitlines():
         parts = line.split()
@@ -147,9 +215,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("results/bench"))
     parser.add_argument("--only", nargs="*", default=None, help="benchmarks to run")
+    parser.add_argument("--experiment", type=Path, default=Path("results/default"),
+                        help="a finished pipeline run, for the pipeline, evaluation and memory figures")  # fmt: skip
     a = parser.parse_args()
     torch.set_num_threads(1)
-    suite = {"trainer_overhead": trainer_overhead, "dag_scaling": dag_scaling}
+    suite = {
+        "trainer_overhead": trainer_overhead,
+        "dag_scaling": dag_scaling,
+        "pipeline_overhead": lambda: pipeline_overhead(a.experiment),
+        "evaluation_overhead": lambda: evaluation_overhead(a.experiment),
+        "memory": lambda: memory(a.experiment),
+    }
     a.out.mkdir(parents=True, exist_ok=True)
     results = []
     for name, fn in suite.items():
