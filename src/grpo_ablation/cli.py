@@ -21,9 +21,18 @@ def _threads(n: int | None) -> None:
 
 
 def cmd_splits(a: argparse.Namespace) -> None:
-    from grpo_ablation.task import TaskConfig, write_splits
+    task = json.loads(a.task)
+    if task.get("kind", "addition") == "math":
+        from grpo_ablation import math_task
 
-    manifest = write_splits(TaskConfig.from_dict(_task_fields(json.loads(a.task))), a.out)
+        # The hub data set is read here only: HF_DATASETS_OFFLINE is lifted for this command.
+        os.environ.pop("HF_DATASETS_OFFLINE", None)
+        os.environ.pop("HF_HUB_OFFLINE", None)
+        manifest = math_task.write_splits(math_task.MathTaskConfig.from_dict(task), a.out)
+    else:
+        from grpo_ablation.task import TaskConfig, write_splits
+
+        manifest = write_splits(TaskConfig.from_dict(_task_fields(task)), a.out)
     print(json.dumps(manifest, indent=2))
 
 
@@ -50,13 +59,43 @@ def _base_model(path: Path) -> str:
     return json.loads(path.read_text())["model"]
 
 
+# Fault-injection hooks for tests/test_faults.py (unset in normal runs): slow every training step
+# so a test can kill the job between checkpoints; fail the first evaluation attempt once.
+STEP_SLEEP_ENV = "GRPO_FAULT_STEP_SLEEP"
+FAIL_EVAL_ONCE_ENV = "GRPO_FAULT_FAIL_EVAL_ONCE"
+
+
+def _fault_callbacks() -> list[Any]:
+    seconds = float(os.environ.get(STEP_SLEEP_ENV) or 0)
+    if not seconds:
+        return []
+    import time
+
+    from transformers import TrainerCallback
+
+    class Sleep(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            time.sleep(seconds)
+
+    return [Sleep()]
+
+
 def cmd_train(a: argparse.Namespace) -> None:
     from grpo_ablation.settings import from_dict
     from grpo_ablation.train import TrainingConfig, train
 
     _threads(a.threads)
     cfg = from_dict(TrainingConfig, json.loads(a.training), "training")
-    train(Path(_base_model(a.base)), a.data, a.out, cfg, _task_fields(json.loads(a.task)))
+    task = json.loads(a.task)
+    reward = None  # train() builds the addition reward from the task fields
+    if task.get("kind", "addition") == "math":
+        from grpo_ablation.math_task import MathTaskConfig, make_reward_function
+
+        reward = make_reward_function(MathTaskConfig.from_dict(task))
+        # A hub base model is fetched by the training job (the cluster has hub access).
+        os.environ.pop("HF_HUB_OFFLINE", None)
+    train(Path(_base_model(a.base)), a.data, a.out, cfg, _task_fields(task),
+          reward_func=reward, callbacks=_fault_callbacks())  # fmt: skip
 
 
 def cmd_eval_tasks(a: argparse.Namespace) -> None:
@@ -68,9 +107,17 @@ def cmd_eval_tasks(a: argparse.Namespace) -> None:
                    ev["max_gen_toks"], ev["k"], ev["temperature"])  # fmt: skip
 
 
+def _fail_first_attempt() -> None:
+    marker = os.environ.get(FAIL_EVAL_ONCE_ENV)
+    if marker and not Path(marker).exists():
+        Path(marker).write_text("failed once\n")
+        raise RuntimeError(f"injected evaluation failure ({FAIL_EVAL_ONCE_ENV}={marker})")
+
+
 def cmd_evaluate(a: argparse.Namespace) -> None:
     from grpo_ablation.evaluate import evaluate_checkpoints
 
+    _fail_first_attempt()
     _threads(a.threads)
     ev = json.loads(a.evaluation)
     if a.base:
@@ -79,6 +126,21 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
         info = json.loads((a.run / "run_info.json").read_text())
         checkpoints = [(s, a.run / "checkpoints" / f"checkpoint-{s}") for s in info["checkpoints"]]
     options = dict(batch_size=ev["batch_size"], device=ev["device"], seed=ev["seed"], limit=ev["limit"])
+    if ev.get("lm_eval_tasks"):
+        from grpo_ablation.math_task import evaluate_builtin_tasks
+
+        # Standard tasks (gsm8k, minerva_math) fetch their data and models from the hub.
+        os.environ.pop("HF_HUB_OFFLINE", None)
+        os.environ.pop("HF_DATASETS_OFFLINE", None)
+        named = [(s, str(p)) for s, p in checkpoints]
+        evaluate_builtin_tasks(named, ev["lm_eval_tasks"], a.out / "test", **options)
+        # Built-in tasks have test sets only: the validation record says so instead of scoring
+        # the math validation split with the addition task's answer regex.
+        (a.out / "validation").mkdir(parents=True, exist_ok=True)
+        note = {"step": checkpoints[-1][0], "greedy_accuracy": None,
+                "note": "evaluation.lm_eval_tasks: no validation evaluation"}  # fmt: skip
+        (a.out / "validation" / "summary.json").write_text(json.dumps({"checkpoints": [note]}) + "\n")
+        return
     evaluate_checkpoints(checkpoints, a.tasks / "test", a.out / "test", **options)
     evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", a.out / "validation", **options)
 
@@ -101,6 +163,41 @@ def cmd_calculations(a: argparse.Namespace) -> None:
     from grpo_ablation.calculations import write_sheet
 
     for path in write_sheet(a.out):
+        print(path)
+
+
+def cmd_diagnostics(a: argparse.Namespace) -> None:
+    from grpo_ablation.diagnostics import write_run_diagnostics
+
+    for path in write_run_diagnostics(a.run, a.out):
+        print(path)
+
+
+def _report_inputs(a: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
+    selection = a.selection if a.selection and a.selection.exists() else None
+    return json.loads(a.config), selection
+
+
+def cmd_tables(a: argparse.Namespace) -> None:
+    from grpo_ablation.tables import write_tables
+
+    config, selection = _report_inputs(a)
+    for path in write_tables(a.exp, config, selection, a.out):
+        print(path)
+
+
+def cmd_figures(a: argparse.Namespace) -> None:
+    from grpo_ablation.figures import write_figures
+
+    config, selection = _report_inputs(a)
+    for path in write_figures(a.exp, config, selection, a.out, a.stage):
+        print(path)
+
+
+def cmd_token_weights(a: argparse.Namespace) -> None:
+    from grpo_ablation.figures import write_weight_figure
+
+    for path in write_weight_figure(a.out):
         print(path)
 
 
@@ -156,6 +253,26 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("calculations", help="write the worked-numbers sheet (Markdown and CSV)")
     p.add_argument("out", type=Path)
     p.set_defaults(func=cmd_calculations)
+
+    p = sub.add_parser("diagnostics", help="per-step and per-run diagnostics of one run's rollout log")
+    p.add_argument("--run", type=Path, required=True, help="run directory")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_diagnostics)
+
+    for name, func, what in (("tables", cmd_tables, "result and objective tables (CSV, Markdown, LaTeX)"),
+                             ("figures", cmd_figures, "every figure (PNG and PDF)")):  # fmt: skip
+        p = sub.add_parser(name, help=what)
+        p.add_argument("--exp", type=Path, required=True, help="experiment directory")
+        p.add_argument("--config", required=True, help="config sections seeds, stages, training as JSON")
+        p.add_argument("--selection", type=Path, help="selection/stage1.json (when stage 2 needs it)")
+        p.add_argument("--out", type=Path, required=True)
+        if name == "figures":
+            p.add_argument("--stage", help="only this stage's figures, written directly under --out")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("token-weights", help="figure of the worked example's per-token weights")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_token_weights)
 
     a = parser.parse_args(argv)
     a.func(a)

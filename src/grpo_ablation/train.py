@@ -174,7 +174,10 @@ def train(
 
     local = model_dir.exists() or str(model_dir).startswith((".", "/")) or len(model_dir.parts) != 2
     if local and not (model_dir / "config.json").exists():
-        raise FileNotFoundError(f"base model directory {model_dir} does not exist or has no config.json")
+        raise FileNotFoundError(
+            f"base model directory {model_dir} does not exist or has no config.json "
+            "(build it with the base_policy rule, or name a hub model with base_policy.kind: hub)"
+        )
     train_file = data_dir / "train.jsonl"
     if not train_file.exists():
         raise FileNotFoundError(f"training split {train_file} does not exist")
@@ -240,6 +243,14 @@ def train(
     return summary
 
 
+def _split_hashes(manifest: Path) -> dict[str, str] | None:
+    """sha256 of each split file, from the manifest the task's split writer left beside them."""
+    if not manifest.exists():
+        return None
+    splits = json.loads(manifest.read_text()).get("splits", {})
+    return {name: entry["sha256"] for name, entry in sorted(splits.items())}
+
+
 def _finish(out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer) -> dict[str, Any]:
     from grpo_ablation.rollout_log import read_rollouts
 
@@ -274,7 +285,7 @@ def _finish(out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer)
         "training_config_hash": config_hash(cfg),
         "task_config": task_config,
         "base_model": str(model_dir),
-        "split_hashes": json.loads(manifest.read_text()).get("sha256") if manifest.exists() else None,
+        "split_hashes": _split_hashes(manifest),
         "library_versions": library_versions(),
         "num_processes": nproc,
         "checkpoints": sorted(

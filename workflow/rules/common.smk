@@ -14,12 +14,23 @@ try:
     pipeline.check_design(config)
 except ValueError as err:
     raise WorkflowError(f"invalid config: {err}") from err
+if (
+    config["evaluation"].get("lm_eval_tasks")
+    and config["stages"]["aggregation"]["enabled"]
+    and config["stages"]["aggregation"]["std_scaling"] == pipeline.FROM_STAGE1
+):
+    raise WorkflowError(
+        "invalid config: stages.aggregation.std_scaling is from_stage1, but evaluation.lm_eval_tasks "
+        "evaluates built-in test sets only (no validation split to select on); declare a std scaling"
+    )
 
 EXP = str(pipeline.experiment_dir(config))
 SEEDS = [int(s) for s in config["seeds"]]
 THREADS = int(config["threads_per_job"])
-# Every rule runs `python {params.cli} <command>` (workflow/scripts/grpo.py).
-CLI = workflow.source_path("../scripts/grpo.py")
+# Every rule runs `python {params.cli} <command>` (workflow/scripts/grpo.py). A plain path into the
+# checkout, not workflow.source_path(): that one points into a per-invocation temporary source
+# cache, so the `cli` param changed on every run and the params trigger retrained everything.
+CLI = str(Path(workflow.current_basedir, "..", "scripts", "grpo.py").resolve())
 
 
 wildcard_constraints:
@@ -74,3 +85,17 @@ def all_targets(wildcards):
             targets += stage_evals(stage)
     targets += report_targets()
     return targets
+
+
+# Cheap bookkeeping rules run on the submit host, not through the cluster's queue (tables and figures;
+# a report rule belongs here too once it exists).
+localrules:
+    all,
+    splits,
+    calculations,
+    eval_tasks,
+    select_stage1,
+    tables,
+    stage_figures,
+    token_weight_figure,
+    figures,

@@ -1,5 +1,176 @@
-# Diagnostics, tables, figures and the report (filled in by the reporting rules).
+# Diagnostics (per run, from the rollout log), tables, figures and the report.
+#
+# Figures alone, after a style change (retrains nothing; seconds once results exist):
+#     snakemake --cores 2 --configfile config/<name>.yaml figures
+# figures.py is an input of the figure rules, so editing it is enough to rebuild them; add
+# `--forcerun stage_figures token_weight_figure` to rebuild them without any edit.
+from grpo_ablation import tables
+from grpo_ablation.figures import STAGE_FIGURES
+
+# The config sections the tables and figures need (no paths, so params never name outputs).
+REPORT_CONFIG = json.dumps({k: config[k] for k in ("seeds", "stages", "training")}, sort_keys=True)
+STAGES_ON = [s for s in pipeline.STAGES if config["stages"][s]["enabled"]]
+# The plotting and table code are inputs, so editing them rebuilds what they draw. Checkout paths,
+# not workflow.source_path (a fresh cache copy on every invocation, which would always look new).
+SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
+FIGURE_CODE = str(SRC / "figures.py")
+TABLE_CODE = [str(SRC / "tables.py"), str(SRC / "stats.py")]
 
 
-def report_targets():
-    return []
+wildcard_constraints:
+    stage="|".join(pipeline.STAGES),
+
+
+# Helpers are lambdas: `snakemake --lint` wants no function definitions next to rules, and the
+# logic they call lives in grpo_ablation.tables (testable without Snakemake).
+NEEDS_SELECTION = (
+    config["stages"]["aggregation"]["enabled"]
+    and config["stages"]["aggregation"]["std_scaling"] == pipeline.FROM_STAGE1
+)
+results_of = lambda stages: tables.report_inputs(
+    EXP,
+    {s: [c.path for c in cells_of(s)] for s in stages},
+    SEEDS,
+    NEEDS_SELECTION and "aggregation" in stages,
+)
+selection_arg = lambda wildcards, input: (
+    f"--selection {input.selection}" if "selection" in input.keys() else ""
+)
+
+
+rule diagnostics:
+    input:
+        run=f"{EXP}/runs/{{cell}}/seed={{seed}}/run_info.json",
+    output:
+        steps=f"{EXP}/diagnostics/{{cell}}/seed={{seed}}/steps.csv",
+        summary=f"{EXP}/diagnostics/{{cell}}/seed={{seed}}/summary.json",
+    params:
+        cli=CLI,
+        run=folder("run", of="input"),
+        out=folder("steps"),
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/diagnostics/{{cell}}/seed={{seed}}.log",
+    benchmark:
+        f"{EXP}/benchmarks/diagnostics/{{cell}}/seed={{seed}}.tsv"
+    shell:
+        "python {params.cli} diagnostics --run {params.run} --out {params.out} > {log} 2>&1"
+
+
+rule tables:
+    input:
+        unpack(lambda wildcards: results_of(STAGES_ON)),
+        code=TABLE_CODE,
+        # static, so params can find the experiment folder while stage 2 waits on the checkpoint
+        base=rules.evaluate_base.output.test,
+    output:
+        results=report(
+            f"{EXP}/tables/results.csv",
+            caption="../report/results_table.rst",
+            category="Tables",
+            labels={"table": "results per cell and stage"},
+        ),
+        results_md=f"{EXP}/tables/results.md",
+        results_tex=f"{EXP}/tables/results.tex",
+        objectives=report(
+            f"{EXP}/tables/objectives.csv",
+            caption="../report/objectives_table.rst",
+            category="Appendix",
+            labels={"table": "objective records"},
+        ),
+        objectives_md=f"{EXP}/tables/objectives.md",
+        objectives_tex=f"{EXP}/tables/objectives.tex",
+    params:
+        cli=CLI,
+        config=REPORT_CONFIG,
+        exp=folder("base", up=4, of="input"),
+        selection=selection_arg,
+        out=folder("results"),
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/tables.log",
+    benchmark:
+        f"{EXP}/benchmarks/tables.tsv"
+    shell:
+        "python {params.cli} tables --exp {params.exp} --config {params.config:q} {params.selection}"
+        " --out {params.out} > {log} 2>&1"
+
+
+figure_png = lambda kind: report(
+    f"{EXP}/figures/{{stage}}/{kind}.png",
+    caption=f"../report/figure_{kind}.rst",
+    category="Figures",
+    subcategory="{stage}",
+    labels={"stage": "{stage}", "figure": kind},
+)
+
+
+rule stage_figures:
+    input:
+        unpack(lambda wildcards: results_of([wildcards.stage])),
+        code=FIGURE_CODE,
+        # static, so params can find the experiment folder while stage 2 waits on the checkpoint
+        base=rules.evaluate_base.output.test,
+    output:
+        **{kind: figure_png(kind) for kind in STAGE_FIGURES},
+        **{f"{kind}_pdf": f"{EXP}/figures/{{stage}}/{kind}.pdf" for kind in STAGE_FIGURES},
+    params:
+        cli=CLI,
+        config=REPORT_CONFIG,
+        exp=folder("base", up=4, of="input"),
+        selection=selection_arg,
+        objective=lambda wildcards: tables.stage_objective(config, wildcards.stage),
+        out=folder("accuracy"),
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/figures/{{stage}}.log",
+    benchmark:
+        f"{EXP}/benchmarks/figures/{{stage}}.tsv"
+    shell:
+        "python {params.cli} figures --exp {params.exp} --config {params.config:q} {params.selection}"
+        " --stage {wildcards.stage} --out {params.out} > {log} 2>&1"
+
+
+rule token_weight_figure:
+    input:
+        code=FIGURE_CODE,
+    output:
+        png=report(
+            f"{EXP}/figures/token_weights.png",
+            caption="../report/figure_token_weights.rst",
+            category="Conventions",
+            labels={"figure": "token weights of the worked example"},
+        ),
+        pdf=f"{EXP}/figures/token_weights.pdf",
+        csv=f"{EXP}/figures/token_weights.csv",
+    params:
+        cli=CLI,
+        out=folder("png"),
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/figures/token_weights.log",
+    benchmark:
+        f"{EXP}/benchmarks/figures/token_weights.tsv"
+    shell:
+        "python {params.cli} token-weights --out {params.out} > {log} 2>&1"
+
+
+FIGURE_TARGETS = [
+    *(f"{EXP}/figures/{s}/{k}.{e}" for s in STAGES_ON for k in STAGE_FIGURES for e in ("png", "pdf")),
+    *rules.token_weight_figure.output,
+]
+
+
+rule figures:
+    # Every figure, and nothing upstream that is already built.
+    input:
+        FIGURE_TARGETS,
+    localrule: True
+
+
+# Called by all_targets (common.smk): everything the report shows.
+report_targets = lambda: [*rules.tables.output, *FIGURE_TARGETS]

@@ -1,0 +1,307 @@
+"""Result tables: one row per cell per stage, every comparison with its interval across seeds.
+
+Pure functions turn per-run frames into tables; thin writers render them as CSV (numbers: mean,
+low, high), Markdown and LaTeX (formatted ``mean [low, high]``). Accuracy is lm-eval's on the test
+split; "best" is the best checkpoint of each seed *on test*, an optimistic number reported next to
+the final one, never used to choose anything. Mean-zero advantages are not reported: they hold by
+construction of group centering and say nothing about the run's health.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_ablation import pipeline
+from grpo_ablation.objective import GROUP_CATEGORIES
+from grpo_ablation.pipeline import Cell
+from grpo_ablation.stats import Interval, format_interval, paired_interval, t_interval
+
+ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_mean_at_k"}
+BASE_LABEL = "base policy (step 0)"
+# Per-run quantities summarised as mean [95% t interval] over seeds.
+RUN_QUANTITIES = (
+    "greedy_final", "greedy_best", "sampled_final", "sampled_best",
+    "length_correct", "length_incorrect", "truncation_rate", "ratio_clip_low", "ratio_clip_high",
+    *(f"fraction_{c}" for c in GROUP_CATEGORIES), "zero_std_fraction",
+    "weight_share_homogeneous", "generated_tokens", "wall_time_s",
+)  # fmt: skip
+PAIRED = ("greedy_final", "sampled_final")
+
+
+# -- the design --------------------------------------------------------------------------------
+def design(
+    config: dict[str, Any], winner: str | None = None, stages: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
+    """(stage, cell, reference) of every enabled stage (or of ``stages``), in config order; a
+    cell may appear in two stages."""
+    rows = []
+    for stage in pipeline.STAGES:
+        if not config["stages"][stage].get("enabled", True) or (stages and stage not in stages):
+            continue
+        cells = pipeline.stage_cells(config, stage, winner)
+        ref = pipeline.reference_cell(config, stage, cells)
+        rows += [{"stage": stage, "cell": c.path, "reference": ref.path} for c in cells]
+    return rows
+
+
+def winner_of(selection: Path | None) -> str | None:
+    return json.loads(selection.read_text())["winner"] if selection and selection.exists() else None
+
+
+def report_inputs(
+    exp: str, cells_by_stage: dict[str, list[str]], seeds: Iterable[int], selection: bool
+) -> dict[str, Any]:
+    """The files the tables and figures read (Snakemake input): every run's test evaluation and
+    diagnostics, and the stage-1 selection when stage 2 depends on it."""
+    cells = dict.fromkeys(c for cs in cells_by_stage.values() for c in cs)
+    files: dict[str, Any] = {
+        "evals": [f"{exp}/eval/{c}/seed={s}/test/summary.json" for c in cells for s in seeds],
+        "diagnostics": [
+            f"{exp}/diagnostics/{c}/seed={s}/{f}"
+            for c in cells
+            for s in seeds
+            for f in ("steps.csv", "summary.json")
+        ],
+    }
+    if selection:
+        files["selection"] = f"{exp}/selection/stage1.json"
+    return files
+
+
+def stage_objective(config: dict[str, Any], stage: str) -> str:
+    """One line naming what a stage varies and what it holds fixed (for figure captions)."""
+    s, t = config["stages"][stage], config["training"]
+    fixed = (f"std ε={t['std_eps']}, β={t['beta']}, clip ε=({t['clip_eps_low']}, {t['clip_eps_high']}), "
+             f"max completion length {t['max_completion_length']}, {t['max_steps']} optimizer steps, "
+             f"{pipeline.completions_per_step(config)} completions per step")  # fmt: skip
+    G = t["group_size"]
+    if stage == "std_scaling":
+        return f"std scaling varies over {s['values']}; aggregation {s['aggregation']}, G={G}, {fixed}"
+    if stage == "aggregation":
+        std = s["std_scaling"]
+        std = "the stage-1 winner on validation" if std == pipeline.FROM_STAGE1 else std
+        return f"aggregation varies over {s['values']}; std scaling {std}, G={G}, {fixed}"
+    base = pipeline.baseline(config)
+    std, agg = s.get("std_scaling") or base.std_scaling, s.get("aggregation") or base.aggregation
+    return f"G varies over {s['values']}; std scaling {std}, aggregation {agg}, {fixed}"
+
+
+# -- loading (thin: files -> frames) -----------------------------------------------------------
+def _checkpoints(summary: Path) -> list[dict[str, Any]]:
+    return json.loads(summary.read_text())["checkpoints"]
+
+
+def load_curves(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
+    """Test accuracy per (stage, cell, seed, step), the base policy prepended as step 0."""
+    base = _checkpoints(exp / "eval/base/test/summary.json")[0]
+    out = []
+    for r in rows:
+        for seed in seeds:
+            ckpts = _checkpoints(exp / f"eval/{r['cell']}/seed={seed}/test/summary.json")
+            for is_base, c in [(True, base), *((False, c) for c in ckpts)]:
+                out.append({"stage": r["stage"], "cell": r["cell"], "seed": int(seed),
+                            "step": 0 if is_base else int(c["step"]), "is_base": is_base,
+                            **{k: c[v] for k, v in ACCURACY.items()}})  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def load_steps(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
+    """The per-step diagnostics of every run, tagged with stage, cell and seed."""
+    frames = []
+    for r in rows:
+        for seed in seeds:
+            f = pd.read_csv(exp / f"diagnostics/{r['cell']}/seed={seed}/steps.csv")
+            frames.append(f.assign(stage=r["stage"], cell=r["cell"], seed=int(seed)))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
+    """One row per (stage, cell, seed): final and best test accuracy, diagnostics, budget."""
+    out = []
+    for r in rows:
+        for seed in seeds:
+            ckpts = _checkpoints(exp / f"eval/{r['cell']}/seed={seed}/test/summary.json")
+            diag = json.loads((exp / f"diagnostics/{r['cell']}/seed={seed}/summary.json").read_text())
+            final = max(ckpts, key=lambda c: c["step"])
+            row: dict[str, Any] = {**r, "seed": int(seed), "final_step": int(final["step"])}
+            for name, key in ACCURACY.items():
+                row[f"{name}_final"] = final[key]
+                row[f"{name}_best"] = max(c[key] for c in ckpts)
+            for key, value in diag.items():
+                if not isinstance(value, dict):
+                    row[key.replace("/", "_")] = value
+            row["wall_time_s"] = diag["budget"]["wall_time_s"]
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def base_accuracy(exp: Path) -> dict[str, float]:
+    base = _checkpoints(exp / "eval/base/test/summary.json")[0]
+    return {name: float(base[key]) for name, key in ACCURACY.items()}
+
+
+# -- the tables (pure) -------------------------------------------------------------------------
+def _put(row: dict[str, Any], name: str, iv: Interval) -> None:
+    row[f"{name}_mean"], row[f"{name}_low"], row[f"{name}_high"] = iv.mean, iv.low, iv.high
+    row[f"{name}_n"] = iv.n  # seeds with a finite value (or seed pairs, for a difference)
+
+
+def results_table(runs: pd.DataFrame, base: dict[str, float]) -> pd.DataFrame:
+    """One row per cell per stage (plus the base policy per stage): mean and 95% t interval over
+    seeds of every quantity, and the paired difference to the stage's reference cell."""
+    table = []
+    for stage, of_stage in runs.groupby("stage", sort=False):
+        base_row: dict[str, Any] = {"stage": stage, "cell": BASE_LABEL, "is_reference": False,
+                                    "reference": "", "n_seeds": 0}  # fmt: skip
+        for name, value in base.items():
+            _put(base_row, f"{name}_final", Interval(value, math.nan, math.nan, 1))
+        table.append(base_row)
+        ref_path = of_stage["reference"].iloc[0]
+        ref = of_stage[of_stage["cell"] == ref_path].set_index("seed")
+        for cell, of_cell in of_stage.groupby("cell", sort=False):
+            row: dict[str, Any] = {"stage": stage, "cell": cell, "is_reference": cell == ref_path,
+                                   "reference": ref_path, "n_seeds": of_cell["seed"].nunique()}  # fmt: skip
+            for q in RUN_QUANTITIES:
+                if q in of_cell:
+                    _put(row, q, t_interval(of_cell[q].astype(float)))
+            by_seed = of_cell.set_index("seed")
+            for q in PAIRED:
+                iv = paired_interval(by_seed[q].to_dict(), ref[q].to_dict())
+                _put(row, f"{q}_diff", iv)
+            table.append(row)
+    return pd.DataFrame(table)
+
+
+DISPLAY = {  # column of the Markdown/LaTeX table -> (quantity, how to show it)
+    "final greedy acc.": ("greedy_final", "interval"),
+    "Δ final greedy vs ref.": ("greedy_final_diff", "diff"),
+    "best greedy acc.": ("greedy_best", "interval"),
+    "final sampled mean@k": ("sampled_final", "interval"),
+    "Δ final sampled vs ref.": ("sampled_final_diff", "diff"),
+    "best sampled mean@k": ("sampled_best", "interval"),
+    "length correct": ("length_correct", "interval1"),
+    "length incorrect": ("length_incorrect", "interval1"),
+    "all-correct": ("fraction_all_correct", "mean"),
+    "all-incorrect": ("fraction_all_incorrect", "mean"),
+    "mixed": ("fraction_mixed", "mean"),
+    "failed scoring": ("fraction_failed_scoring", "mean"),
+    "ratio clip low": ("ratio_clip_low", "mean"),
+    "ratio clip high": ("ratio_clip_high", "mean"),
+    "truncation": ("truncation_rate", "interval"),
+    "generated tokens": ("generated_tokens", "int"),
+    "wall time s": ("wall_time_s", "int"),
+}
+
+
+def display_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Formatted strings for Markdown and LaTeX; intervals read ``mean [low, high]``."""
+    out = []
+    for _, r in table.iterrows():
+        row = {"stage": r["stage"], "cell": r["cell"] + (" (ref.)" if r.get("is_reference") else ""),
+               "seeds": int(r["n_seeds"]) if r["n_seeds"] else ""}  # fmt: skip
+        for col, (q, how) in DISPLAY.items():
+            mean = r.get(f"{q}_mean", math.nan)
+            if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+                row[col] = ""
+                continue
+            if r["cell"] == BASE_LABEL:
+                row[col] = f"{mean:.3f}"
+                continue
+            if how == "diff" and r["is_reference"]:
+                row[col] = "reference"
+                continue
+            n = int(r[f"{q}_n"])
+            iv = Interval(float(mean), float(r[f"{q}_low"]), float(r[f"{q}_high"]), n)
+            if how in ("interval", "diff"):
+                row[col] = format_interval(iv, 3, signed=how == "diff")
+            elif how == "interval1":
+                row[col] = format_interval(iv, 1)
+            elif how == "int":
+                row[col] = f"{mean:.0f}"
+            else:
+                row[col] = f"{mean:.3f}"
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def objectives_table(exp: Path, cells: Iterable[str], seeds: Iterable[int]) -> pd.DataFrame:
+    """Appendix: each cell's objective record as text (from its first seed), and whether every
+    seed recorded the same objective (library versions included)."""
+    seeds = sorted(seeds)
+    out = []
+    for cell in dict.fromkeys(cells):
+        runs = [exp / f"runs/{cell}/seed={s}" for s in seeds]
+        records = {(r / "objective.json").read_text() for r in runs}
+        out.append({"cell": cell, "label": Cell.parse(cell).label(),
+                    "same_across_seeds": len(records) == 1,
+                    "objective": (runs[0] / "objective.md").read_text().strip()})  # fmt: skip
+    return pd.DataFrame(out)
+
+
+# -- rendering ---------------------------------------------------------------------------------
+def to_markdown(frame: pd.DataFrame) -> str:
+    def cell(v: Any) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    head = "| " + " | ".join(cell(c) for c in frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *body]) + "\n"
+
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+        "Δ": r"$\Delta$", "≥": r"$\geq$", "·": r"$\cdot$"}  # fmt: skip
+
+
+def tex_escape(text: Any) -> str:
+    return "".join(_TEX.get(ch, ch) for ch in str(text))
+
+
+def to_latex(frame: pd.DataFrame, caption: str, label: str, wrap: dict[str, str] | None = None) -> str:
+    """A booktabs ``table``; ``wrap`` gives p{} widths for long text columns."""
+    wrap = wrap or {}
+    spec = "".join(f"p{{{wrap[c]}}}" if c in wrap else "l" for c in frame.columns)
+    lines = [r"\begin{table}[htbp]", r"\centering", r"\scriptsize",
+             rf"\caption{{{tex_escape(caption)}}}", rf"\label{{{label}}}",
+             rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+             " & ".join(tex_escape(c) for c in frame.columns) + r" \\", r"\midrule"]  # fmt: skip
+    lines += [" & ".join(tex_escape(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+RESULTS_CAPTION = (
+    "Test accuracy (lm-eval) per cell and stage: mean over seeds with a 95% Student-t interval "
+    "(undefined with one seed); Δ is the paired difference to the stage's reference cell on the "
+    "same seed. Best is the best checkpoint on test (optimistic). Length in tokens; group "
+    "fractions, ratio clipping (PPO clip of the probability ratio) and truncation (generation "
+    "stopped at the max completion length) are from the rollout log and metrics; budget is the "
+    "consumed one."
+)
+
+
+def write_tables(exp: Path, config: dict[str, Any], selection: Path | None, out: Path) -> list[Path]:
+    """results.{csv,md,tex} and objectives.{csv,md,tex} under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = design(config, winner_of(selection))
+    seeds = [int(s) for s in config["seeds"]]
+    table = results_table(load_runs(exp, rows, seeds), base_accuracy(exp))
+    table.to_csv(out / "results.csv", index=False)
+    shown = display_table(table)
+    (out / "results.md").write_text(RESULTS_CAPTION + "\n\n" + to_markdown(shown))
+    (out / "results.tex").write_text(to_latex(shown, RESULTS_CAPTION, "tab:results"))
+    objectives = objectives_table(exp, [r["cell"] for r in rows], seeds)
+    objectives.to_csv(out / "objectives.csv", index=False)
+    caption = "Objective record of each cell (appendix): the effective objective of its runs."
+    (out / "objectives.md").write_text(caption + "\n\n" + to_markdown(objectives))
+    (out / "objectives.tex").write_text(
+        to_latex(objectives, caption, "tab:objectives", wrap={"objective": "11cm"})
+    )
+    return [out / f"{n}.{e}" for n in ("results", "objectives") for e in ("csv", "md", "tex")]

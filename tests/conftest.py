@@ -1,0 +1,45 @@
+"""Shared fixtures. ``smoke_pipeline`` runs the smoke config end to end once per test session
+(every stage, the stage-1 checkpoint, two seeds, the report) into a temporary results folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # the venv's bin: snakemake, and the `python` the rules call
+
+
+@dataclass
+class SmokePipeline:
+    root: Path  # results_dir
+    exp: Path  # results_dir/<experiment>
+    report: Path
+    seconds: float
+
+    def snakemake(self, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+        """Run snakemake on the smoke config against this results folder; output is captured."""
+        cmd = [str(BIN / "snakemake"), *args, "--cores", "2", "--nolock",
+               "--configfile", "config/smoke.yaml", "--config", f"results_dir={self.root}"]  # fmt: skip
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        if done.returncode:
+            raise AssertionError(f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+        return done
+
+
+@pytest.fixture(scope="session")
+def smoke_pipeline(tmp_path_factory) -> SmokePipeline:
+    root = tmp_path_factory.mktemp("smoke_results")
+    run = SmokePipeline(root, root / "smoke", root / "report.html", 0.0)
+    started = time.perf_counter()
+    run.snakemake()
+    run.snakemake("--report", str(run.report))
+    run.seconds = time.perf_counter() - started
+    return run

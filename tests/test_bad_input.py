@@ -1,0 +1,147 @@
+"""Bad input fails early with a message that names the problem (or, for a broken verifier,
+finishes with every group marked failed_scoring)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conformance import G, build_model_dir
+from run_driver import write_data
+
+from grpo_ablation import pipeline
+from grpo_ablation.rollout_log import read_rollouts
+from grpo_ablation.train import TrainingConfig, train
+from grpo_ablation.trainer import AblationGRPOTrainer, NonFiniteLossError
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+TINY = dict(group_size=G, prompts_per_step=2, max_completion_length=6, save_steps=2)
+torch.set_num_threads(1)
+
+
+def dry_run(tmp_path: Path, **changes) -> subprocess.CompletedProcess:
+    cfg = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
+    cfg["results_dir"] = str(tmp_path / "results")
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = cfg
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run([str(SNAKEMAKE), "-n", "--cores", "1", "--configfile", str(path)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_an_unknown_config_key_is_named(tmp_path):
+    done = dry_run(tmp_path, trianing={"max_steps": 3})
+    assert done.returncode != 0
+    assert "trianing" in done.stderr + done.stdout
+
+
+def test_an_unknown_training_key_is_named(tmp_path):
+    done = dry_run(tmp_path, training__learnig_rate=0.1)
+    assert done.returncode != 0 and "learnig_rate" in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("stages__std_scaling__values", ["sample", "stdev"]),
+     ("stages__aggregation__values", ["sequence_mean", "tokenmean"]),
+     ("training__std_scaling", "stdev"),
+     ("training__aggregation", "tokenmean")],
+)  # fmt: skip
+def test_an_invalid_std_scaling_or_aggregation_name_is_named(tmp_path, key, value):
+    done = dry_run(tmp_path, **{key: value})
+    assert done.returncode != 0
+    bad = value[-1] if isinstance(value, list) else value
+    assert bad in done.stderr + done.stdout
+
+
+def test_invalid_names_are_refused_by_the_training_config_too():
+    with pytest.raises(ValueError, match="unknown std scaling 'stdev'"):
+        TrainingConfig(std_scaling="stdev")
+    with pytest.raises(ValueError, match="unknown length aggregation 'tokenmean'"):
+        TrainingConfig(aggregation="tokenmean")
+
+
+def test_nominal_budgets_that_differ_within_a_stage_are_refused(monkeypatch):
+    cfg = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
+    cfg["training"].update(max_steps=4, num_iterations=1, learning_rate=5e-4,
+                           lr_scheduler_type="constant", warmup_steps=0)  # fmt: skip
+    cells = [pipeline.Cell("sample", "sequence_mean", 4), pipeline.Cell("none", "sequence_mean", 4)]
+    real = pipeline.training_config
+
+    def drifting(config, cell, seed):  # one cell silently trains longer
+        tc = real(config, cell, seed)
+        if cell.std_scaling == "none":
+            tc.max_steps += 1
+        return tc
+
+    monkeypatch.setattr(pipeline, "training_config", drifting)
+    with pytest.raises(pipeline.DesignError, match="nominal budgets differ within stage 'std_scaling'"):
+        pipeline.check_matched_budgets(cfg, "std_scaling", cells)
+
+
+def test_a_group_size_that_breaks_the_fixed_budget_is_refused(tmp_path):
+    done = dry_run(tmp_path, stages__group_size__values=[3, 4])
+    assert done.returncode != 0
+    assert "G=3 does not divide the 8 completions per step" in done.stderr + done.stdout
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad")
+    return build_model_dir(root / "model"), write_data(root / "data")
+
+
+def test_a_missing_base_model_path_is_named(setup, tmp_path):
+    _, data = setup
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(FileNotFoundError, match=r"base model directory .*no-such-model does not exist"):
+        train(missing, data, tmp_path / "run", TrainingConfig(max_steps=1, **TINY), {})
+    assert not (tmp_path / "run" / "run_info.json").exists()
+
+
+def test_a_reward_that_fails_on_every_sample_finishes_with_every_group_failed(setup, tmp_path):
+    model, data = setup
+    # write_data's rows carry the addition task's columns (prompt_id, answer): the task reward.
+    train(model, data, tmp_path, TrainingConfig(max_steps=2, **TINY), {"failure_rate": 1.0})
+    rows = read_rollouts(tmp_path / "rollouts")
+    assert len(rows) == 2 * 2 * G
+    assert (rows["group_category"] == "failed_scoring").all() and rows["reward"].isna().all()
+    assert rows["scoring_failure"].str.contains("returned None").all()  # the task maps its error to None
+    budget = json.loads((tmp_path / "budget.json").read_text())
+    assert budget["scoring_failures"] == budget["completions"] == len(rows)
+    metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["groups/failed_scoring"] == 1.0 for m in metrics)
+    assert (tmp_path / "run_info.json").exists()
+
+
+def test_a_nan_loss_stops_with_a_clear_error_keeps_checkpoints_and_never_looks_done(
+    setup, tmp_path, monkeypatch
+):
+    original = AblationGRPOTrainer._get_per_token_logps_and_entropies
+
+    def nan_from_step_2(self, *args, **kwargs):
+        logps, entropies, aux = original(self, *args, **kwargs)
+        if self.state.global_step >= 2 and torch.is_grad_enabled():
+            logps = logps * float("nan")
+        return logps, entropies, aux
+
+    monkeypatch.setattr(AblationGRPOTrainer, "_get_per_token_logps_and_entropies", nan_from_step_2)
+    model, data = setup
+    with pytest.raises(NonFiniteLossError, match=r"non-finite loss"):
+        train(model, data, tmp_path, TrainingConfig(max_steps=4, **TINY), {})
+    assert (tmp_path / "checkpoints" / "checkpoint-2" / "trainer_state.json").exists()
+    # run_info.json is the rule's only output: without it Snakemake reruns (and resumes) the job.
+    assert not (tmp_path / "run_info.json").exists()

@@ -1,0 +1,96 @@
+"""The cluster preset builds its DAG through the SLURM profile offline (nothing downloaded), and
+the math task's split writer and math-verify reward behave as documented."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grpo_ablation import math_task
+from grpo_ablation.math_task import MathTaskConfig, gold_answer, last_boxed
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+
+
+def test_the_cluster_preset_dry_runs_through_the_slurm_profile_offline(tmp_path):
+    hf_home = tmp_path / "hf"
+    env = {**os.environ, "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    # The literal command users type: `slurm` resolves to the repository's top-level profile link.
+    cmd = [str(SNAKEMAKE), "-n", "--profile", "slurm", "--configfile", "config/cluster.yaml",
+           "--config", f"results_dir={tmp_path / 'results'}"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert "Using profiles slurm" in out
+    stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+    cells = 4 + 4 - 1  # stage 1 and stage 2 share the reference cell
+    assert int(stats["train"]) == int(stats["evaluate"]) == cells * 3
+    # GPU jobs carry the profile's per-rule resources; bookkeeping rules stay local.
+    train_resources = re.search(r"rule train:.*?resources: ([^\n]*)", out, re.S).group(1)
+    assert "gpu=1" in train_resources and "cpus_per_task=8" in train_resources
+    assert re.search(r"localrule splits:", out) or "rule splits:" in out
+    assert not (tmp_path / "results").exists(), "a dry run must write nothing"
+    assert not hf_home.exists() or not any(hf_home.rglob("*.safetensors")), "nothing downloaded"
+
+
+def test_the_slurm_profile_is_found_by_its_bare_name():
+    link = ROOT / "slurm"
+    assert link.is_dir() and (link / "config.yaml").exists()
+    text = (link / "config.yaml").read_text()
+    for knob in ("slurm_account", "slurm_partition", "slurm-status-command", "set-resources"):
+        assert knob in text, knob
+
+
+def test_gold_answers_and_boxed_extraction():
+    assert gold_answer("gsm8k", "3 + 4 = <<3+4=7>>7 apples\n#### 1,234") == "1234"
+    assert gold_answer("gsm8k", "no marker") is None
+    assert last_boxed(r"so \boxed{\frac{1}{2}} and then \boxed{x^{2}}") == "x^{2}"
+    assert last_boxed(r"\boxed{unbalanced") is None
+
+
+def test_math_splits_have_the_addition_columns_and_manifest(tmp_path):
+    cfg = MathTaskConfig(dataset="gsm8k", n_validation=2, seed=7)
+    rows = [{"prompt_id": f"gsm8k-train-{i}", "prompt": cfg.prompt_template.replace("{question}", f"q{i}"),
+             "answer": str(i), "difficulty": i % 3} for i in range(6)]  # fmt: skip
+    splits = math_task.make_splits(cfg, rows, rows[:2])
+    manifest = math_task.write_splits(cfg, tmp_path, splits)
+    assert {s: v["count"] for s, v in manifest["splits"].items()} == {"train": 4, "validation": 2, "test": 2}
+    first = json.loads((tmp_path / "train.jsonl").read_text().splitlines()[0])
+    assert set(first) == {"prompt_id", "prompt", "answer", "difficulty"}
+    ids = {s: {json.loads(x)["prompt_id"] for x in (tmp_path / f"{s}.jsonl").read_text().splitlines()}
+           for s in ("train", "validation")}  # fmt: skip
+    assert not ids["train"] & ids["validation"]
+    again = math_task.write_splits(cfg, tmp_path / "again", math_task.make_splits(cfg, rows, rows[:2]))
+    assert again["splits"] == manifest["splits"], "splits are a pure function of the config"
+
+
+def test_unknown_math_task_keys_and_datasets_are_named():
+    with pytest.raises(ValueError, match=r"unknown MathTaskConfig key.*n_trian"):
+        MathTaskConfig.from_dict({"kind": "math", "n_trian": 5})
+    with pytest.raises(ValueError, match="unknown math dataset 'gsm9k'"):
+        MathTaskConfig(dataset="gsm9k")
+
+
+def test_the_math_verify_reward_scores_and_returns_none_on_verifier_failure(monkeypatch):
+    pytest.importorskip("math_verify")
+    reward = math_task.make_reward_function(MathTaskConfig())
+    completions = [r"... so the total is \boxed{72}.", "I think it is 71", "no number at all"]
+    assert reward(prompts=["p"] * 3, completions=completions, answer=["72"] * 3) == [1.0, 0.0, 0.0]
+    conversational = [[{"role": "assistant", "content": r"\boxed{\frac{1}{2}}"}]]
+    assert reward(prompts=["p"], completions=conversational, answer=["0.5"]) == [1.0]
+
+    import math_verify
+
+    def broken(*args, **kwargs):
+        raise TimeoutError("verifier timed out")
+
+    monkeypatch.setattr(math_verify, "verify", broken)
+    assert reward(prompts=["p"], completions=[r"\boxed{72}"], answer=["72"]) == [None]

@@ -1,0 +1,166 @@
+"""The smoke config end to end: every output exists and matches its schema, the tables and
+figures are there, figures rebuild without retraining, and the report renders in Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pandas as pd
+import pytest
+import yaml
+
+from grpo_ablation import pipeline
+from grpo_ablation.figures import STAGE_FIGURES
+from grpo_ablation.tables import BASE_LABEL
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMAS = Path(__file__).parent / "schemas"
+
+
+def schema(name: str) -> dict:
+    return json.loads((SCHEMAS / f"{name}.schema.json").read_text())
+
+
+def check(path: Path, name: str) -> None:
+    assert path.exists(), f"missing {path}"
+    jsonschema.validate(json.loads(path.read_text()), schema(name))
+
+
+@pytest.fixture(scope="module")
+def design(smoke_pipeline):
+    from snakemake.utils import validate
+
+    config = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
+    validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))  # fills the defaults
+    winner = json.loads((smoke_pipeline.exp / "selection/stage1.json").read_text())["winner"]
+    stages = {s: pipeline.stage_cells(config, s, winner) for s in pipeline.STAGES if config["stages"][s]["enabled"]}
+    return config, stages
+
+
+def runs(design):
+    config, stages = design
+    cells = dict.fromkeys(c.path for cs in stages.values() for c in cs)
+    return [(c, s) for c in cells for s in config["seeds"]]
+
+
+def test_every_run_has_its_record_budget_rollouts_and_evaluations(smoke_pipeline, design):
+    exp = smoke_pipeline.exp
+    check(exp / "data/manifest.json", "manifest")
+    check(exp / "selection/stage1.json", "selection")
+    for split in ("test", "validation"):
+        check(exp / f"eval/base/{split}/summary.json", "eval_summary")
+    for cell, seed in runs(design):
+        run = exp / f"runs/{cell}/seed={seed}"
+        check(run / "run_info.json", "run_info")
+        check(run / "budget.json", "budget")
+        check(run / "objective.json", "objective")
+        assert (run / "objective.md").read_text().strip()
+        assert list((run / "rollouts").glob("rank*.jsonl.gz")) and (run / "metrics.jsonl").stat().st_size
+        for split in ("test", "validation"):
+            check(exp / f"eval/{cell}/seed={seed}/{split}/summary.json", "eval_summary")
+        summary = json.loads((exp / f"diagnostics/{cell}/seed={seed}/summary.json").read_text())
+        assert summary["groups"] > 0 and summary["objective"]["aggregation"] in cell
+
+
+def test_run_info_records_the_split_hashes(smoke_pipeline, design):
+    manifest = json.loads((smoke_pipeline.exp / "data/manifest.json").read_text())
+    hashes = {split: entry["sha256"] for split, entry in manifest["splits"].items()}
+    for cell, seed in runs(design):
+        info = json.loads((smoke_pipeline.exp / f"runs/{cell}/seed={seed}/run_info.json").read_text())
+        assert info["split_hashes"] == hashes, (cell, seed)
+
+
+def test_csv_outputs_have_their_columns(smoke_pipeline, design):
+    columns = schema("csv_columns")["properties"]
+    exp = smoke_pipeline.exp
+    files = {"tables/results.csv": [exp / "tables/results.csv"],
+             "tables/objectives.csv": [exp / "tables/objectives.csv"],
+             "figures/token_weights.csv": [exp / "figures/token_weights.csv"],
+             "diagnostics/<cell>/seed=<s>/steps.csv": [exp / f"diagnostics/{c}/seed={s}/steps.csv" for c, s in runs(design)]}  # fmt: skip
+    for key, paths in files.items():
+        for path in paths:
+            jsonschema.validate(list(pd.read_csv(path).columns), columns[key])
+
+
+def test_results_table_has_one_row_per_cell_per_stage_and_the_base_policy(smoke_pipeline, design):
+    config, stages = design
+    table = pd.read_csv(smoke_pipeline.exp / "tables/results.csv")
+    for stage, cells in stages.items():
+        rows = table[table["stage"] == stage]
+        assert sorted(rows["cell"]) == sorted([BASE_LABEL, *(c.path for c in cells)])
+        ref = pipeline.reference_cell(config, stage, cells).path
+        assert rows.loc[rows["is_reference"], "cell"].tolist() == [ref]
+        trained = rows[rows["cell"] != BASE_LABEL]
+        assert (trained["n_seeds"] == len(config["seeds"])).all()
+        assert trained["greedy_final_diff_n"].eq(len(config["seeds"])).all()
+    for name in ("results", "objectives"):
+        for ext in ("md", "tex"):
+            assert (smoke_pipeline.exp / f"tables/{name}.{ext}").stat().st_size > 100
+    assert "advantage" not in " ".join(table.columns)
+
+
+def test_figures_exist_as_png_and_pdf(smoke_pipeline, design):
+    _, stages = design
+    fig = smoke_pipeline.exp / "figures"
+    paths = [fig / stage / f"{kind}.{ext}" for stage in stages for kind in STAGE_FIGURES for ext in ("png", "pdf")]
+    paths += [fig / "token_weights.png", fig / "token_weights.pdf"]
+    for path in paths:
+        assert path.exists() and path.stat().st_size > 1000, path
+
+
+def jobs(stdout: str) -> set[str]:
+    """Rule names of the 'Job stats' table snakemake prints."""
+    table = stdout.split("Job stats:", 1)[1].split("total", 1)[0] if "Job stats:" in stdout else ""
+    return {m.group(1) for m in re.finditer(r"^(\w+)\s+\d+\s*$", table, re.MULTILINE)}
+
+
+def test_figures_rebuild_alone_without_retraining(smoke_pipeline):
+    nothing = smoke_pipeline.snakemake("figures", "--dry-run")
+    assert "Nothing to be done" in nothing.stdout + nothing.stderr
+    trained = sorted(smoke_pipeline.exp.glob("runs/**/run_info.json"))
+    before = {p: p.stat().st_mtime_ns for p in trained}
+    done = smoke_pipeline.snakemake("figures", "--forcerun", "stage_figures", "token_weight_figure")
+    assert jobs(done.stdout + done.stderr) <= {"stage_figures", "token_weight_figure", "figures"}
+    assert "stage_figures" in jobs(done.stdout + done.stderr)
+    assert {p: p.stat().st_mtime_ns for p in trained} == before
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+# Decode every embedded PNG in the browser and report its natural size.
+MEASURE = """
+const done = arguments[arguments.length - 1];
+const uris = [...new Set(document.documentElement.innerHTML.match(/data:image\\/png[^"'\\s)]+/g) || [])];
+Promise.all(uris.map(u => new Promise(ok => { const i = new Image();
+  i.onload = () => ok([i.naturalWidth, i.naturalHeight]); i.onerror = () => ok([0, 0]); i.src = u; })))
+  .then(done);
+"""
+
+
+def test_report_renders_in_headless_chromium_with_every_figure(smoke_pipeline, design):
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip("chromium and chromedriver not found: apt-get install -y chromium chromium-driver")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed (envs/dev.txt)")
+    _, stages = design
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+    try:
+        driver.set_script_timeout(60)
+        driver.get(smoke_pipeline.report.as_uri())
+        text = driver.find_element("tag name", "body").text
+        assert text.strip(), "the report rendered an empty page"
+        sizes = driver.execute_async_script(MEASURE)
+    finally:
+        driver.quit()
+    expected = len(stages) * len(STAGE_FIGURES) + 1  # + the worked token-weight example
+    assert len(sizes) >= expected
+    assert all(w > 0 and h > 0 for w, h in sizes), sizes

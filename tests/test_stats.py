@@ -1,0 +1,58 @@
+"""Uncertainty across seeds: a Student-t interval over seeds, an undefined one for a single seed,
+and paired differences matched by seed."""
+
+import math
+
+import pytest
+
+from grpo_ablation.stats import (
+    Interval,
+    format_interval,
+    paired_differences,
+    paired_interval,
+    t_interval,
+)
+
+
+def test_t_interval_of_three_seeds_uses_t_with_two_degrees_of_freedom():
+    iv = t_interval([1.0, 2.0, 3.0])  # mean 2, sd 1, t_{0.975, 2} = 4.302653
+    assert iv.mean == 2.0 and iv.n == 3 and iv.defined
+    assert iv.half_width == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
+    assert (iv.low, iv.high) == pytest.approx((2 - 2.484138, 2 + 2.484138), rel=1e-6)
+
+
+def test_one_seed_gives_an_undefined_interval_not_a_zero_width_one():
+    iv = t_interval([0.4])
+    assert iv.mean == 0.4 and iv.n == 1 and not iv.defined
+    assert math.isnan(iv.low) and math.isnan(iv.high)
+    assert format_interval(iv) == "0.400 (n=1: interval undefined)"
+
+
+def test_missing_values_are_dropped_not_imputed():
+    assert t_interval([1.0, float("nan"), None, 3.0]).n == 2
+    assert t_interval([]).n == 0 and format_interval(t_interval([])) == "n/a"
+
+
+def test_paired_differences_match_seeds_and_ignore_unpaired_ones():
+    cell = {0: 0.5, 1: 0.7, 2: 0.9}
+    ref = {0: 0.4, 1: 0.4, 3: 0.0}
+    assert paired_differences(cell, ref) == pytest.approx({0: 0.1, 1: 0.3})
+    iv = paired_interval(cell, ref)
+    assert iv.n == 2 and iv.mean == pytest.approx(0.2)
+
+
+def test_pairing_removes_the_shared_seed_effect():
+    # Each seed shifts both cells by the same amount: each cell's own interval is wide and the two
+    # overlap, while the paired difference excludes zero.
+    ref = {0: 0.1, 1: 0.5, 2: 0.9}
+    cell = {s: v + 0.05 for s, v in ref.items()}
+    cell[1] += 0.01
+    a, b = t_interval(cell.values()), t_interval(ref.values())
+    assert a.low < b.high and b.low < a.high
+    iv = paired_interval(cell, ref)
+    assert iv.excludes_zero() and iv.low > 0
+
+
+def test_formatting_always_shows_the_interval_and_signs_differences():
+    assert format_interval(Interval(0.25, 0.1, 0.4, 3)) == "0.250 [0.100, 0.400]"
+    assert format_interval(Interval(-0.05, -0.1, 0.0, 3), signed=True) == "-0.050 [-0.100, +0.000]"
