@@ -81,3 +81,10 @@ def test_warm_start_accepts_a_task_config(tmp_path: Path) -> None:
     stats = warm_start(TINY, TASK, tmp_path)
     assert (tmp_path / "splits" / "manifest.json").exists()
     assert 0.0 <= stats["validation_sampled"]["accuracy"] <= 1.0
+
+
+def test_sft_positions_is_a_named_choice():
+    assert BasePolicyConfig().sft_positions == "arange"
+    BasePolicyConfig(sft_positions="attention_mask")
+    with pytest.raises(ValueError, match="sft_positions must be"):
+        BasePolicyConfig(sft_positions="rotary")

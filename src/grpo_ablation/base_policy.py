@@ -7,11 +7,13 @@ base policy then puts real probability mass on one systematic wrong answer, whic
 can learn to remove, while carry-free problems stay nearly always solved. Training is deliberately
 short, so the base policy sits in an accuracy band where most groups are mixed.
 
-Positions: TRL's GRPO loss calls the model on left-padded prompt+completion rows without
-``position_ids`` (so positions are ``arange`` and shifted by the padding), while ``generate`` uses
-positions from the attention mask. SFT rows are left-padded to the batch width with ``arange``
-positions, as in TRL's loss; ``max_pad_shift`` adds random extra padding (off in the tuned
-default; its own effect was not isolated).
+Positions (``sft_positions``): SFT rows are left-padded to the batch width. With ``arange``
+positions (the default, as TRL's own loss pass scores left-padded rows) the warm-started policy
+learns where a completion *ends* in absolute positions: at generation, where positions are counted
+over attended tokens, it pads nearly every completion to one width (6 tokens), so completion length
+barely varies. ``attention_mask`` positions (as ``generate`` and the project trainer use) keep the
+filler distribution of the SFT data (lengths 2 to 8), at a lower base accuracy; see
+notes/task_probe.md for both measured. ``max_pad_shift`` adds random extra left padding (off).
 """
 
 from __future__ import annotations
@@ -53,11 +55,20 @@ class BasePolicyConfig:
     carry_forget_prob: float = 0.3
     # Extra random left padding of SFT rows (see module docstring).
     max_pad_shift: int = 0
+    # Position ids of the SFT pass: "arange" (absolute, shifted by left padding) or
+    # "attention_mask" (counted over attended tokens, as at generation); see module docstring.
+    sft_positions: str = "arange"
     # Statistics on validation: samples per prompt at temperature 1, and generation length.
     eval_samples: int = 8
     max_completion_length: int = 10
     # torch intra-op threads; 1 keeps runs deterministic and polite on shared laptops.
     num_threads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.sft_positions not in ("arange", "attention_mask"):
+            raise ValueError(
+                f"sft_positions must be 'arange' or 'attention_mask', got {self.sft_positions!r}"
+            )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BasePolicyConfig:
@@ -140,7 +151,10 @@ def train_sft(
     losses = []
     for _ in range(cfg.sft_steps):
         ids, mask, labels = _sft_batch(rows, rng, cfg, tok)
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        positions = None
+        if cfg.sft_positions == "attention_mask":
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        loss = model(input_ids=ids, attention_mask=mask, position_ids=positions, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
