@@ -145,3 +145,12 @@ def test_accuracy_figure_draws_each_cell_in_its_palette_colour():
 
     assert colours[Cell.parse(REF).label()] == palette[REF]
     assert colours[Cell.parse(OTHER).label()] == palette[OTHER]
+
+
+def test_cells_whose_groups_failed_scoring_are_flagged():
+    runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.7]})
+    runs.loc[runs["cell"] == REF, "fraction_failed_scoring"] = 0.0
+    runs.loc[runs["cell"] == OTHER, "fraction_failed_scoring"] = 1.0
+    flags = tables.scoring_flags(tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}))
+    assert flags == [f"**Scoring failed** in 100% of the groups of `{OTHER}` (mean over seeds): "
+                     "those groups carried no reward signal."]  # fmt: skip

@@ -287,6 +287,20 @@ RESULTS_CAPTION = (
 )
 
 
+def scoring_flags(table: pd.DataFrame) -> list[str]:
+    """A warning per cell whose groups failed scoring: such groups carry no reward signal, so the
+    cell's numbers must not be read as an effect of its objective."""
+    col = "fraction_failed_scoring_mean"
+    if col not in table:
+        return []
+    flagged = table[table[col].fillna(0) > 0].drop_duplicates("cell")
+    return [
+        f"**Scoring failed** in {row[col]:.0%} of the groups of `{row['cell']}` (mean over seeds): "
+        "those groups carried no reward signal."
+        for _, row in flagged.iterrows()
+    ]
+
+
 def write_tables(exp: Path, config: dict[str, Any], selection: Path | None, out: Path) -> list[Path]:
     """results.{csv,md,tex} and objectives.{csv,md,tex} under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -295,7 +309,8 @@ def write_tables(exp: Path, config: dict[str, Any], selection: Path | None, out:
     table = results_table(load_runs(exp, rows, seeds), base_accuracy(exp))
     table.to_csv(out / "results.csv", index=False)
     shown = display_table(table)
-    (out / "results.md").write_text(RESULTS_CAPTION + "\n\n" + to_markdown(shown))
+    flags = "".join(f"{line}\n\n" for line in scoring_flags(table))
+    (out / "results.md").write_text(RESULTS_CAPTION + "\n\n" + flags + to_markdown(shown))
     (out / "results.tex").write_text(to_latex(shown, RESULTS_CAPTION, "tab:results"))
     objectives = objectives_table(exp, [r["cell"] for r in rows], seeds)
     objectives.to_csv(out / "objectives.csv", index=False)
