@@ -22,6 +22,7 @@ $(VENV)/.installed: envs/requirements.txt envs/dev.txt pyproject.toml
 
 run: setup
 	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --show-failed-logs
+	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --report results/report.html
 
 smoke: setup
 	$(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml --show-failed-logs
