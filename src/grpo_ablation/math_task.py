@@ -20,7 +20,6 @@ import hashlib
 import json
 import random
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -168,20 +167,10 @@ def write_splits(cfg: MathTaskConfig, out_dir: Path, splits: dict[str, list] | N
     """
     if splits is None:
         splits = make_splits(cfg, _rows(cfg, "train"), _rows(cfg, "test"))
+    from grpo_ablation.task import write_split_files
+
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files: dict[str, Any] = {}
-    for split in ("train", "validation", "test"):
-        rows = splits[split]
-        data = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
-        (out_dir / f"{split}.jsonl").write_bytes(data)
-        hist = Counter(r["difficulty"] for r in rows)
-        files[split] = {
-            "file": f"{split}.jsonl",
-            "sha256": _sha256(data),
-            "count": len(rows),
-            "difficulty_histogram": {str(k): hist[k] for k in sorted(hist)},
-        }
+    files = write_split_files({s: splits[s] for s in ("train", "validation", "test")}, out_dir)
     task = cfg.to_dict()
     manifest = {
         "generator_version": GENERATOR_VERSION,

@@ -178,11 +178,10 @@ def _jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
 
 
-def write_splits(cfg: TaskConfig, out_dir: Path) -> dict[str, Any]:
-    """Write ``{train,validation,test}.jsonl`` and ``manifest.json``; return the manifest."""
-    out_dir = Path(out_dir)
+def write_split_files(splits: dict[str, list[dict[str, Any]]], out_dir: Path) -> dict[str, Any]:
+    """Write ``<split>.jsonl`` for every split; return the manifest's per-split entries (file,
+    SHA-256, count, difficulty histogram). Shared by every task, so manifests look alike."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    splits = generate_splits(cfg)
     files: dict[str, Any] = {}
     for split, rows in splits.items():
         data = _jsonl_bytes(rows)
@@ -194,6 +193,12 @@ def write_splits(cfg: TaskConfig, out_dir: Path) -> dict[str, Any]:
             "count": len(rows),
             "difficulty_histogram": {str(k): hist[k] for k in sorted(hist)},
         }
+    return files
+
+
+def write_splits(cfg: TaskConfig, out_dir: Path) -> dict[str, Any]:
+    """Write ``{train,validation,test}.jsonl`` and ``manifest.json``; return the manifest."""
+    files = write_split_files(generate_splits(cfg), Path(out_dir))
     manifest = {
         "generator_version": GENERATOR_VERSION,
         "generator_seed": cfg.seed,
