@@ -43,3 +43,13 @@ def smoke_pipeline(tmp_path_factory) -> SmokePipeline:
     run.snakemake("--report", str(run.report))
     run.seconds = time.perf_counter() - started
     return run
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A tiny random GPT-2 and the fixed prompts of ``conformance``: (model dir, data dir)."""
+    from conformance import build_model_dir
+    from run_driver import write_data
+
+    root = tmp_path_factory.mktemp("tiny")
+    return build_model_dir(root / "model"), write_data(root / "data")

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conformance import G, build_model_dir
-from run_driver import write_data
+from conformance import G
 
 from grpo_ablation import pipeline
 from grpo_ablation.rollout_log import read_rollouts
@@ -96,12 +95,6 @@ def test_a_group_size_that_breaks_the_fixed_budget_is_refused(tmp_path):
     done = dry_run(tmp_path, stages__group_size__values=[3, 4])
     assert done.returncode != 0
     assert "G=3 does not divide the 8 completions per step" in done.stderr + done.stdout
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("bad")
-    return build_model_dir(root / "model"), write_data(root / "data")
 
 
 def test_a_missing_base_model_path_is_named(setup, tmp_path):

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conformance import G, build_model_dir, digit_reward
-from run_driver import write_data
+from conformance import G, digit_reward
 from safetensors.torch import load_file
 
 from grpo_ablation.rollout_log import ROLLOUT_FIELDS, read_rollouts
@@ -20,12 +19,6 @@ from grpo_ablation.train import TrainingConfig, train
 
 torch.set_num_threads(1)
 TINY = dict(group_size=G, prompts_per_step=2, max_completion_length=6, save_steps=2)
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("run")
-    return build_model_dir(root / "model"), write_data(root / "data")
 
 
 def test_every_completion_is_a_row_and_groups_stay_whole(setup, tmp_path):

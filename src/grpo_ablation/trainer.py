@@ -139,7 +139,6 @@ class AblationGRPOTrainer(GRPOTrainer):
         self.rollout_log = RolloutLog(self.run_dir / "rollouts", self.accelerator.process_index)
         self.metrics_path = self.run_dir / "metrics.jsonl"
         self._captured: dict[str, Any] = {}
-        self.consumed = Counter()
 
     def _get_train_sampler(self, dataset=None):
         sampler = super()._get_train_sampler(dataset)
@@ -265,11 +264,6 @@ class AblationGRPOTrainer(GRPOTrainer):
         m["length/incorrect"].append(lengths[incorrect].mean().item() if incorrect.any() else math.nan)
         m["length/all"].append(lengths.mean().item())
         m["accuracy/train_sampled"].append(correct.float().sum().item() / max(1, finite.sum().item()))
-        self.consumed["prompts"] += n_groups
-        self.consumed["completions"] += len(rewards)
-        self.consumed["generated_tokens"] += int(lengths.sum().item())
-        self.consumed["reward_calls"] += len(rewards)
-        self.consumed["scoring_failures"] += int((~finite).sum().item())
 
     # -- loss --------------------------------------------------------------------------------
     def _compute_loss(self, model, inputs):
