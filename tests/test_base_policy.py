@@ -83,8 +83,24 @@ def test_warm_start_accepts_a_task_config(tmp_path: Path) -> None:
     assert 0.0 <= stats["validation_sampled"]["accuracy"] <= 1.0
 
 
+def test_hesitation_predicts_the_error_in_the_sft_data() -> None:
+    # Forget probability goes linearly from carry_forget_prob (no filler) to
+    # carry_forget_prob_at_filler_max (filler_max characters): length and correctness correlate
+    # within a prompt, which is what length aggregation needs to act on.
+    rng = random.Random(0)
+    cfg = BasePolicyConfig(carry_forget_prob=0.0, carry_forget_prob_at_filler_max=1.0, filler_max=2)
+    carry = {"a": 47, "b": 8, "answer": "55", "difficulty": 1}
+    by_filler: dict[int, set[str | None]] = {}
+    for _ in range(400):
+        text = sft_completion(carry, rng, cfg)
+        by_filler.setdefault(len(text) - len(text.lstrip(".")), set()).add(extract_answer(text))
+    assert by_filler == {0: {"55"}, 1: {"55", "45"}, 2: {"45"}}
+    plain = {"a": 12, "b": 3, "answer": "15", "difficulty": 0}
+    assert {extract_answer(sft_completion(plain, rng, cfg)) for _ in range(50)} == {"15"}
+
+
 def test_sft_positions_is_a_named_choice():
-    assert BasePolicyConfig().sft_positions == "arange"
+    assert BasePolicyConfig().sft_positions == "attention_mask"
     BasePolicyConfig(sft_positions="attention_mask")
     with pytest.raises(ValueError, match="sft_positions must be"):
         BasePolicyConfig(sft_positions="rotary")

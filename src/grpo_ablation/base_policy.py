@@ -2,18 +2,26 @@
 
 Nothing is downloaded. The SFT data come from the train split only (random filler, random order of
 operands is already in the prompts), so validation and test problems are never seen. On problems
-that need a carry, the SFT target forgets every carry with probability ``carry_forget_prob``: the
-base policy then puts real probability mass on one systematic wrong answer, which group-relative RL
-can learn to remove, while carry-free problems stay nearly always solved. Training is deliberately
-short, so the base policy sits in an accuracy band where most groups are mixed.
+that need a carry, the SFT target forgets every carry with a probability that grows with the
+length of the filler before the answer (``carry_forget_prob`` with no filler,
+``carry_forget_prob_at_filler_max`` with ``filler_max``): the base policy then puts real
+probability mass on one systematic wrong answer, which group-relative RL can learn to remove, and
+its hesitant (longer) completions are more often wrong. Training is deliberately short, so the base
+policy sits in an accuracy band where most groups are mixed.
 
-Positions (``sft_positions``): SFT rows are left-padded to the batch width. With ``arange``
-positions (the default, as TRL's own loss pass scores left-padded rows) the warm-started policy
-learns where a completion *ends* in absolute positions: at generation, where positions are counted
-over attended tokens, it pads nearly every completion to one width (6 tokens), so completion length
-barely varies. ``attention_mask`` positions (as ``generate`` and the project trainer use) keep the
-filler distribution of the SFT data (lengths 2 to 8), at a lower base accuracy; see
-notes/task_probe.md for both measured. ``max_pad_shift`` adds random extra left padding (off).
+Why the correlation: the task scores only the answer, so the policy may change its length freely.
+But if length and correctness were independent within a prompt, every aggregation would leave
+length where it is: the expected update of a length decision is E[A_i w(L_i) d log p(L_i)] =
+E[A_i] E[w(L_i) d log p(L_i)] = 0, since advantages are centred within the group, whatever the
+per-token weight w. Length moves only when it predicts the reward within a prompt, and then the
+aggregations move it at different speeds (notes/task_probe.md measures both cases).
+
+Positions (``sft_positions``): SFT rows are left-padded to the batch width. ``attention_mask``
+positions (the default; counted over attended tokens, as ``generate`` and the project trainer use)
+keep the filler distribution of the SFT data at generation. With ``arange`` positions (as TRL's own
+loss pass scores left-padded rows) the warm-started policy learns where a completion *ends* in
+absolute positions: at generation it pads nearly every completion to one width (6 tokens), so
+completion length barely varies. ``max_pad_shift`` adds random extra left padding (off).
 """
 
 from __future__ import annotations
@@ -51,13 +59,18 @@ class BasePolicyConfig:
     weight_decay: float = 0.0
     # SFT completions: uniform number of '.' filler characters in [0, filler_max], then the answer.
     filler_max: int = 3
-    # On carry problems, probability that the SFT target is the carry-free (wrong) digit-wise sum.
-    carry_forget_prob: float = 0.3
+    # On carry problems, probability that the SFT target is the carry-free (wrong) digit-wise sum,
+    # at zero filler; it moves linearly to carry_forget_prob_at_filler_max at filler_max filler
+    # characters (None: the same at every filler length, so length says nothing about correctness).
+    # The default makes hesitation predict the error, as long answers of LLMs are more often wrong
+    # within a prompt: without such a correlation no aggregation moves length (module docstring).
+    carry_forget_prob: float = 0.05
+    carry_forget_prob_at_filler_max: float | None = 0.6
     # Extra random left padding of SFT rows (see module docstring).
     max_pad_shift: int = 0
     # Position ids of the SFT pass: "arange" (absolute, shifted by left padding) or
     # "attention_mask" (counted over attended tokens, as at generation); see module docstring.
-    sft_positions: str = "arange"
+    sft_positions: str = "attention_mask"
     # Statistics on validation: samples per prompt at temperature 1, and generation length.
     eval_samples: int = 8
     max_completion_length: int = 10
@@ -107,9 +120,17 @@ def build_model(cfg: BasePolicyConfig, tokenizer: PreTrainedTokenizerFast) -> GP
 
 def sft_completion(row: dict[str, Any], rng: random.Random, cfg: BasePolicyConfig) -> str:
     answer = row["answer"]
-    if row["difficulty"] > 0 and rng.random() < cfg.carry_forget_prob:
+    if cfg.carry_forget_prob_at_filler_max is None:
+        if row["difficulty"] > 0 and rng.random() < cfg.carry_forget_prob:
+            answer = str(carryless_sum(int(row["a"]), int(row["b"])))
+        return "." * rng.randint(0, cfg.filler_max) + answer
+    filler = rng.randint(0, cfg.filler_max)
+    forget = cfg.carry_forget_prob + (
+        cfg.carry_forget_prob_at_filler_max - cfg.carry_forget_prob
+    ) * filler / max(1, cfg.filler_max)
+    if row["difficulty"] > 0 and rng.random() < forget:
         answer = str(carryless_sum(int(row["a"]), int(row["b"])))
-    return "." * rng.randint(0, cfg.filler_max) + answer
+    return "." * filler + answer
 
 
 def _sft_batch(

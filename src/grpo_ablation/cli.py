@@ -275,6 +275,15 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_token_weights)
 
     a = parser.parse_args(argv)
+    if a.command == "evaluate":
+        from grpo_ablation import eval_worker
+
+        if eval_worker.wanted():
+            try:
+                raise SystemExit(eval_worker.run_job(sys.argv[1:] if argv is None else argv))
+            except eval_worker.WorkerUnavailable as exc:
+                print(f"evaluation worker unavailable, evaluating in this process: {exc}",
+                      file=sys.stderr)  # fmt: skip
     a.func(a)
 
 

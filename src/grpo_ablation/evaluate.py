@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import time
 from collections.abc import Iterator
 from importlib import metadata
@@ -253,14 +254,19 @@ def _sample_rows(
     samples: list[dict], role: str, task: str, tokenizer: Any, max_gen_toks: int
 ) -> list[dict]:
     rows = []
-    for s in sorted(samples, key=lambda s: s["doc_id"]):
+    samples = sorted(samples, key=lambda s: s["doc_id"])
+    # Token counts of every raw generation in one tokenizer call (one call per text costs ~0.1 s
+    # per checkpoint, a visible share of a tiny model's evaluation).
+    texts = [text for s in samples for text in s["resps"][0]]
+    counts = iter(len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"])
+    for s in samples:
         # One instance per document whose resps hold its `repeats` raw generations; after the
         # filter, greedy (take_first) holds one string and sampled the list of k extracted answers.
         raw = list(s["resps"][0])
         extracted = s["filtered_resps"][0]
         extracted = [extracted] if isinstance(extracted, str) else list(extracted)
         for rep, (text, ans) in enumerate(zip(raw, extracted, strict=True)):
-            n_tok = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+            n_tok = next(counts)
             rows.append(
                 {
                     "task": role,
@@ -409,6 +415,10 @@ def evaluate_checkpoints(
             "evaluate_s": t3 - t2,
             "generate_s": gen_s[0],
             "write_s": time.perf_counter() - t3,
+            # This process's peak (an evaluation-worker child's when GRPO_EVAL_WORKER is used:
+            # Snakemake's benchmark then measures only the thin client).
+            "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "in_worker": os.environ.get("GRPO_EVAL_WORKER_CHILD") == "1",
         }
         (step_dir / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
         all_results.append(result)

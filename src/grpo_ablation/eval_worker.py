@@ -1,0 +1,321 @@
+"""A local evaluation worker: pay Python, torch, transformers and lm-eval imports once per machine.
+
+On a laptop an evaluation job of the default spends most of its time starting up (about 7 s of
+imports and first model load against about 3 s of generation for one run's checkpoints). The
+worker is a daemon that imports everything once, then forks one child per evaluation job: the job
+itself (``grpo.py evaluate ...``) becomes a thin client that sends its arguments and its stdout and
+stderr file descriptors over a Unix socket and waits for the exit status. The child runs exactly
+the in-process code path (``cli.cmd_evaluate``) with the job's threads and writes to the job's log,
+so results are byte-identical with or without the worker (tested).
+
+- One worker per user, Python executable and version of this package's source (a hash of it is in
+  the socket name): a stale worker never serves new code.
+- The first client starts the worker (under a file lock, so concurrent jobs start one); the worker
+  exits after ``GRPO_EVAL_WORKER_IDLE`` seconds (default 120) without a job.
+- A child exits when its client goes away (a killed Snakemake job leaves no orphan writing
+  outputs). A child that crashes is reported by the client as a failed job.
+- ``GRPO_EVAL_WORKER``: ``auto`` (default) uses the worker unless the job runs under a batch
+  scheduler (SLURM, PBS, LSF), where every job may land on a different node; ``off`` never uses
+  it; ``on`` always does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+MODE_ENV = "GRPO_EVAL_WORKER"
+IDLE_ENV = "GRPO_EVAL_WORKER_IDLE"
+SCHEDULER_ENVS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID")
+# Variables a child takes from its client (the rest of the environment is the worker's).
+FORWARDED_ENV_PREFIXES = ("GRPO_", "HF_", "TRANSFORMERS_", "OMP_", "MKL_", "PYTHONHASHSEED")
+PACKAGE_DIR = Path(__file__).resolve().parent
+START_TIMEOUT_S = 180.0
+
+
+class WorkerUnavailable(RuntimeError):
+    """The worker could not be reached before the job started (the client may fall back)."""
+
+
+def wanted() -> bool:
+    mode = os.environ.get(MODE_ENV, "auto").lower()
+    if mode not in ("auto", "on", "off"):
+        raise ValueError(f"{MODE_ENV} must be auto, on or off, got {mode!r}")
+    if mode == "auto":
+        return not any(os.environ.get(v) for v in SCHEDULER_ENVS)
+    return mode == "on"
+
+
+def code_key() -> str:
+    """Hash of the interpreter, this checkout and its sources: a new version gets a new worker."""
+    h = hashlib.sha256(f"{sys.executable}\0{PACKAGE_DIR}".encode())
+    for path in sorted(PACKAGE_DIR.glob("*.py")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def socket_path() -> Path:
+    # Unix socket paths are limited to ~107 bytes: keep it short, under the temp dir.
+    return Path(tempfile.gettempdir()) / f"grpo-eval-{os.getuid()}-{code_key()}.sock"
+
+
+def _send(conn: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    data = json.dumps(message).encode() + b"\n"
+    if fds:
+        conn.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    else:
+        conn.sendall(data)
+
+
+def _recv_line(conn: socket.socket, fds_wanted: int = 0) -> tuple[dict[str, Any] | None, list[int]]:
+    """One JSON line (None on EOF) and the file descriptors that came with it."""
+    buf, fds = b"", []
+    while not buf.endswith(b"\n"):
+        if fds_wanted and not fds:
+            msg, anc, _, _ = conn.recvmsg(65536, socket.CMSG_SPACE(fds_wanted * 4))
+            for level, kind, payload in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds += list(array.array("i", payload[: len(payload) - len(payload) % 4]))
+        else:
+            msg = conn.recv(65536)
+        if not msg:
+            return None, fds
+        buf += msg
+    return json.loads(buf), fds
+
+
+# ----------------------------------------------------------------------------- client
+
+
+def run_job(argv: list[str]) -> int:
+    """Run ``grpo.py <argv>`` in the worker; return the job's exit status.
+
+    Raises ``WorkerUnavailable`` if no worker could be reached or started, before anything ran.
+    """
+    for attempt in range(2):
+        conn = _connect_or_start()
+        try:
+            env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
+            sys.stdout.flush()
+            sys.stderr.flush()
+            _send(conn, {"argv": argv, "cwd": os.getcwd(), "env": env}, fds=[1, 2])
+            started, _ = _recv_line(conn)
+            if started is None:
+                # The worker was exiting (idle) as we connected: start a fresh one, once.
+                conn.close()
+                if attempt == 0:
+                    continue
+                raise WorkerUnavailable("the evaluation worker closed the connection twice")
+            done, _ = _recv_line(conn)
+            if done is None:
+                print(f"evaluation worker child {started.get('pid')} died without a result",
+                      file=sys.stderr)  # fmt: skip
+                return 1
+            return int(done["rc"])
+        finally:
+            conn.close()
+    raise AssertionError("unreachable")
+
+
+def _connect(path: Path) -> socket.socket | None:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(path))
+        return conn
+    except (FileNotFoundError, ConnectionRefusedError):
+        conn.close()
+        return None
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _connect_or_start() -> socket.socket:
+    path = socket_path()
+    conn = _connect(path)
+    if conn:
+        return conn
+    with _locked(path.with_suffix(".lock")):
+        conn = _connect(path)  # another job may have started it meanwhile
+        if conn:
+            return conn
+        log = path.with_suffix(".log")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [str(PACKAGE_DIR.parent), *filter(None, [os.environ.get("PYTHONPATH")])]))  # fmt: skip
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "grpo_ablation.eval_worker", "serve", "--socket", str(path)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, close_fds=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            conn = _connect(path)
+            if conn:
+                return conn
+            if proc.poll() is not None:
+                tail = log.read_text()[-2000:]
+                raise WorkerUnavailable(f"evaluation worker exited with {proc.returncode}:\n{tail}")
+            time.sleep(0.05)
+        proc.kill()
+        raise WorkerUnavailable(f"evaluation worker did not start within {START_TIMEOUT_S:.0f} s")
+
+
+# ----------------------------------------------------------------------------- worker
+
+
+def _preload() -> None:
+    """Everything an evaluation imports, so children start warm."""
+    import lm_eval
+    import lm_eval.evaluator
+    import lm_eval.models.huggingface  # noqa: F401
+    import torch  # noqa: F401
+    import transformers.models.gpt2.modeling_gpt2  # noqa: F401
+    from lm_eval.tasks import TaskManager  # noqa: F401
+
+    import grpo_ablation.cli
+    import grpo_ablation.evaluate  # noqa: F401
+
+
+def serve(path: Path, idle_s: float) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    _preload()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # leave through `finally`
+    children: set[int] = set()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a dead worker's socket (we hold the start lock)
+    listener.bind(str(path))
+    inode = path.stat().st_ino
+    listener.listen(64)
+    listener.settimeout(1.0)
+    path.with_suffix(".pid").write_text(f"{os.getpid()}\n")
+    print(f"evaluation worker {os.getpid()} listening on {path}", flush=True)
+    last = time.monotonic()
+    try:
+        while True:
+            for pid in list(children):
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    children.discard(pid)
+                    last = time.monotonic()
+            if not children and time.monotonic() - last > idle_s:
+                break
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            pid = os.fork()
+            if pid == 0:  # child
+                listener.close()
+                os._exit(_child(conn))
+            children.add(pid)
+            conn.close()
+            last = time.monotonic()
+    finally:
+        # Remove the socket only if it is still ours (a successor may have replaced it).
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_ino == inode:
+                path.unlink()
+                path.with_suffix(".pid").unlink()
+        print(f"evaluation worker {os.getpid()} idle for {idle_s:.0f} s: exiting", flush=True)
+
+
+def stop(path: Path | None = None) -> bool:
+    """Stop the worker of ``path`` (default: this checkout's) now; False if none was running."""
+    path = path or socket_path()
+    try:
+        pid = int(path.with_suffix(".pid").read_text())
+        os.kill(pid, signal.SIGTERM)
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        return False
+    return True
+
+
+def _child(conn: socket.socket) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        request, fds = _recv_line(conn, fds_wanted=2)
+        if request is None or len(fds) != 2:
+            return 1
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for fd in fds:
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.update(request["env"])
+        os.environ[MODE_ENV] = "off"  # the child evaluates in-process
+        os.environ["GRPO_EVAL_WORKER_CHILD"] = "1"
+        _send(conn, {"pid": os.getpid()})
+        threading.Thread(target=_exit_when_client_leaves, args=(conn,), daemon=True).start()
+        from grpo_ablation.cli import main
+
+        try:
+            main(request["argv"])
+            rc = 0
+        except SystemExit as exc:  # argparse errors
+            rc = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            rc = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _send(conn, {"rc": rc})
+        return rc
+    except BaseException:
+        traceback.print_exc()
+        return 1
+
+
+def _exit_when_client_leaves(conn: socket.socket) -> None:
+    """The client sends nothing after its request: EOF means its job was killed."""
+    with contextlib.suppress(OSError):
+        while conn.recv(1):
+            pass
+    os._exit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="run the worker (normally started by the first client)")
+    s.add_argument("--socket", type=Path, default=None)
+    s.add_argument("--idle", type=float, default=float(os.environ.get(IDLE_ENV, "120")))
+    sub.add_parser("where", help="print the socket path this checkout's clients use")
+    sub.add_parser("stop", help="stop this checkout's worker now")
+    a = p.parse_args(argv)
+    if a.command == "where":
+        print(socket_path())
+    elif a.command == "stop":
+        print("stopped" if stop() else "no worker running")
+    else:
+        serve(a.socket or socket_path(), a.idle)
+
+
+if __name__ == "__main__":
+    main()

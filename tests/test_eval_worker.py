@@ -1,0 +1,116 @@
+"""The local evaluation worker gives the same files as an in-process evaluation, is shared by later
+jobs, reports failures as failed jobs, and goes away when idle."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lm_eval")
+
+from grpo_ablation import eval_worker
+from grpo_ablation.evaluate import write_task
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = ROOT / "workflow" / "scripts" / "grpo.py"
+EVALUATION = {"batch_size": 4, "device": "cpu", "k": 2, "limit": None, "lm_eval_tasks": None,
+              "max_gen_toks": 8, "seed": 0, "temperature": 1.0}  # fmt: skip
+PROMPTS = ["47+8=", "1+2=", "99+12=", "5+5=", "3+40=", "70+7="]
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, setup) -> dict:
+    """A tiny model as the 'base policy', test and validation tasks, and a private worker."""
+    model, _ = setup
+    root = tmp_path_factory.mktemp("worker")
+    rows = root / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"prompt_id": f"p{i}", "prompt": p, "answer": "55",
+                                        "difficulty": 0}) + "\n" for i, p in enumerate(PROMPTS)))  # fmt: skip
+    for split in ("test", "validation"):
+        write_task(rows, root / "tasks" / split, f"w_{split}", max_gen_toks=8, k=2, temperature=1.0)
+    (root / "base_policy.json").write_text(json.dumps({"model": str(model)}))
+    # TMPDIR isolates this module's worker (socket, lock and log) from any other on the machine.
+    (root / "tmp").mkdir()
+    return {"root": root, "tmp": root / "tmp"}
+
+
+def _evaluate(env: dict, out: str, mode: str, base: Path | None = None, idle: str = "60"):
+    cmd = [sys.executable, str(CLI), "evaluate", "--base", str(base or env["root"] / "base_policy.json"),
+           "--tasks", str(env["root"] / "tasks"), "--out", str(env["root"] / out),
+           "--evaluation", json.dumps(EVALUATION)]  # fmt: skip
+    run_env = {**os.environ, "GRPO_EVAL_WORKER": mode, "GRPO_EVAL_WORKER_IDLE": idle,
+               "TMPDIR": str(env["tmp"])}  # fmt: skip
+    return subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=300)
+
+
+def _socket(env: dict) -> Path:
+    code = f"import tempfile; tempfile.tempdir = {str(env['tmp'])!r}; " \
+           "from grpo_ablation.eval_worker import socket_path; print(socket_path())"  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip())
+
+
+def test_worker_gives_the_in_process_files_and_is_reused(env: dict) -> None:
+    local = _evaluate(env, "in_process", "off")
+    assert local.returncode == 0, local.stderr[-3000:]
+    for i in range(2):
+        done = _evaluate(env, f"worker{i}", "on")
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "Running generate_until" in done.stderr, "the child writes to the job's own stderr"
+        for split in ("test", "validation"):
+            for name in ("results.json", "samples.jsonl"):
+                a = env["root"] / "in_process" / split / "step=0" / name
+                b = env["root"] / f"worker{i}" / split / "step=0" / name
+                assert a.read_bytes() == b.read_bytes(), f"{split}/{name} differs in the worker"
+        timing = json.loads((env["root"] / f"worker{i}" / "test" / "step=0" / "timing.json").read_text())
+        assert timing["in_worker"] is True
+    timing = json.loads((env["root"] / "in_process" / "test" / "step=0" / "timing.json").read_text())
+    assert timing["in_worker"] is False
+    # One worker served both jobs; the second paid no lm-eval import.
+    log = _socket(env).with_suffix(".log").read_text()
+    assert log.count("listening") == 1, log
+    second = json.loads((env["root"] / "worker1" / "test" / "step=0" / "timing.json").read_text())
+    assert second["import_lm_eval_s"] < 0.05
+
+
+def test_a_failing_job_fails_with_its_error(env: dict) -> None:
+    bad = env["root"] / "bad_base.json"
+    bad.write_text(json.dumps({"model": str(env["root"] / "no_such_model")}))
+    done = _evaluate(env, "bad", "on", base=bad)
+    assert done.returncode != 0
+    assert "no_such_model" in done.stderr
+    assert not (env["root"] / "bad" / "test" / "summary.json").exists()
+
+
+def test_worker_exits_when_idle(env: dict, tmp_path: Path) -> None:
+    private = {**env, "tmp": tmp_path}
+    done = _evaluate(private, "idle", "on", idle="1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    sock = _socket(private)
+    deadline = time.monotonic() + 30
+    while sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not sock.exists(), "the worker should exit and remove its socket after 1 s idle"
+    assert "exiting" in sock.with_suffix(".log").read_text()
+
+
+def test_mode_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("GRPO_EVAL_WORKER", *eval_worker.SCHEDULER_ENVS):
+        monkeypatch.delenv(var, raising=False)
+    assert eval_worker.wanted()  # auto on a workstation
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    assert not eval_worker.wanted()  # auto under a batch scheduler: every job may be on a new node
+    monkeypatch.setenv("GRPO_EVAL_WORKER", "on")
+    assert eval_worker.wanted()
+    monkeypatch.setenv("GRPO_EVAL_WORKER", "off")
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert not eval_worker.wanted()
+    monkeypatch.setenv("GRPO_EVAL_WORKER", "sometimes")
+    with pytest.raises(ValueError, match="GRPO_EVAL_WORKER must be auto, on or off"):
+        eval_worker.wanted()
