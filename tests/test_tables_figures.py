@@ -30,6 +30,8 @@ def run_rows(greedy: dict[str, list[float]]) -> pd.DataFrame:
             row = {"stage": "std_scaling", "cell": cell, "reference": REF, "seed": seed,
                    "greedy_final": g, "greedy_best": g + 0.1, "sampled_final": g / 2, "sampled_best": g,
                    "length_correct": 4.0, "length_incorrect": 6.0, "truncation_rate": 0.1,
+                   "length_correct_late": 3.0, "length_incorrect_late": 5.0 + g,
+                   "test_length_incorrect": 4.0 - g,
                    "ratio_clip_low": 0.01, "ratio_clip_high": 0.02, "zero_std_fraction": 0.5,
                    "weight_share_homogeneous": 0.5, "generated_tokens": 100, "wall_time_s": 2.0}  # fmt: skip
             row.update({f"fraction_{c}": 0.25 for c in GROUP_CATEGORIES})
@@ -49,6 +51,10 @@ def test_results_table_has_intervals_and_paired_differences_to_the_reference():
     assert other["greedy_final_diff_mean"] == pytest.approx(0.1)
     assert other["greedy_final_diff_low"] == pytest.approx(0.1)
     assert ref["greedy_final_diff_mean"] == 0.0
+    # Lengths of incorrect completions get the same paired comparison (training and test).
+    assert other["length_incorrect_late_diff_mean"] == pytest.approx(0.1)
+    assert other["test_length_incorrect_diff_mean"] == pytest.approx(-0.1)
+    assert other["test_length_incorrect_diff_high"] == pytest.approx(-0.1)
 
 
 def test_one_seed_says_the_interval_is_undefined():

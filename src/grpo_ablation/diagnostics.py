@@ -184,6 +184,11 @@ def run_summary(steps: pd.DataFrame) -> dict[str, Any]:
                 "length/all", "weight_share/homogeneous", "kl_weight/homogeneous"):  # fmt: skip
         vals = steps[col].dropna() if col in steps else pd.Series(dtype=float)
         out[col] = float(vals.mean()) if len(vals) else None
+    # Where training ends up, not its average: lengths over the last quarter of the steps.
+    late = steps[steps["step"] > 0.75 * steps["step"].max()]
+    for col in ("length/correct", "length/incorrect"):
+        vals = late[col].dropna() if col in late else pd.Series(dtype=float)
+        out[f"{col}_late"] = float(vals.mean()) if len(vals) else None
     out["generated_tokens"] = int(steps["generated_tokens"].sum())
     return out
 

@@ -387,6 +387,10 @@ def evaluate_checkpoints(
             "sampled_mean_at_k_stderr": metrics["sampled"]["stderr"],
             # Any of the k correct; computed from the samples, not reported by lm-eval.
             "sampled_pass_at_k": _mean(list(by_doc.values())),
+            # Mean length in tokens (eos not counted) of the incorrect sampled completions.
+            "sampled_incorrect_tokens": _mean(
+                [r["completion_tokens"] for r in sampled_rows if not r["correct"]]
+            ),
             "k": metrics["sampled"]["repeats"],
             "temperature": float(metrics["sampled"]["generation_kwargs"]["temperature"]),
             "max_gen_toks": manifest["max_gen_toks"],

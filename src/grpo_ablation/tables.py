@@ -27,11 +27,12 @@ BASE_LABEL = "base policy (step 0)"
 # Per-run quantities summarised as mean [95% t interval] over seeds.
 RUN_QUANTITIES = (
     "greedy_final", "greedy_best", "sampled_final", "sampled_best",
-    "length_correct", "length_incorrect", "truncation_rate", "ratio_clip_low", "ratio_clip_high",
+    "length_correct", "length_incorrect", "length_correct_late", "length_incorrect_late",
+    "test_length_incorrect", "truncation_rate", "ratio_clip_low", "ratio_clip_high",
     *(f"fraction_{c}" for c in GROUP_CATEGORIES), "zero_std_fraction",
     "weight_share_homogeneous", "generated_tokens", "wall_time_s",
 )  # fmt: skip
-PAIRED = ("greedy_final", "sampled_final")
+PAIRED = ("greedy_final", "sampled_final", "length_incorrect_late", "test_length_incorrect")
 
 
 # -- the design --------------------------------------------------------------------------------
@@ -137,6 +138,7 @@ def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd
                 if not isinstance(value, dict):
                     row[key.replace("/", "_")] = value
             row["wall_time_s"] = diag["budget"]["wall_time_s"]
+            row["test_length_incorrect"] = final.get("sampled_incorrect_tokens", math.nan)
             out.append(row)
     return pd.DataFrame(out)
 
@@ -185,8 +187,11 @@ DISPLAY = {  # column of the Markdown/LaTeX table -> (quantity, how to show it)
     "final sampled mean@k": ("sampled_final", "interval"),
     "Δ final sampled vs ref.": ("sampled_final_diff", "diff"),
     "best sampled mean@k": ("sampled_best", "interval"),
-    "length correct": ("length_correct", "interval1"),
-    "length incorrect": ("length_incorrect", "interval1"),
+    "length correct, last ¼ of steps": ("length_correct_late", "interval1"),
+    "length incorrect, last ¼ of steps": ("length_incorrect_late", "interval1"),
+    "Δ length incorrect vs ref.": ("length_incorrect_late_diff", "diff"),
+    "test length incorrect (final, sampled)": ("test_length_incorrect", "interval1"),
+    "Δ test length incorrect vs ref.": ("test_length_incorrect_diff", "diff"),
     "all-correct": ("fraction_all_correct", "mean"),
     "all-incorrect": ("fraction_all_incorrect", "mean"),
     "mixed": ("fraction_mixed", "mean"),
@@ -280,10 +285,12 @@ def to_latex(frame: pd.DataFrame, caption: str, label: str, wrap: dict[str, str]
 RESULTS_CAPTION = (
     "Test accuracy (lm-eval) per cell and stage: mean over seeds with a 95% Student-t interval "
     "(undefined with one seed); Δ is the paired difference to the stage's reference cell on the "
-    "same seed. Best is the best checkpoint on test (optimistic). Length in tokens; group "
-    "fractions, ratio clipping (PPO clip of the probability ratio) and truncation (generation "
-    "stopped at the max completion length) are from the rollout log and metrics; budget is the "
-    "consumed one."
+    "same seed. Best is the best checkpoint on test (optimistic). Lengths in tokens: training "
+    "lengths over the last quarter of the steps from the rollout log (eos counted), test length "
+    "of the incorrect sampled completions of the final checkpoint from lm-eval's samples (eos not "
+    "counted). Group fractions, ratio clipping (PPO clip of the probability ratio) and truncation "
+    "(generation stopped at the max completion length) are over the whole run, from the rollout "
+    "log and metrics; budget is the consumed one."
 )
 
 
