@@ -47,6 +47,21 @@ def test_an_unknown_config_key_is_named(tmp_path):
     assert "trianing" in done.stderr + done.stdout
 
 
+def test_seeds_given_on_the_command_line_are_integers_and_bad_ones_are_named(tmp_path):
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def run(seeds: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(SNAKEMAKE), "-n", "--cores", "1", "--configfile", "config/smoke.yaml",
+                               "--config", f"results_dir={tmp_path}", f"seeds={seeds}"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    done = run("[0,7]")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "seed=7" in done.stdout + done.stderr
+    done = run("[0,x]")
+    assert done.returncode != 0 and "'x' is not of type 'integer'" in done.stderr + done.stdout
+
+
 def test_an_unknown_training_key_is_named(tmp_path):
     done = dry_run(tmp_path, training__learnig_rate=0.1)
     assert done.returncode != 0 and "learnig_rate" in done.stderr + done.stdout

@@ -164,25 +164,61 @@ def _connect_or_start() -> socket.socket:
         if conn:
             return conn
         log = path.with_suffix(".log")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [str(PACKAGE_DIR.parent), *filter(None, [os.environ.get("PYTHONPATH")])]))  # fmt: skip
-        with open(log, "w") as out:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "grpo_ablation.eval_worker", "serve", "--socket", str(path)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
-                start_new_session=True, close_fds=True,
-            )  # fmt: skip
+        pid = _spawn_detached(
+            [sys.executable, "-m", "grpo_ablation.eval_worker", "serve", "--socket", str(path)], log
+        )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             conn = _connect(path)
             if conn:
                 return conn
-            if proc.poll() is not None:
-                tail = log.read_text()[-2000:]
-                raise WorkerUnavailable(f"evaluation worker exited with {proc.returncode}:\n{tail}")
+            if not _alive(pid):
+                raise WorkerUnavailable(f"evaluation worker exited:\n{log.read_text()[-2000:]}")
             time.sleep(0.05)
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
         raise WorkerUnavailable(f"evaluation worker did not start within {START_TIMEOUT_S:.0f} s")
+
+
+def _spawn_detached(cmd: list[str], log: Path) -> int:
+    """Start ``cmd`` as a daemon that is not a descendant of this process; return its pid.
+
+    Snakemake's ``benchmark:`` measures a job's whole process tree: a worker started as a child
+    of the first evaluation job would be counted in that job's memory and CPU, with the children
+    it forks for every later job.
+    """
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(PACKAGE_DIR.parent), *filter(None, [os.environ.get("PYTHONPATH")])]))  # fmt: skip
+    read, write = os.pipe()
+    launcher = os.fork()
+    if launcher == 0:  # the intermediate process: start the daemon, report its pid, exit
+        try:
+            os.close(read)
+            with open(log, "w") as out:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                        stderr=subprocess.STDOUT, env=env,
+                                        start_new_session=True, close_fds=True)  # fmt: skip
+            os.write(write, str(proc.pid).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        text = f.read()
+    os.waitpid(launcher, 0)
+    if not text:
+        raise WorkerUnavailable(f"could not start the evaluation worker ({' '.join(cmd)})")
+    return int(text)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # An exited daemon is reaped by init; a zombie would still answer, so check its state.
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    return True
 
 
 # ----------------------------------------------------------------------------- worker

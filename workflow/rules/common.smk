@@ -9,6 +9,9 @@ from grpo_ablation import pipeline
 from grpo_ablation.pipeline import Cell
 
 
+# `--config 'seeds=[0,1,2,3,4]'` hands the seeds over as strings.
+if isinstance(config.get("seeds"), list):
+    config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s for s in config["seeds"]]
 validate(config, workflow.source_path("../schemas/config.schema.yaml"))
 try:
     pipeline.check_design(config)
