@@ -37,7 +37,8 @@ def env(tmp_path_factory: pytest.TempPathFactory, setup) -> dict:
     (root / "base_policy.json").write_text(json.dumps({"model": str(model)}))
     # TMPDIR isolates this module's worker (socket, lock and log) from any other on the machine.
     (root / "tmp").mkdir()
-    return {"root": root, "tmp": root / "tmp"}
+    yield {"root": root, "tmp": root / "tmp"}
+    eval_worker.stop(_socket({"tmp": root / "tmp"}))
 
 
 def _evaluate(env: dict, out: str, mode: str, base: Path | None = None, idle: str = "60"):
@@ -59,9 +60,12 @@ def _socket(env: dict) -> Path:
 def test_worker_gives_the_in_process_files_and_is_reused(env: dict) -> None:
     local = _evaluate(env, "in_process", "off")
     assert local.returncode == 0, local.stderr[-3000:]
+    pids = []
     for i in range(2):
         done = _evaluate(env, f"worker{i}", "on")
         assert done.returncode == 0, done.stderr[-3000:]
+        assert "unavailable" not in done.stderr
+        pids.append(_socket(env).with_suffix(".pid").read_text())
         assert "Running generate_until" in done.stderr, "the child writes to the job's own stderr"
         for split in ("test", "validation"):
             for name in ("results.json", "samples.jsonl"):
@@ -72,7 +76,9 @@ def test_worker_gives_the_in_process_files_and_is_reused(env: dict) -> None:
         assert timing["in_worker"] is True
     timing = json.loads((env["root"] / "in_process" / "test" / "step=0" / "timing.json").read_text())
     assert timing["in_worker"] is False
-    # One worker served both jobs; the second paid no lm-eval import.
+    # One worker served both jobs (same process; its log is appended to by every start); the
+    # second paid no lm-eval import.
+    assert pids[0] == pids[1]
     log = _socket(env).with_suffix(".log").read_text()
     assert log.count("listening") == 1, log
     second = json.loads((env["root"] / "worker1" / "test" / "step=0" / "timing.json").read_text())
@@ -84,7 +90,8 @@ def test_a_failing_job_fails_with_its_error(env: dict) -> None:
     bad.write_text(json.dumps({"model": str(env["root"] / "no_such_model")}))
     done = _evaluate(env, "bad", "on", base=bad)
     assert done.returncode != 0
-    assert "no_such_model" in done.stderr
+    assert "unavailable" not in done.stderr, "the failure must come from the worker's child"
+    assert "Traceback" in done.stderr and "no_such_model" in done.stderr
     assert not (env["root"] / "bad" / "test" / "summary.json").exists()
 
 
@@ -114,3 +121,25 @@ def test_mode_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GRPO_EVAL_WORKER", "sometimes")
     with pytest.raises(ValueError, match="GRPO_EVAL_WORKER must be auto, on or off"):
         eval_worker.wanted()
+
+
+def test_the_socket_lives_in_a_private_folder_with_a_short_path(monkeypatch, tmp_path: Path) -> None:
+    import tempfile
+
+    deep = tmp_path / ("x" * 90)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    path = eval_worker.socket_path()
+    assert len(str(path)) < 100, "a long temp dir falls back to /tmp (socket paths max ~107 bytes)"
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    short = Path(tempfile.mkdtemp(prefix="gw", dir="/tmp"))  # under the 60-character limit
+    monkeypatch.setattr(tempfile, "tempdir", str(short))
+    folder = short / f"grpo-eval-{os.getuid()}"
+    folder.mkdir()
+    folder.chmod(0o755)  # a folder others can enter is refused, not used
+    try:
+        with pytest.raises(eval_worker.WorkerUnavailable, match="mode 0700"):
+            eval_worker.socket_path()
+    finally:
+        folder.rmdir()
+        short.rmdir()

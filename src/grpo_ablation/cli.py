@@ -275,7 +275,9 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_token_weights)
 
     a = parser.parse_args(argv)
-    if a.command == "evaluate":
+    # Built-in lm-eval tasks fetch from the hub, which the worker's libraries were imported to
+    # refuse (they read HF_*_OFFLINE once, at import): those evaluate in their own process.
+    if a.command == "evaluate" and not json.loads(a.evaluation).get("lm_eval_tasks"):
         from grpo_ablation import eval_worker
 
         if eval_worker.wanted():

@@ -44,7 +44,7 @@ MODE_ENV = "GRPO_EVAL_WORKER"
 IDLE_ENV = "GRPO_EVAL_WORKER_IDLE"
 SCHEDULER_ENVS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID")
 # Variables a child takes from its client (the rest of the environment is the worker's).
-FORWARDED_ENV_PREFIXES = ("GRPO_", "HF_", "TRANSFORMERS_", "OMP_", "MKL_", "PYTHONHASHSEED")
+FORWARDED_ENV_PREFIXES = ("GRPO_", "HF_", "TRANSFORMERS_", "CUDA_", "PYTORCH_", "TOKENIZERS_")
 PACKAGE_DIR = Path(__file__).resolve().parent
 START_TIMEOUT_S = 180.0
 
@@ -72,8 +72,19 @@ def code_key() -> str:
 
 
 def socket_path() -> Path:
-    # Unix socket paths are limited to ~107 bytes: keep it short, under the temp dir.
-    return Path(tempfile.gettempdir()) / f"grpo-eval-{os.getuid()}-{code_key()}.sock"
+    """``<tmp>/grpo-eval-<uid>/<key>.sock`` in a directory only this user can enter.
+
+    Unix socket paths are limited to ~107 bytes: a long temp dir falls back to /tmp.
+    """
+    root = Path(tempfile.gettempdir())
+    if len(str(root)) > 60:
+        root = Path("/tmp")
+    folder = root / f"grpo-eval-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    info = folder.stat()
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise WorkerUnavailable(f"{folder} must belong to this user with mode 0700")
+    return folder / f"{code_key()}.sock"
 
 
 def _send(conn: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
@@ -115,15 +126,21 @@ def run_job(argv: list[str]) -> int:
             env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
             sys.stdout.flush()
             sys.stderr.flush()
-            _send(conn, {"argv": argv, "cwd": os.getcwd(), "env": env}, fds=[1, 2])
-            started, _ = _recv_line(conn)
+            reader = conn.makefile("rb")  # one buffer for both replies
+            try:
+                _send(conn, {"argv": argv, "cwd": os.getcwd(), "env": env}, fds=[1, 2])
+                line = reader.readline()
+            except OSError:  # reset by a worker that was exiting: nothing has run yet
+                line = b""
+            started = json.loads(line) if line else None
             if started is None:
                 # The worker was exiting (idle) as we connected: start a fresh one, once.
                 conn.close()
                 if attempt == 0:
                     continue
                 raise WorkerUnavailable("the evaluation worker closed the connection twice")
-            done, _ = _recv_line(conn)
+            line = reader.readline()
+            done = json.loads(line) if line else None
             if done is None:
                 print(f"evaluation worker child {started.get('pid')} died without a result",
                       file=sys.stderr)  # fmt: skip
@@ -142,6 +159,9 @@ def _connect(path: Path) -> socket.socket | None:
     except (FileNotFoundError, ConnectionRefusedError):
         conn.close()
         return None
+    except OSError as exc:
+        conn.close()
+        raise WorkerUnavailable(f"cannot connect to {path}: {exc}") from exc
 
 
 @contextlib.contextmanager
@@ -194,9 +214,10 @@ def _spawn_detached(cmd: list[str], log: Path) -> int:
     if launcher == 0:  # the intermediate process: start the daemon, report its pid, exit
         try:
             os.close(read)
-            with open(log, "w") as out:
+            # cwd: the package's parent, so `-m` cannot import a module from the job's directory.
+            with open(log, "a") as out:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                        stderr=subprocess.STDOUT, env=env,
+                                        stderr=subprocess.STDOUT, env=env, cwd=PACKAGE_DIR.parent,
                                         start_new_session=True, close_fds=True)  # fmt: skip
             os.write(write, str(proc.pid).encode())
         finally:
@@ -265,7 +286,12 @@ def serve(path: Path, idle_s: float) -> None:
                 conn, _ = listener.accept()
             except TimeoutError:
                 continue
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                print(f"fork failed: {exc}", flush=True)
+                conn.close()  # the client sees EOF before start and evaluates in-process
+                continue
             if pid == 0:  # child
                 listener.close()
                 os._exit(_child(conn))
@@ -286,6 +312,9 @@ def stop(path: Path | None = None) -> bool:
     path = path or socket_path()
     try:
         pid = int(path.with_suffix(".pid").read_text())
+        # A stale pid file may name an unrelated process by now.
+        if b"eval_worker" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+            return False
         os.kill(pid, signal.SIGTERM)
     except (FileNotFoundError, ValueError, ProcessLookupError):
         return False
@@ -304,6 +333,9 @@ def _child(conn: socket.socket) -> int:
         for fd in fds:
             os.close(fd)
         os.chdir(request["cwd"])
+        # The job's variables replace the worker's (not only add to them).
+        for key in [k for k in os.environ if k.startswith(FORWARDED_ENV_PREFIXES)]:
+            del os.environ[key]
         os.environ.update(request["env"])
         os.environ[MODE_ENV] = "off"  # the child evaluates in-process
         os.environ["GRPO_EVAL_WORKER_CHILD"] = "1"
@@ -314,8 +346,12 @@ def _child(conn: socket.socket) -> int:
         try:
             main(request["argv"])
             rc = 0
-        except SystemExit as exc:  # argparse errors
-            rc = exc.code if isinstance(exc.code, int) else 1
+        except SystemExit as exc:  # as Python maps it: None -> 0, int -> itself, else print, 1
+            if exc.code is None or isinstance(exc.code, int):
+                rc = exc.code or 0
+            else:
+                print(exc.code, file=sys.stderr)
+                rc = 1
         except BaseException:
             traceback.print_exc()
             rc = 1
