@@ -183,7 +183,8 @@ def pipeline_overhead(exp_dir: Path, cores: int = 2) -> dict[str, Any]:
 
 
 def _eval_dir(exp_dir: Path, job: str) -> Path:
-    """``evaluate/<cell>/seed=<s>.tsv`` or ``evaluate/base.tsv`` -> the job's eval directory."""
+    """``evaluate/<cell>/seed=<s>.tsv`` or ``evaluate/base.tsv`` (rule ``evaluate_base``, filed
+    under ``evaluate/``) -> the job's eval directory."""
     return exp_dir / "eval" / Path(*Path(job).with_suffix("").parts[1:])
 
 
@@ -200,7 +201,7 @@ def evaluation_overhead(exp_dir: Path) -> dict[str, Any]:
     """
     jobs = read_job_benchmarks(exp_dir)
     rows = []
-    for job in jobs[jobs["rule"].isin(["evaluate", "evaluate_base"])].itertuples():
+    for job in jobs[jobs["rule"] == "evaluate"].itertuples():
         timings = _timings(_eval_dir(exp_dir, job.job))
         gen = sum(t["generate_s"] for t in timings)
         rows.append({"job": job.job, "wall_s": job.wall_s, "generate_s": gen,
@@ -238,6 +239,16 @@ def evaluation_modes(exp_dir: Path, repeats: int = 3) -> dict[str, Any]:
                   "seed": first["seeds"]["random_seed"], "limit": first["limit"],
                   "lm_eval_tasks": None}  # fmt: skip
     cli = Path(__file__).resolve().parents[2] / "workflow" / "scripts" / "grpo.py"
+
+    def evaluate(out: Path, env: dict[str, str]) -> float:
+        """Wall seconds of one evaluation job, as the rule runs it."""
+        started = time.perf_counter()
+        subprocess.run([sys.executable, str(cli), "evaluate", "--run", str(run),
+                        "--tasks", str(exp_dir / "tasks"), "--out", str(out),
+                        "--evaluation", json.dumps(evaluation)], env=env,
+                       capture_output=True, check=True)  # fmt: skip
+        return time.perf_counter() - started
+
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeats):
@@ -248,17 +259,9 @@ def evaluation_modes(exp_dir: Path, repeats: int = 3) -> dict[str, Any]:
                 env = {**os.environ, "TMPDIR": str(worker_tmp), "GRPO_EVAL_WORKER_IDLE": "600",
                        "GRPO_EVAL_WORKER": "off" if mode == "in_process" else "on"}  # fmt: skip
                 if mode == "warm_worker" and i == 0:  # start the shared worker outside the timing
-                    subprocess.run([sys.executable, str(cli), "evaluate", "--run", str(run),
-                                    "--tasks", str(exp_dir / "tasks"), "--out", str(out) + "w",
-                                    "--evaluation", json.dumps(evaluation)], env=env,
-                                   capture_output=True, check=True)  # fmt: skip
-                t = time.perf_counter()
-                subprocess.run([sys.executable, str(cli), "evaluate", "--run", str(run),
-                                "--tasks", str(exp_dir / "tasks"), "--out", str(out),
-                                "--evaluation", json.dumps(evaluation)], env=env,
-                               capture_output=True, check=True)  # fmt: skip
-                wall = time.perf_counter() - t
-                gen = sum(t["generate_s"] for t in _timings(out))
+                    evaluate(Path(tmp) / "warm-up", env)
+                wall = evaluate(out, env)
+                gen = sum(timing["generate_s"] for timing in _timings(out))
                 rows.append({"mode": mode, "repeat": i, "wall_s": wall, "generate_s": gen,
                              "outside_generation": 1 - gen / wall})  # fmt: skip
         from grpo_ablation.eval_worker import stop
@@ -281,7 +284,7 @@ def memory(exp_dir: Path) -> dict[str, Any]:
     """Peak RSS per rule (max over its jobs), from the benchmark files; for evaluation jobs run in
     the local worker, the worker child's own peak (recorded in timing.json) counts."""
     jobs = read_job_benchmarks(exp_dir)
-    for i, job in jobs[jobs["rule"].isin(["evaluate", "evaluate_base"])].iterrows():
+    for i, job in jobs[jobs["rule"] == "evaluate"].iterrows():
         child = [t.get("max_rss_mb", 0.0) for t in _timings(_eval_dir(exp_dir, job["job"]))]
         jobs.loc[i, "max_rss_mb"] = max([job["max_rss_mb"], *child])
     peak = jobs.groupby("rule")["max_rss_mb"].max().sort_values(ascending=False)
