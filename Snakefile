@@ -6,7 +6,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The CPU default, unless a --configfile names another config: Snakemake would otherwise merge
+# that file over this one, and keys of the default (e.g. base_policy.filler_max) would leak into it.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
 
 
 include: "workflow/rules/common.smk"

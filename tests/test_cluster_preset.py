@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from grpo_ablation import math_task
-from grpo_ablation.math_task import MathTaskConfig, gold_answer, last_boxed
+from grpo_ablation.math_task import MathTask, gold_answer, last_boxed
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -29,14 +29,19 @@ def test_the_cluster_preset_dry_runs_through_the_slurm_profile_offline(tmp_path)
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
-    assert "Using profiles slurm" in out
+    assert "Using profile slurm " in out
     stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
     cells = 4 + 4 - 1  # stage 1 and stage 2 share the reference cell
     assert int(stats["train"]) == int(stats["evaluate"]) == cells * 3
-    # GPU jobs carry the profile's per-rule resources; bookkeeping rules stay local.
+    # GPU jobs carry the profile's per-rule resources; bookkeeping rules stay local, and the
+    # hub content is fetched once, on the submit host, before any compute job.
     train_resources = re.search(r"rule train:.*?resources: ([^\n]*)", out, re.S).group(1)
     assert "gpu=1" in train_resources and "cpus_per_task=8" in train_resources
+    assert int(stats["prefetch"]) == 1 and "reason: Input files updated by another job: " in out
     assert re.search(r"localrule splits:", out) or "rule splits:" in out
+    # Compute jobs never unset the offline flags (the CLI only ever sets them by default).
+    cli = (ROOT / "src/grpo_ablation/cli.py").read_text() + (ROOT / "src/grpo_ablation/train.py").read_text()
+    assert "environ.pop" not in cli
     assert not (tmp_path / "results").exists(), "a dry run must write nothing"
     assert not hf_home.exists() or not any(hf_home.rglob("*.safetensors")), "nothing downloaded"
 
@@ -57,7 +62,7 @@ def test_gold_answers_and_boxed_extraction():
 
 
 def test_math_splits_have_the_addition_columns_and_manifest(tmp_path):
-    cfg = MathTaskConfig(dataset="gsm8k", n_validation=2, seed=7)
+    cfg = MathTask(dataset="gsm8k", n_validation=2, seed=7)
     rows = [{"prompt_id": f"gsm8k-train-{i}", "prompt": cfg.prompt_template.replace("{question}", f"q{i}"),
              "answer": str(i), "difficulty": i % 3} for i in range(6)]  # fmt: skip
     splits = math_task.make_splits(cfg, rows, rows[:2])
@@ -73,15 +78,15 @@ def test_math_splits_have_the_addition_columns_and_manifest(tmp_path):
 
 
 def test_unknown_math_task_keys_and_datasets_are_named():
-    with pytest.raises(ValueError, match=r"unknown MathTaskConfig key.*n_trian"):
-        MathTaskConfig.from_dict({"kind": "math", "n_trian": 5})
+    with pytest.raises(ValueError, match=r"unknown MathTask key.*n_trian"):
+        MathTask.from_dict({"kind": "math", "n_trian": 5})
     with pytest.raises(ValueError, match="unknown math dataset 'gsm9k'"):
-        MathTaskConfig(dataset="gsm9k")
+        MathTask(dataset="gsm9k")
 
 
 def test_the_math_verify_reward_scores_and_returns_none_on_verifier_failure(monkeypatch):
     pytest.importorskip("math_verify")
-    reward = math_task.make_reward_function(MathTaskConfig())
+    reward = math_task.make_reward_function(MathTask())
     completions = [r"... so the total is \boxed{72}.", "I think it is 71", "no number at all"]
     assert reward(prompts=["p"] * 3, completions=completions, answer=["72"] * 3) == [1.0, 0.0, 0.0]
     conversational = [[{"role": "assistant", "content": r"\boxed{\frac{1}{2}}"}]]
@@ -94,3 +99,61 @@ def test_the_math_verify_reward_scores_and_returns_none_on_verifier_failure(monk
 
     monkeypatch.setattr(math_verify, "verify", broken)
     assert reward(prompts=["p"], completions=[r"\boxed{72}"], answer=["72"]) == [None]
+
+
+MATH_COMPLETIONS = [r"so \boxed{72}.", r"\boxed{72.0}", r"\boxed{\frac{144}{2}}", "it is 72",
+                    r"\boxed{71}", "no answer", r"\boxed{}", r"$72$", r"\boxed{7 2}", ""]  # fmt: skip
+
+
+def test_the_evaluation_applies_the_rewards_declared_math_rule(tmp_path):
+    """Training's reward and lm-eval's metric are two implementations of one declared rule."""
+    pytest.importorskip("math_verify")
+    from grpo_ablation.evaluate import load_rule, write_task
+
+    rows = tmp_path / "test.jsonl"
+    rows.write_text(json.dumps({"prompt_id": "q", "prompt": "q", "answer": "72", "difficulty": 0}) + "\n")
+    write_task(rows, tmp_path / "tasks", "m", 16, 2, 1.0, answer_rule=MathTask.answer_rule,
+               chat_template=True)  # fmt: skip
+    rule = load_rule(tmp_path / "tasks")
+    reward = MathTask().reward_function()
+    rewards = reward(prompts=["q"] * len(MATH_COMPLETIONS), completions=MATH_COMPLETIONS,
+                     answer=["72"] * len(MATH_COMPLETIONS))  # fmt: skip
+    assert [rule.is_correct(c, "72") for c in MATH_COMPLETIONS] == [r == 1.0 for r in rewards]
+    assert rewards[:3] == [1.0, 1.0, 1.0] and rewards[4] == 0.0
+
+
+def test_tasks_come_from_one_registry_that_the_schema_lists():
+    import yaml
+
+    from grpo_ablation.evaluate import ANSWER_RULES
+    from grpo_ablation.tasks import TASKS, get_task
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    assert schema["properties"]["task"]["properties"]["kind"]["enum"] == list(TASKS)
+    for kind in TASKS:
+        task = get_task({"kind": kind})
+        assert task.kind == kind and task.answer_rule in ANSWER_RULES
+    with pytest.raises(ValueError, match="unknown task kind 'chess'"):
+        get_task({"kind": "chess"})
+
+
+def test_evaluation_generates_as_training_does():
+    from grpo_ablation.pipeline import DesignError, evaluation_config
+
+    config = {"training": {"max_completion_length": 512}, "compute": {"device": "cuda", "dtype": "bfloat16"},
+              "evaluation": {"max_gen_toks": None, "k": 4}}  # fmt: skip
+    assert evaluation_config(config) | {} == {"max_gen_toks": 512, "k": 4, "device": "cuda", "dtype": "bfloat16"}
+    config["evaluation"]["max_gen_toks"] = 256
+    with pytest.raises(DesignError, match=r"max_gen_toks=256 differs from training\.max_completion_length=512"):
+        evaluation_config(config)
+
+
+def test_a_cuda_device_is_refused_where_there_is_none(monkeypatch):
+    import torch
+
+    from grpo_ablation.compute import DeviceError, resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu"
+    with pytest.raises(DeviceError, match=r"compute\.device is .cuda. but torch finds no CUDA device"):
+        resolve_device("cuda")

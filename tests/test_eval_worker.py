@@ -19,7 +19,7 @@ from grpo_ablation.evaluate import write_task
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = ROOT / "workflow" / "scripts" / "grpo.py"
-EVALUATION = {"batch_size": 4, "device": "cpu", "k": 2, "limit": None, "lm_eval_tasks": None,
+EVALUATION = {"batch_size": 4, "device": "cpu", "dtype": "float32", "k": 2, "limit": None, "external_benchmarks": [],
               "max_gen_toks": 8, "seed": 0, "temperature": 1.0}  # fmt: skip
 PROMPTS = ["47+8=", "1+2=", "99+12=", "5+5=", "3+40=", "70+7="]
 

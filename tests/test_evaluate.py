@@ -16,10 +16,10 @@ pytest.importorskip("lm_eval")
 yaml = pytest.importorskip("yaml")
 
 from grpo_ablation.evaluate import (  # noqa: E402
-    ANSWER_REGEX,
     FALLBACK,
     METRICS_MODULE,
     evaluate_checkpoints,
+    load_rule,
     write_task,
 )
 from grpo_ablation.tokenizer import build_char_tokenizer  # noqa: E402
@@ -101,7 +101,7 @@ def _tiny_model(path: Path, *, eos_in_config: bool = True) -> Path:
     wte = model.transformer.wte.weight.data
     digits = tok.convert_tokens_to_ids(list("0123456789."))
     # The output head is tied to wte: a final-LN bias along these rows raises their logits.
-    model.transformer.ln_f.bias.data = 6 * wte[digits].mean(0) + 0.3 * wte[tok.eos_token_id]
+    model.transformer.ln_f.bias.data = 6 * wte[digits].mean(0) + 1.0 * wte[tok.eos_token_id]
     model.generation_config.eos_token_id = eos
     model.generation_config.pad_token_id = tok.pad_token_id
     model.save_pretrained(path)
@@ -143,11 +143,15 @@ def test_task_yaml_has_absolute_data_path_and_settings(setup: dict) -> None:
         data = Path(cfg["dataset_kwargs"]["data_files"]["test"])
         assert data.is_absolute() and data == setup["test"].resolve()
         assert cfg["generation_kwargs"]["max_gen_toks"] == MAX_GEN
-        assert cfg["filter_list"][0]["filter"][0]["regex_pattern"] == ANSWER_REGEX
+        assert cfg["generation_kwargs"]["until"] == []  # lm-eval stops at the model's eos
+        assert cfg["metric_list"][0]["metric"] == f"{METRICS_MODULE}.correct"
     assert greedy["generation_kwargs"]["do_sample"] is False and greedy["repeats"] == 1
+    assert greedy["filter_list"][0]["filter"] == [{"function": "take_first"}]
     assert sampled["generation_kwargs"]["do_sample"] is True and sampled["repeats"] == K
-    assert sampled["metric_list"][0]["metric"] == f"{METRICS_MODULE}.mean_at_k"
+    assert sampled["filter_list"][0]["filter"] == [], "every sampled repeat reaches the metric"
     assert (setup["task_dir"] / f"{METRICS_MODULE}.py").is_file()
+    manifest = json.loads((setup["task_dir"] / "manifest.json").read_text())
+    assert manifest["answer_rule"] == "full_match_digits" and manifest["chat_template"] is False
 
 
 @pytest.mark.parametrize(
@@ -155,25 +159,30 @@ def test_task_yaml_has_absolute_data_path_and_settings(setup: dict) -> None:
     [
         ("...55", "55"),
         ("55", "55"),
-        ("55.3", "55"),
+        (" ..55 \n", "55"),
+        ("055", "055"),
+        ("55.3", FALLBACK),  # a prefix is not an answer: the reward needs a full match too
         ("abc", FALLBACK),
-        ("5a5", "5"),
+        ("5a5", FALLBACK),
         ("", FALLBACK),
         (". 5", FALLBACK),
+        ("5 5", FALLBACK),
     ],
 )
-def test_regex_extraction(text: str, expected: str) -> None:
-    from lm_eval.filters.extraction import RegexFilter
+def test_full_match_rule_agrees_with_the_training_reward(setup: dict, text: str, expected: str) -> None:
+    from grpo_ablation.task import extract_answer, is_correct
 
-    out = RegexFilter(regex_pattern=ANSWER_REGEX, fallback=FALLBACK).apply([[text]], [{}])
-    assert out == [[expected]]
+    rule = load_rule(setup["task_dir"])
+    assert rule.extract(text) == expected
+    assert (extract_answer(text) or FALLBACK) == expected  # the reward's implementation
+    for gold in ("55", "055", "5"):
+        assert rule.is_correct(text, gold) == is_correct(text, gold)
 
 
-def test_mean_at_k_metric(setup: dict) -> None:
-    ns: dict = {}
-    exec((setup["task_dir"] / f"{METRICS_MODULE}.py").read_text(), ns)
-    assert ns["mean_at_k"](references=["55"], predictions=[["55", FALLBACK, "55", "5"]]) == 0.5
-    assert ns["mean_at_k"](references=[55], predictions=[["55"]]) == 1.0
+def test_correct_metric_is_the_share_of_accepted_completions(setup: dict) -> None:
+    rule = load_rule(setup["task_dir"])
+    assert rule.correct(references=["55"], predictions=[["55", "x", "..55", "5"]]) == 0.5
+    assert rule.correct(references=[55], predictions=["55"]) == 1.0
 
 
 def test_outputs_at_fixed_paths_with_fields(setup: dict) -> None:

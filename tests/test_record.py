@@ -20,11 +20,12 @@ DESIGN_FIELDS = {
 def test_record_holds_every_field_design_lists_and_round_trips(tmp_path):
     cfg = TrainingConfig(std_scaling="population", aggregation="constant", group_size=4,
                          prompts_per_step=6, gradient_accumulation_steps=2, beta=0.04)  # fmt: skip
-    record = cfg.objective_record(num_processes=3)
+    record = cfg.objective_record(num_processes=3, answer_rule="full_match_digits")
     data = json.loads(record.to_json())
     assert data.keys() >= DESIGN_FIELDS
     assert data["per_device_batch_size"] == 4 and data["generation_batch_size"] == 24
     assert data["normaliser"] == "B * L_max"
+    assert data["answer_rule"] == "full_match_digits" and "'full_match_digits'" in record.describe()
     assert set(data["library_versions"]) >= {"torch", "transformers", "trl"}
     assert ObjectiveRecord.from_dict(data) == record
     record.write(tmp_path)

@@ -236,8 +236,8 @@ def evaluation_modes(exp_dir: Path, repeats: int = 3) -> dict[str, Any]:
     run = next(p.parent for p in sorted((exp_dir / "runs").rglob("run_info.json")))
     first = json.loads(next((exp_dir / "eval" / "base" / "test").rglob("results.json")).read_text())
     evaluation = {"batch_size": first["batch_size"], "device": first["device"],
-                  "seed": first["seeds"]["random_seed"], "limit": first["limit"],
-                  "lm_eval_tasks": None}  # fmt: skip
+                  "dtype": first["dtype"], "seed": first["seeds"]["random_seed"],
+                  "limit": first["limit"], "external_benchmarks": []}  # fmt: skip
     cli = Path(__file__).resolve().parents[2] / "workflow" / "scripts" / "grpo.py"
 
     def evaluate(out: Path, env: dict[str, str]) -> float:

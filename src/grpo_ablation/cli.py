@@ -21,42 +21,50 @@ def _threads(n: int | None) -> None:
 
 
 def cmd_splits(a: argparse.Namespace) -> None:
-    task = json.loads(a.task)
-    if task.get("kind", "addition") == "math":
-        from grpo_ablation import math_task
+    from grpo_ablation.tasks import get_task
 
-        # The hub data set is read here only: HF_DATASETS_OFFLINE is lifted for this command.
-        os.environ.pop("HF_DATASETS_OFFLINE", None)
-        os.environ.pop("HF_HUB_OFFLINE", None)
-        manifest = math_task.write_splits(math_task.MathTaskConfig.from_dict(task), a.out)
-    else:
-        from grpo_ablation.task import TaskConfig, write_splits
-
-        manifest = write_splits(TaskConfig.from_dict(_task_fields(task)), a.out)
+    manifest = get_task(json.loads(a.task)).write_splits(a.out)
     print(json.dumps(manifest, indent=2))
 
 
-def _task_fields(task: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in task.items() if k != "kind"}
+def cmd_prefetch(a: argparse.Namespace) -> None:
+    """Fill the Hugging Face cache on the submit host: model, data set, built-in benchmark data."""
+    from grpo_ablation.prefetch import prefetch
+
+    record = prefetch(json.loads(a.config))
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    print(json.dumps(record, indent=2))
 
 
 def cmd_base_policy(a: argparse.Namespace) -> None:
+    from grpo_ablation.tasks import get_task
+
     base = json.loads(a.base)
     kind = base.pop("kind", "local")
+    task = get_task(json.loads(a.task))
+    compute = json.loads(a.compute)
     a.out.mkdir(parents=True, exist_ok=True)
+    _threads(a.threads)
     if kind == "hub":
-        info = {"kind": "hub", "model": base["name"], "stats": None}
+        from grpo_ablation.pretrained import warm_start_base
+
+        info = warm_start_base(base, task, a.splits, a.out / "model", compute)
     else:
+        if not task.local_base:
+            raise ValueError(f"base_policy.kind local builds a character GPT-2 for the addition "
+                             f"task; task '{task.kind}' needs base_policy.kind: hub")  # fmt: skip
         from grpo_ablation.base_policy import BasePolicyConfig, warm_start
 
-        _threads(a.threads)
         stats = warm_start(BasePolicyConfig.from_dict(base), a.splits, a.out / "model")
-        info = {"kind": "local", "model": str(a.out / "model"), "stats": stats}
+        info = {"kind": "local", "model": str(a.out / "model"), "revision": None, "stats": stats}
     (a.out / "base_policy.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
-def _base_model(path: Path) -> str:
-    return json.loads(path.read_text())["model"]
+def _base_model(path: Path) -> tuple[str, str | None]:
+    """(model directory or hub id, hub revision) of the base policy."""
+    info = json.loads(path.read_text())
+    return info["model"], info.get("revision")
 
 
 # Fault-injection hooks for tests/test_faults.py (unset in normal runs): slow every training step
@@ -86,25 +94,23 @@ def cmd_train(a: argparse.Namespace) -> None:
 
     _threads(a.threads)
     cfg = from_dict(TrainingConfig, json.loads(a.training), "training")
-    task = json.loads(a.task)
-    reward = None  # train() builds the addition reward from the task fields
-    if task.get("kind", "addition") == "math":
-        from grpo_ablation.math_task import MathTaskConfig, make_reward_function
-
-        reward = make_reward_function(MathTaskConfig.from_dict(task))
-        # A hub base model is fetched by the training job (the cluster has hub access).
-        os.environ.pop("HF_HUB_OFFLINE", None)
-    train(Path(_base_model(a.base)), a.data, a.out, cfg, _task_fields(task),
-          reward_func=reward, callbacks=_fault_callbacks())  # fmt: skip
+    compute = json.loads(a.compute)
+    model, revision = _base_model(a.base)
+    train(model, a.data, a.out, cfg, json.loads(a.task), callbacks=_fault_callbacks(),
+          device=compute["device"], dtype=compute["dtype"], revision=revision,
+          keep_optimizer_state=compute["keep_optimizer_state"])  # fmt: skip
 
 
 def cmd_eval_tasks(a: argparse.Namespace) -> None:
     from grpo_ablation.evaluate import write_task
+    from grpo_ablation.tasks import get_task
 
     ev = json.loads(a.evaluation)
+    task = get_task(json.loads(a.task))
     for split in ("test", "validation"):
-        write_task(a.data / f"{split}.jsonl", a.tasks / split, f"arith_{split}",
-                   ev["max_gen_toks"], ev["k"], ev["temperature"])  # fmt: skip
+        write_task(a.data / f"{split}.jsonl", a.tasks / split, f"{task.kind}_{split}",
+                   ev["max_gen_toks"], ev["k"], ev["temperature"], answer_rule=task.answer_rule,
+                   chat_template=task.chat_template)  # fmt: skip
 
 
 def _fail_first_attempt() -> None:
@@ -115,33 +121,24 @@ def _fail_first_attempt() -> None:
 
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
+    from grpo_ablation.compute import resolve_device
     from grpo_ablation.evaluate import evaluate_checkpoints
 
     _fail_first_attempt()
     _threads(a.threads)
     ev = json.loads(a.evaluation)
+    revision = None
     if a.base:
-        checkpoints = [(0, Path(_base_model(a.base)))]
+        model, revision = _base_model(a.base)
+        checkpoints: list[tuple[int, Path | str]] = [(0, model)]
     else:
         info = json.loads((a.run / "run_info.json").read_text())
         checkpoints = [(s, a.run / "checkpoints" / f"checkpoint-{s}") for s in info["checkpoints"]]
-    options = dict(batch_size=ev["batch_size"], device=ev["device"], seed=ev["seed"], limit=ev["limit"])
-    if ev.get("lm_eval_tasks"):
-        from grpo_ablation.math_task import evaluate_builtin_tasks
-
-        # Standard tasks (gsm8k, minerva_math) fetch their data and models from the hub.
-        os.environ.pop("HF_HUB_OFFLINE", None)
-        os.environ.pop("HF_DATASETS_OFFLINE", None)
-        named = [(s, str(p)) for s, p in checkpoints]
-        evaluate_builtin_tasks(named, ev["lm_eval_tasks"], a.out / "test", **options)
-        # Built-in tasks have test sets only: the validation record says so instead of scoring
-        # the math validation split with the addition task's answer regex.
-        (a.out / "validation").mkdir(parents=True, exist_ok=True)
-        note = {"step": checkpoints[-1][0], "greedy_accuracy": None,
-                "note": "evaluation.lm_eval_tasks: no validation evaluation"}  # fmt: skip
-        (a.out / "validation" / "summary.json").write_text(json.dumps({"checkpoints": [note]}) + "\n")
-        return
-    evaluate_checkpoints(checkpoints, a.tasks / "test", a.out / "test", **options)
+    options = dict(batch_size=ev["batch_size"], device=resolve_device(ev["device"]), dtype=ev["dtype"],
+                   seed=ev["seed"], limit=ev["limit"], revision=revision)  # fmt: skip
+    # External benchmarks (lm-eval's own gsm8k, ...) score the test-split checkpoints only.
+    evaluate_checkpoints(checkpoints, a.tasks / "test", a.out / "test",
+                         external=ev.get("external_benchmarks") or None, **options)  # fmt: skip
     evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", a.out / "validation", **options)
 
 
@@ -202,8 +199,12 @@ def cmd_token_weights(a: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    # Compute jobs work offline, from the cache the prefetch rule filled (a user's own setting
+    # wins; nothing here ever unsets it). Only `prefetch` talks to the hub.
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "prefetch":
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     parser = argparse.ArgumentParser(prog="grpo-ablation", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -212,8 +213,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_splits)
 
+    p = sub.add_parser("prefetch", help="fill the Hugging Face cache (runs on the submit host)")
+    p.add_argument("--config", required=True, help="sections task, base_policy, evaluation, stand_in as JSON")
+    p.add_argument("--out", type=Path, required=True, help="the prefetch record (JSON)")
+    p.set_defaults(func=cmd_prefetch)
+
     p = sub.add_parser("base-policy", help="build and warm-start the base policy (or name a hub model)")
     p.add_argument("--base", required=True, help="base_policy config as JSON")
+    p.add_argument("--task", required=True, help="task config as JSON")
+    p.add_argument("--compute", default='{"device": "auto", "dtype": "float32"}', help="compute config as JSON")
     p.add_argument("--splits", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--threads", type=int, default=1)
@@ -224,7 +232,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--training", required=True, help="TrainingConfig as JSON")
-    p.add_argument("--task", default="{}", help="task config as JSON (the reward)")
+    p.add_argument("--task", default="{}", help="task config as JSON (prompts and reward)")
+    p.add_argument("--compute", required=True, help="device, dtype, keep_optimizer_state as JSON")
     p.add_argument("--threads", type=int, default=1)
     p.set_defaults(func=cmd_train)
 
@@ -232,6 +241,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--tasks", type=Path, required=True)
     p.add_argument("--evaluation", required=True, help="evaluation config as JSON")
+    p.add_argument("--task", required=True, help="task config as JSON (answer rule, chat template)")
     p.set_defaults(func=cmd_eval_tasks)
 
     p = sub.add_parser("evaluate", help="evaluate every checkpoint of a run (or the base policy)")
@@ -275,9 +285,8 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_token_weights)
 
     a = parser.parse_args(argv)
-    # Built-in lm-eval tasks fetch from the hub, which the worker's libraries were imported to
-    # refuse (they read HF_*_OFFLINE once, at import): those evaluate in their own process.
-    if a.command == "evaluate" and not json.loads(a.evaluation).get("lm_eval_tasks"):
+    # External benchmarks load lm-eval's whole task index: they evaluate in their own process.
+    if a.command == "evaluate" and not json.loads(a.evaluation).get("external_benchmarks"):
         from grpo_ablation import eval_worker
 
         if eval_worker.wanted():

@@ -1,23 +1,29 @@
 """Independent evaluation of checkpoints on the held-out test split with lm-eval.
 
-This module deliberately imports nothing from the training code: the answer extraction is a regex
-filter inside the lm-eval task YAML and scoring is lm-eval's ``exact_match``, so a bug in the
-training-side reward cannot leak into the reported accuracy.
+This module deliberately imports nothing from the training code. What it shares with training is
+the *declared* answer rule (``full_match_digits`` for the addition task, ``math_verify`` for math),
+named in the task and recorded in both ``objective.json`` and every ``results.json``; the rule is
+implemented here a second time, as a small module written next to the task YAML (``grpo_answer.py``)
+that lm-eval loads as its metric. A test checks that the two implementations agree.
 
-Two tasks are written per test split:
+The evaluation asks the question training asks: the prompt column fed verbatim (through the model's
+chat template when the task declares one, as TRL does for conversational prompts), generation
+stopped at the model's eos, the same ``max_gen_toks`` as training's ``max_completion_length``.
 
-- ``<name>_greedy``: one greedy completion per prompt, metric ``exact_match`` (accuracy).
+Two tasks are written per split:
+
+- ``<name>_greedy``: one greedy completion per prompt; metric ``correct`` (accuracy).
 - ``<name>_sampled``: ``repeats: k`` completions at ``temperature`` (pure temperature sampling,
-  ``top_k: 0``, ``top_p: 1``). The regex filter is applied to every repeat (no ``take_first``), so
-  each document reaches the metric with a list of k extracted answers; the custom metric
-  ``mean_at_k`` (written next to the YAML as ``grpo_metrics.py``) returns the fraction of the k that
-  equal the target, and lm-eval's ``mean`` aggregation averages it over documents: mean@k. The same
-  number is recomputed from the per-sample log and the two must agree.
+  ``top_k: 0``, ``top_p: 1``). No filter drops repeats, so each document reaches the metric with
+  its k raw completions; ``correct`` returns the fraction of them the rule accepts, and lm-eval's
+  ``mean`` aggregation averages it over documents: mean@k. The same number is recomputed from the
+  per-sample log and the two must agree.
 
 Generation stops at the eos *id* (``generation_config.eos_token_id``, checked and set on load):
-HFLM decodes continuations with ``skip_special_tokens=True``, so the ``"<eos>"`` stop string never
+HFLM decodes continuations with ``skip_special_tokens=True``, so an eos stop *string* never
 appears in the decoded text, and without the eos id a finished sequence in a batch would keep
-generating and the extra characters would be appended to its answer.
+generating and the extra characters would be appended to its answer. lm-eval adds the decoded eos
+to the stop strings itself, so the task lists none.
 
 Determinism: the four lm-eval seeds are reset before every checkpoint, so reruns on the same machine
 give byte-identical results.json and samples.jsonl. Sampled completions also depend on the batch
@@ -41,28 +47,87 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-# Leading '.' filler, then the digit run; anything else is the fallback and never matches a target.
-ANSWER_REGEX = r"^\.*(\d+)"
 FALLBACK = "[invalid]"
 MANIFEST = "manifest.json"
-METRICS_MODULE = "grpo_metrics"
-EOS_TEXT = "<eos>"
+METRICS_MODULE = "grpo_answer"
 
-_METRICS_SOURCE = '''"""Custom lm-eval metric for the sampled task (written by grpo_ablation.evaluate)."""
+# The declared answer rules, implemented for lm-eval. Each module defines extract(text) (what the
+# rule reads as the answer, for the sample log) and is_correct(text, gold), and the metric
+# correct(references, predictions) that lm-eval calls with one document's filtered responses.
+_METRIC = '''
 
-
-def mean_at_k(references, predictions):
-    """Fraction of the k extracted answers of one document that equal its target.
-
-    lm-eval calls a metric with ``references=[gold]`` and ``predictions=[result]``, where
-    ``result`` is the list of the k filtered repeats (the filter list has no ``take_first``).
-    """
+def correct(references, predictions):
+    """Fraction of one document's completions (1 greedy or k sampled) the rule accepts."""
     gold = str(references[0]).strip()
-    answers = predictions[0]
-    if isinstance(answers, str):
-        answers = [answers]
-    return sum(a == gold for a in answers) / len(answers)
+    texts = predictions[0]
+    if isinstance(texts, str):
+        texts = [texts]
+    return sum(is_correct(t, gold) for t in texts) / len(texts)
 '''
+ANSWER_RULES: dict[str, str] = {
+    "full_match_digits": '''"""Answer rule full_match_digits (written by grpo_ablation.evaluate).
+
+The completion, whitespace stripped, must be zero or more '.' then one or more digits and nothing
+else; the digits are compared with the target as strings ("055" is not "55", "55.3" is invalid).
+"""
+import re
+
+_ANSWER = re.compile(r"\\.*(\\d+)")
+FALLBACK = "[invalid]"
+
+
+def extract(text):
+    m = _ANSWER.fullmatch(text.strip())
+    return m.group(1) if m else FALLBACK
+
+
+def is_correct(text, gold):
+    return extract(text) == str(gold).strip()
+''' + _METRIC,
+    "math_verify": '''"""Answer rule math_verify (written by grpo_ablation.evaluate).
+
+math-verify parses the completion and the target (as \\\\boxed{target}) and checks equivalence; a
+completion it cannot parse, or a verifier error or timeout, counts as incorrect here.
+"""
+from math_verify import parse, verify
+
+FALLBACK = "[invalid]"
+TIMEOUT_S = 5
+
+
+def _parse(text):
+    try:
+        return parse(text, parsing_timeout=TIMEOUT_S)
+    except Exception:
+        return []
+
+
+def extract(text):
+    got = _parse(text)
+    return str(got[-1]) if got else FALLBACK
+
+
+def is_correct(text, gold):
+    target, pred = _parse("\\\\boxed{" + str(gold).strip() + "}"), _parse(text)
+    if not target or not pred:
+        return False
+    try:
+        return bool(verify(target, pred, timeout_seconds=TIMEOUT_S))
+    except Exception:
+        return False
+''' + _METRIC,
+}
+
+
+def load_rule(task_dir: Path) -> Any:
+    """The answer-rule module written into ``task_dir`` (the one lm-eval scores with)."""
+    import importlib.util
+
+    path = Path(task_dir) / f"{METRICS_MODULE}.py"
+    spec = importlib.util.spec_from_file_location(f"{METRICS_MODULE}_{abs(hash(path))}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
 
 
 def _q(value: str) -> str:
@@ -76,7 +141,6 @@ def _task_yaml(
     generation: list[str],
     repeats: int,
     filters: list[str],
-    metric: list[str],
 ) -> str:
     lines = [
         "# Written by grpo_ablation.evaluate.write_task; do not edit by hand.",
@@ -88,84 +152,70 @@ def _task_yaml(
         f"    test: {_q(str(test_jsonl))}",
         "test_split: test",
         "output_type: generate_until",
-        # Bare column names: the prompt is fed verbatim, and lm-eval skips compiling a Jinja
-        # template per document (about 1 s per checkpoint on 200 rows).
+        # Bare column names: the prompt is fed verbatim (through the chat template when the task
+        # declares one), and lm-eval skips compiling a Jinja template per document.
         "doc_to_text: prompt",
         "doc_to_target: answer",
         'target_delimiter: ""',
         'fewshot_delimiter: ""',
         "num_fewshot: 0",
         "generation_kwargs:",
-        f"  until: [{_q(EOS_TEXT)}]",
+        "  until: []  # lm-eval adds the model's eos; training stops at eos too",
         *[f"  {g}" for g in generation],
         f"repeats: {repeats}",
         "filter_list:",
-        "  - name: extract",
-        "    filter:",
-        "      - function: regex",
-        f"        regex_pattern: {_q(ANSWER_REGEX)}",
-        f"        fallback: {_q(FALLBACK)}",
-        *[f"      - function: {f}" for f in filters],
+        "  - name: answer",
+        f"    filter: [{', '.join(f'{{function: {f}}}' for f in filters)}]",
         "metric_list:",
-        *metric,
+        f"  - metric: !function {METRICS_MODULE}.correct",
+        "    aggregation: mean",
+        "    higher_is_better: true",
         "metadata:",
-        "  version: 1",
+        "  version: 2",
     ]
     return "\n".join(lines) + "\n"
 
 
 def write_task(
-    test_jsonl: Path, task_dir: Path, name: str, max_gen_toks: int, k: int, temperature: float
+    test_jsonl: Path,
+    task_dir: Path,
+    name: str,
+    max_gen_toks: int,
+    k: int,
+    temperature: float,
+    *,
+    answer_rule: str = "full_match_digits",
+    chat_template: bool = False,
 ) -> list[str]:
     """Write the greedy and sampled lm-eval tasks for ``test_jsonl``; return their names.
 
-    ``max_gen_toks`` is explicit because lm-eval's default (256) exceeds a tiny model's context.
-    Also writes ``manifest.json`` (roles and settings) read by :func:`evaluate_checkpoints`.
+    ``max_gen_toks`` is training's ``max_completion_length`` (lm-eval's default of 256 would both
+    change the protocol and exceed a tiny model's context). ``answer_rule`` names the declared
+    rule; ``chat_template`` says whether prompts go through the model's chat template. Also
+    writes ``manifest.json`` (roles and settings) read by :func:`evaluate_checkpoints`.
     """
     if k < 1 or temperature <= 0:
         raise ValueError(f"sampled task needs k >= 1 and temperature > 0, got {k=}, {temperature=}")
+    if answer_rule not in ANSWER_RULES:
+        raise ValueError(f"unknown answer rule {answer_rule!r}; expected one of {list(ANSWER_RULES)}")
     test_jsonl = Path(test_jsonl).resolve()
     if not test_jsonl.is_file():
         raise FileNotFoundError(test_jsonl)
     task_dir = Path(task_dir)
     task_dir.mkdir(parents=True, exist_ok=True)
     greedy, sampled = f"{name}_greedy", f"{name}_sampled"
+    greedy_gen = ["do_sample: false", f"max_gen_toks: {max_gen_toks}"]
+    # top_k 0 / top_p 1: plain temperature sampling, not transformers' default top-k 50.
+    sampled_gen = ["do_sample: true", f"temperature: {float(temperature)}", "top_k: 0",
+                   "top_p: 1.0", f"max_gen_toks: {max_gen_toks}"]  # fmt: skip
     (task_dir / f"{greedy}.yaml").write_text(
-        _task_yaml(
-            greedy,
-            test_jsonl,
-            generation=["do_sample: false", f"max_gen_toks: {max_gen_toks}"],
-            repeats=1,
-            filters=["take_first"],
-            metric=[
-                "  - metric: exact_match",
-                "    aggregation: mean",
-                "    higher_is_better: true",
-            ],
-        )
+        _task_yaml(greedy, test_jsonl, greedy_gen, repeats=1, filters=["take_first"])
     )
+    # No filter: every one of the k repeats reaches the metric.
     (task_dir / f"{sampled}.yaml").write_text(
-        _task_yaml(
-            sampled,
-            test_jsonl,
-            # top_k 0 / top_p 1: plain temperature sampling, not transformers' default top-k 50.
-            generation=[
-                "do_sample: true",
-                f"temperature: {float(temperature)}",
-                "top_k: 0",
-                "top_p: 1.0",
-                f"max_gen_toks: {max_gen_toks}",
-            ],
-            repeats=k,
-            filters=[],
-            metric=[
-                f"  - metric: !function {METRICS_MODULE}.mean_at_k",
-                "    aggregation: mean",
-                "    higher_is_better: true",
-            ],
-        )
+        _task_yaml(sampled, test_jsonl, sampled_gen, repeats=k, filters=[])
     )
-    (task_dir / f"{METRICS_MODULE}.py").write_text(_METRICS_SOURCE)
+    (task_dir / f"{METRICS_MODULE}.py").write_text(ANSWER_RULES[answer_rule])
     manifest = {
         "name": name,
         "tasks": {"greedy": greedy, "sampled": sampled},
@@ -173,8 +223,9 @@ def write_task(
         "k": k,
         "temperature": float(temperature),
         "max_gen_toks": max_gen_toks,
-        "answer_regex": ANSWER_REGEX,
-        "fallback": FALLBACK,
+        "answer_rule": answer_rule,
+        "chat_template": chat_template,
+        "stop": "eos",
     }
     (task_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return [greedy, sampled]
@@ -190,16 +241,19 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _load_lm(path: Path, device: str, batch_size: int) -> Any:
+def _load_lm(
+    path: Path | str, device: str, batch_size: int, dtype: str, revision: str | None = None
+) -> Any:
     from lm_eval.models.huggingface import HFLM
 
-    # add_bos_token=False: the prompt is fed exactly as trained (no BOS, no chat template).
+    # add_bos_token=False: the prompt is tokenized as TRL tokenizes it (no added special tokens).
     lm = HFLM(
         pretrained=str(path),
         device=device,
         batch_size=batch_size,
-        dtype="float32",
+        dtype=dtype,
         add_bos_token=False,
+        **({"revision": revision} if revision else {}),
     )
     tok, gen = lm.tokenizer, lm.model.generation_config
     if tok.eos_token_id is None:
@@ -251,7 +305,7 @@ def _time_generation(lm: Any) -> list[float]:
 
 
 def _sample_rows(
-    samples: list[dict], role: str, task: str, tokenizer: Any, max_gen_toks: int
+    samples: list[dict], role: str, task: str, tokenizer: Any, max_gen_toks: int, rule: Any
 ) -> list[dict]:
     rows = []
     samples = sorted(samples, key=lambda s: s["doc_id"])
@@ -260,12 +314,10 @@ def _sample_rows(
     texts = [text for s in samples for text in s["resps"][0]]
     counts = iter(len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"])
     for s in samples:
-        # One instance per document whose resps hold its `repeats` raw generations; after the
-        # filter, greedy (take_first) holds one string and sampled the list of k extracted answers.
-        raw = list(s["resps"][0])
-        extracted = s["filtered_resps"][0]
-        extracted = [extracted] if isinstance(extracted, str) else list(extracted)
-        for rep, (text, ans) in enumerate(zip(raw, extracted, strict=True)):
+        # One instance per document whose resps hold its `repeats` raw generations.
+        gold = str(s["target"]).strip()
+        context = s["arguments"][0][0]  # the exact text the model was prompted with
+        for rep, text in enumerate(s["resps"][0]):
             n_tok = next(counts)
             rows.append(
                 {
@@ -275,9 +327,10 @@ def _sample_rows(
                     "repeat": rep,
                     **s["doc"],
                     "target": s["target"],
+                    "context": context,
                     "generated": text,
-                    "extracted": ans,
-                    "correct": int(ans == str(s["target"]).strip()),
+                    "extracted": rule.extract(text),
+                    "correct": int(rule.is_correct(text, gold)),
                     "completion_chars": len(text),
                     "completion_tokens": n_tok,
                     # eos counts inside max_gen_toks: a text of max_gen_toks tokens never emitted eos.
@@ -291,6 +344,36 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
 
+EXTERNAL_PROTOCOL = "external benchmark, its own protocol"
+# Headline metric of a built-in task, in lm-eval's order of preference.
+_EXTERNAL_METRICS = ("exact_match,strict-match", "exact_match,flexible-extract", "math_verify,none",
+                     "exact_match,none", "acc,none")  # fmt: skip
+
+
+def _external(lm: Any, tasks: list[str], limit: int | None, seeds: dict[str, int]) -> dict:
+    """lm-eval built-in benchmarks on an already loaded model, one labelled entry per task.
+
+    Their data come from the Hugging Face cache (filled by the prefetch rule): jobs run offline.
+    """
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    out = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), task_manager=TaskManager(),
+                                  limit=limit, verbosity="WARNING", **seeds)  # fmt: skip
+    entries = {}
+    for task in tasks:
+        res = out["results"].get(task, {})
+        metric = next((m for m in _EXTERNAL_METRICS if isinstance(res.get(m), int | float)), None)
+        entries[task] = {
+            "value": float(res[metric]) if metric else None,
+            "metric": metric,
+            "protocol": EXTERNAL_PROTOCOL,
+            "n_shot": out.get("n-shot", {}).get(task),
+            "results": json.loads(json.dumps(res, default=str)),
+        }
+    return entries
+
+
 def evaluate_checkpoints(
     checkpoints: list[tuple[int, Path]],
     task_dir: Path,
@@ -298,10 +381,18 @@ def evaluate_checkpoints(
     *,
     batch_size: int = 64,
     device: str = "cpu",
+    dtype: str = "float32",
     seed: int = 0,
     limit: int | None = None,
+    revision: str | None = None,
+    external: list[str] | None = None,
 ) -> list[dict]:
     """Evaluate every checkpoint on the tasks of ``task_dir`` in this one process.
+
+    A checkpoint is a local directory or a hub name (the base policy of a preset; ``revision``
+    pins it). ``external`` names lm-eval built-in benchmarks (e.g. ``gsm8k``) evaluated as extra,
+    clearly labelled columns under ``external_benchmarks``: their own prompts, few-shot examples
+    and answer extraction, so never comparable with the headline.
 
     Writes ``out_dir/step=<N>/results.json``, ``samples.jsonl`` and ``timing.json`` (kept apart so
     that results.json is byte-identical across reruns), plus ``out_dir/summary.json`` listing the
@@ -330,10 +421,12 @@ def evaluate_checkpoints(
     }
     versions = _versions()
     all_results = []
+    rule = load_rule(task_dir)
     for step, ckpt in checkpoints:
-        ckpt = Path(ckpt).resolve()
+        local = Path(ckpt).exists()
+        ckpt = str(Path(ckpt).resolve()) if local else str(ckpt)
         t1 = time.perf_counter()
-        lm = _load_lm(ckpt, device, batch_size)
+        lm = _load_lm(ckpt, device, batch_size, dtype, None if local else revision)
         t2 = time.perf_counter()
         gen_s = _time_generation(lm)
         with _without_env_probe():
@@ -344,26 +437,28 @@ def evaluate_checkpoints(
                 limit=limit,
                 log_samples=True,
                 verbosity="WARNING",
+                apply_chat_template=bool(manifest["chat_template"]),
                 **seeds,
             )
+            ext = _external(lm, external, limit, seeds) if external else {}
         t3 = time.perf_counter()
         rows: list[dict] = []
         metrics: dict[str, Any] = {}
         for role, task in roles.items():
             cfg = out["configs"][task]
             max_gen = int(cfg["generation_kwargs"]["max_gen_toks"])
-            task_rows = _sample_rows(out["samples"][task], role, task, lm.tokenizer, max_gen)
+            task_rows = _sample_rows(out["samples"][task], role, task, lm.tokenizer, max_gen, rule)
             rows += task_rows
             res = out["results"][task]
-            metric = "exact_match" if role == "greedy" else "mean_at_k"
-            value = res[f"{metric},extract"]
+            metric = "correct"
+            value = res[f"{metric},answer"]
             # lm-eval's number and the per-sample log must tell the same story.
             recomputed = _mean([r["correct"] for r in task_rows])
             if abs(value - recomputed) > 1e-9:
                 raise RuntimeError(
                     f"{task}: lm-eval {metric}={value} but samples give {recomputed}"
                 )
-            stderr = res.get(f"{metric}_stderr,extract")
+            stderr = res.get(f"{metric}_stderr,answer")
             metrics[role] = {
                 "value": value,
                 "stderr": stderr if isinstance(stderr, float) else None,
@@ -398,11 +493,17 @@ def evaluate_checkpoints(
             "limit": limit,
             "tasks": metrics,
             "task_names": roles,
-            "answer_regex": manifest["answer_regex"],
+            # The declared rule training's reward uses too (objective.json names it).
+            "answer_rule": manifest["answer_rule"],
+            "chat_template": manifest["chat_template"],
             "test": manifest["test"],
+            "external_benchmarks": ext,
             "seeds": seeds,
             "batch_size": batch_size,
             "device": device,
+            "dtype": dtype,
+            "revision": None if local else revision,
+            "offline": {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")},
             "lm_eval_version": versions["lm_eval"],
             "versions": versions,
         }
@@ -456,7 +557,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--max-gen-toks", type=int, default=12)
     p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--answer-rule", default="full_match_digits", choices=sorted(ANSWER_RULES))
+    p.add_argument("--chat-template", action="store_true", help="prompts go through the chat template")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
@@ -465,13 +569,15 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(a.threads)
-    write_task(a.test, a.task_dir, a.name, a.max_gen_toks, a.k, a.temperature)
+    write_task(a.test, a.task_dir, a.name, a.max_gen_toks, a.k, a.temperature,
+               answer_rule=a.answer_rule, chat_template=a.chat_template)  # fmt: skip
     results = evaluate_checkpoints(
         sorted(a.checkpoint),
         a.task_dir,
         a.out,
         batch_size=a.batch_size,
         device=a.device,
+        dtype=a.dtype,
         seed=a.seed,
         limit=a.limit,
     )

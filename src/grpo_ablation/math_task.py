@@ -8,10 +8,14 @@ from the rows kept for training); test rows come from its test split.
 
 The reward is math-verify's equivalence check (1.0 equivalent, 0.0 not, or an unparseable
 completion) and ``None`` when the verifier itself fails (exception, timeout, unparseable gold
-answer): the trainer records such a group as ``failed_scoring`` instead of guessing.
+answer): the trainer records such a group as ``failed_scoring`` instead of guessing. Evaluation
+applies the same declared rule (``math_verify``) in lm-eval, to the same prompts (chat template
+included), so the headline measures what training optimised.
 
-``datasets`` and ``math_verify`` are imported lazily: importing this module (the dry run, the
-CLI's argument parsing) downloads and imports nothing.
+The data set is read through ``datasets.load_dataset(path, name, revision=...)``: a hub id (filled
+into the Hugging Face cache once by the prefetch rule, then read offline) or a local folder with
+the same layout (the CPU stand-in of ``config/cluster_smoke.yaml``). ``datasets`` and
+``math_verify`` are imported lazily: importing this module downloads and imports nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from grpo_ablation.tasks import Prompt, chat_prompt
 
 GENERATOR_VERSION = "math-v1"
 DATASETS: dict[str, dict[str, Any]] = {
@@ -37,15 +43,18 @@ DATASETS: dict[str, dict[str, Any]] = {
         "solution": "solution",
     },
 }
-DEFAULT_TEMPLATE = (
-    "Solve the following math problem. Reason step by step, then give the final answer as "
-    "\\boxed{{ANSWER}}.\n\nProblem: {question}\n\nSolution:"
-)
+# The user turn (the chat template wraps it): Qwen2.5-Math's instruction for boxed answers.
+DEFAULT_TEMPLATE = "{question}\nPlease reason step by step, and put your final answer within \\boxed{}."
 
 
 @dataclass(frozen=True)
-class MathTaskConfig:
+class MathTask:
     """The math task of the cluster preset; every field is recorded in the split manifest."""
+
+    kind: ClassVar[str] = "math"
+    answer_rule: ClassVar[str] = "math_verify"
+    hub_data: ClassVar[bool] = True
+    local_base: ClassVar[bool] = False
 
     # Which data set: "gsm8k" or "math" (the hub location of each is in DATASETS).
     dataset: str = "gsm8k"
@@ -66,6 +75,8 @@ class MathTaskConfig:
     prompt_template: str = DEFAULT_TEMPLATE
     # Seconds math-verify may spend on one parse or comparison before it counts as a failure.
     verifier_timeout_s: int = 5
+    # Prompts go through the model's chat template (an instruct model); false feeds them raw.
+    chat_template: bool = True
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
@@ -76,12 +87,12 @@ class MathTaskConfig:
             raise ValueError(f"levels must be within 1..5, got {self.levels}")
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MathTaskConfig:
+    def from_dict(cls, d: dict[str, Any]) -> MathTask:
         d = {k: v for k, v in d.items() if k != "kind"}
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"unknown MathTaskConfig key(s): {', '.join(unknown)}")
+            raise ValueError(f"unknown MathTask key(s): {', '.join(unknown)}")
         if "levels" in d:
             d["levels"] = tuple(int(x) for x in d["levels"])
         return cls(**d)
@@ -94,6 +105,30 @@ class MathTaskConfig:
         spec["path"] = self.dataset_path or spec["path"]
         spec["name"] = self.dataset_name or spec["name"]
         return spec
+
+    # -- the Task protocol (grpo_ablation.tasks) ---------------------------------------------
+    def write_splits(self, out_dir: Path) -> dict[str, Any]:
+        return write_splits(self, out_dir)
+
+    def prefetch(self) -> dict[str, Any]:
+        """Fill the Hugging Face cache with both splits at the pinned revision (needs the hub)."""
+        from datasets import load_dataset
+
+        spec = self.source()
+        for split in ("train", "test"):
+            load_dataset(spec["path"], spec["name"], split=split, revision=self.revision)
+        return {"dataset": spec["path"], "name": spec["name"], "revision": self.revision}
+
+    def prompt(self, row: dict[str, Any]) -> Prompt:
+        return chat_prompt(row["prompt"]) if self.chat_template else row["prompt"]
+
+    def reward_function(self) -> Callable[..., list[float | None]]:
+        return make_reward_function(self)
+
+    def sft_pairs(self, rows: list[dict[str, Any]]) -> list[tuple[Prompt, str]]:
+        """A short boxed answer per training row: enough to teach a stand-in the answer format."""
+        return [(self.prompt(r), f"The answer is \\boxed{{{r['answer']}}}.") for r in rows]
+
 
 
 def _sha256(data: bytes) -> str:
@@ -127,7 +162,7 @@ def difficulty(dataset: str, row: dict[str, Any], solution: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _rows(cfg: MathTaskConfig, split: str) -> list[dict[str, Any]]:
+def _rows(cfg: MathTask, split: str) -> list[dict[str, Any]]:
     from datasets import load_dataset  # lazy: the hub is touched only when splits are written
 
     spec = cfg.source()
@@ -148,7 +183,7 @@ def _rows(cfg: MathTaskConfig, split: str) -> list[dict[str, Any]]:
     return rows
 
 
-def make_splits(cfg: MathTaskConfig, train_rows: list[dict], test_rows: list[dict]) -> dict[str, list]:
+def make_splits(cfg: MathTask, train_rows: list[dict], test_rows: list[dict]) -> dict[str, list]:
     """Seeded validation slice of train, then the (optionally truncated) train and test rows."""
     train = list(train_rows)
     random.Random(f"{GENERATOR_VERSION}:{cfg.seed}").shuffle(train)
@@ -160,7 +195,7 @@ def make_splits(cfg: MathTaskConfig, train_rows: list[dict], test_rows: list[dic
     return {"train": train, "validation": validation, "test": test}
 
 
-def write_splits(cfg: MathTaskConfig, out_dir: Path, splits: dict[str, list] | None = None) -> dict:
+def write_splits(cfg: MathTask, out_dir: Path, splits: dict[str, list] | None = None) -> dict:
     """Write ``{train,validation,test}.jsonl`` and ``manifest.json``; return the manifest.
 
     ``splits`` (rows already loaded) is for tests; by default the rows come from the hub.
@@ -178,6 +213,7 @@ def write_splits(cfg: MathTaskConfig, out_dir: Path, splits: dict[str, list] | N
         "source": {**cfg.source(), "revision": cfg.revision},
         "task_config": task,
         "task_config_sha256": _sha256(json.dumps(task, sort_keys=True).encode()),
+        "answer_rule": cfg.answer_rule,
         "answer_extraction": "math-verify parse of the completion vs \\boxed{answer}; equivalence by verify",
         "splits": files,
     }
@@ -192,7 +228,7 @@ def _text(completion: Any) -> str:
     return str(completion)
 
 
-def make_reward_function(cfg: MathTaskConfig) -> Callable[..., list[float | None]]:
+def make_reward_function(cfg: MathTask) -> Callable[..., list[float | None]]:
     """A TRL reward function: 1.0 / 0.0 by math-verify, None when the verifier fails."""
 
     def math_verify_reward(
@@ -218,71 +254,3 @@ def make_reward_function(cfg: MathTaskConfig) -> Callable[..., list[float | None
 
     math_verify_reward.__name__ = f"math_verify_{cfg.dataset}"
     return math_verify_reward
-
-
-# --- evaluation with lm-eval's standard tasks (evaluation.lm_eval_tasks) ---------------------
-
-
-def _headline(task_results: dict[str, Any]) -> float | None:
-    """The accuracy lm-eval reports first among exact-match style metrics of one task."""
-    for key in ("exact_match,strict-match", "exact_match,flexible-extract", "math_verify,none",
-                "exact_match,none", "acc,none"):  # fmt: skip
-        if isinstance(task_results.get(key), int | float):
-            return float(task_results[key])
-    return None
-
-
-def evaluate_builtin_tasks(
-    checkpoints: list[tuple[int, str]],
-    tasks: list[str],
-    out_dir: Path,
-    *,
-    batch_size: int | str = "auto",
-    device: str = "cuda",
-    seed: int = 0,
-    limit: int | None = None,
-) -> list[dict[str, Any]]:
-    """Evaluate checkpoints (paths or hub names) on lm-eval's built-in tasks (e.g. gsm8k).
-
-    Needs lm-eval's default task index and the tasks' data sets (hub access on the cluster).
-    Writes ``step=<N>/results.json`` per checkpoint and ``summary.json`` listing them;
-    ``greedy_accuracy`` is the mean over tasks of each task's headline exact-match metric.
-    """
-    import lm_eval
-    from lm_eval.tasks import TaskManager
-
-    manager = TaskManager()  # the default index: standard tasks are the point here
-    out_dir = Path(out_dir)
-    results = []
-    for step, ckpt in checkpoints:
-        out = lm_eval.simple_evaluate(
-            model="hf",
-            model_args=f"pretrained={ckpt},dtype=bfloat16",
-            tasks=tasks,
-            task_manager=manager,
-            batch_size=batch_size,
-            device=device,
-            limit=limit,
-            random_seed=seed,
-            numpy_random_seed=seed,
-            torch_random_seed=seed,
-            fewshot_random_seed=seed,
-        )
-        per_task = {t: out["results"].get(t, {}) for t in tasks}
-        heads = [h for h in (_headline(r) for r in per_task.values()) if h is not None]
-        result = {
-            "step": step,
-            "checkpoint": str(ckpt),
-            "greedy_accuracy": sum(heads) / len(heads) if heads else None,
-            "lm_eval_tasks": tasks,
-            "results": json.loads(json.dumps(per_task, default=str)),
-            "seed": seed,
-            "limit": limit,
-        }
-        step_dir = out_dir / f"step={step}"
-        step_dir.mkdir(parents=True, exist_ok=True)
-        (step_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-        results.append(result)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "summary.json").write_text(json.dumps({"checkpoints": results}, indent=2) + "\n")
-    return results

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.choices import AGGREGATIONS, SCALINGS
+from grpo_ablation.tasks import get_task
 from grpo_ablation.train import TrainingConfig
 
 STAGES = ("std_scaling", "aggregation", "group_size")
@@ -159,6 +160,32 @@ def select_winner(summaries: dict[str, list[dict[str, Any]]], metric: str) -> di
     return {"winner": best, "metric": metric, "split": "validation", "means": means}
 
 
+def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation section as jobs need it: training's generation length and the compute
+    section's device and precision filled in (one answer protocol for training and evaluation)."""
+    ev = dict(config["evaluation"])
+    length = int(config["training"]["max_completion_length"])
+    if ev.get("max_gen_toks") not in (None, length):
+        raise DesignError(
+            f"evaluation.max_gen_toks={ev['max_gen_toks']} differs from training.max_completion_length="
+            f"{length}: evaluation must generate as training does; drop evaluation.max_gen_toks"
+        )
+    ev["max_gen_toks"] = length
+    ev["device"] = config["compute"]["device"]
+    ev["dtype"] = config["compute"]["dtype"]
+    return ev
+
+
+def needs_prefetch(config: dict[str, Any]) -> bool:
+    """Whether any job reads hub content (or its stand-in): then the prefetch rule runs first."""
+    return bool(
+        config.get("stand_in")
+        or config["base_policy"].get("kind") == "hub"
+        or get_task(config["task"]).hub_data
+        or config["evaluation"].get("external_benchmarks")
+    )
+
+
 def experiment_dir(config: dict[str, Any]) -> Path:
     return Path(config.get("results_dir", "results")) / config["experiment"]
 
@@ -171,6 +198,7 @@ def asdict_config(cfg: TrainingConfig) -> dict[str, Any]:
 
 def check_design(config: dict[str, Any]) -> None:
     """Everything the DAG can check before any job runs: names, references, matched budgets."""
+    evaluation_config(config)
     for stage in STAGES:
         if not config["stages"][stage]["enabled"]:
             continue

@@ -66,6 +66,8 @@ class ObjectiveRecord:
     clip_eps_low: float
     clip_eps_high: float
     mask_truncated_completions: bool
+    # The declared answer rule of the reward; the evaluation's results.json names the same rule.
+    answer_rule: str = "not recorded"
     num_iterations: int = 1
     kl_estimator: str = "k3"
     completion_mask: str = "tokens after the first eos are masked; padding is masked"
@@ -124,6 +126,8 @@ class ObjectiveRecord:
         )
         versions = ", ".join(f"{k} {v}" for k, v in self.library_versions.items())
         return (
+            f"Reward: the task's declared answer rule '{self.answer_rule}' (the evaluation applies "
+            "the same rule). "
             f"Advantages: {adv}; a reward that could not be scored is left out of its group and "
             f"gets advantage 0. "
             f"Loss: the PPO clipped-ratio term (clip range 1-{self.clip_eps_low:g} to "

@@ -33,6 +33,16 @@ RUN_QUANTITIES = (
     "weight_share_homogeneous", "generated_tokens", "wall_time_s",
 )  # fmt: skip
 PAIRED = ("greedy_final", "sampled_final", "length_incorrect_late", "test_length_incorrect")
+# lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
+# labelled as such, never the headline.
+EXTERNAL_PREFIX = "external_"
+EXTERNAL_LABEL = "external benchmark, its own protocol"
+
+
+def _externals(checkpoint: dict[str, Any]) -> dict[str, float]:
+    """``external_<task>`` -> value of one checkpoint's external benchmarks (NaN when missing)."""
+    return {f"{EXTERNAL_PREFIX}{task}": math.nan if e.get("value") is None else float(e["value"])
+            for task, e in checkpoint.get("external_benchmarks", {}).items()}  # fmt: skip
 
 
 # -- the design --------------------------------------------------------------------------------
@@ -139,13 +149,14 @@ def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd
                     row[key.replace("/", "_")] = value
             row["wall_time_s"] = diag["budget"]["wall_time_s"]
             row["test_length_incorrect"] = final.get("sampled_incorrect_tokens", math.nan)
+            row.update((f"{k}_final", v) for k, v in _externals(final).items())
             out.append(row)
     return pd.DataFrame(out)
 
 
 def base_accuracy(exp: Path) -> dict[str, float]:
     base = _checkpoints(exp / "eval/base/test/summary.json")[0]
-    return {name: float(base[key]) for name, key in ACCURACY.items()}
+    return {**{name: float(base[key]) for name, key in ACCURACY.items()}, **_externals(base)}
 
 
 # -- the tables (pure) -------------------------------------------------------------------------
@@ -169,7 +180,8 @@ def results_table(runs: pd.DataFrame, base: dict[str, float]) -> pd.DataFrame:
         for cell, of_cell in of_stage.groupby("cell", sort=False):
             row: dict[str, Any] = {"stage": stage, "cell": cell, "is_reference": cell == ref_path,
                                    "reference": ref_path, "n_seeds": of_cell["seed"].nunique()}  # fmt: skip
-            for q in RUN_QUANTITIES:
+            external = sorted(c for c in of_cell.columns if c.startswith(EXTERNAL_PREFIX))
+            for q in (*RUN_QUANTITIES, *external):
                 if q in of_cell:
                     _put(row, q, t_interval(of_cell[q].astype(float)))
             by_seed = of_cell.set_index("seed")
@@ -206,11 +218,15 @@ DISPLAY = {  # column of the Markdown/LaTeX table -> (quantity, how to show it)
 
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
     """Formatted strings for Markdown and LaTeX; intervals read ``mean [low, high]``."""
+    external = sorted({c[: -len("_final_mean")] for c in table.columns
+                       if c.startswith(EXTERNAL_PREFIX) and c.endswith("_final_mean")})  # fmt: skip
+    columns = {**DISPLAY, **{f"{q[len(EXTERNAL_PREFIX):]} ({EXTERNAL_LABEL})": (f"{q}_final", "interval")
+                             for q in external}}  # fmt: skip
     out = []
     for _, r in table.iterrows():
         row = {"stage": r["stage"], "cell": r["cell"] + (" (ref.)" if r.get("is_reference") else ""),
                "seeds": int(r["n_seeds"]) if r["n_seeds"] else ""}  # fmt: skip
-        for col, (q, how) in DISPLAY.items():
+        for col, (q, how) in columns.items():
             mean = r.get(f"{q}_mean", math.nan)
             if mean is None or (isinstance(mean, float) and math.isnan(mean)):
                 row[col] = ""
@@ -290,7 +306,9 @@ RESULTS_CAPTION = (
     "of the incorrect sampled completions of the final checkpoint from lm-eval's samples (eos not "
     "counted). Group fractions, ratio clipping (PPO clip of the probability ratio) and truncation "
     "(generation stopped at the max completion length) are over the whole run, from the rollout "
-    "log and metrics; budget is the consumed one."
+    "log and metrics; budget is the consumed one. Accuracy is scored by the task's declared "
+    "answer rule under the training protocol; columns marked external are lm-eval's built-in "
+    "benchmarks with their own prompts and answer extraction, not comparable with the headline."
 )
 
 

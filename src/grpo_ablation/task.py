@@ -28,7 +28,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from grpo_ablation.tasks import Prompt
 
 GENERATOR_VERSION = "addition-v1"
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
@@ -43,6 +45,13 @@ class ScoringError(RuntimeError):
 
 @dataclass(frozen=True)
 class TaskConfig:
+    """The addition task (``task.kind: addition``); implements ``grpo_ablation.tasks.Task``."""
+
+    kind: ClassVar[str] = "addition"
+    answer_rule: ClassVar[str] = "full_match_digits"
+    chat_template: ClassVar[bool] = False  # the character tokenizer has none
+    hub_data: ClassVar[bool] = False
+    local_base: ClassVar[bool] = True
     # Seed of the split generator; the same config always writes byte-identical files.
     seed: int = 1234
     # Operands: a in [0, a_max], b in [0, b_max]; the prompt shows them in a random order. The
@@ -91,6 +100,27 @@ class TaskConfig:
 
     def config_hash(self) -> str:
         return _sha256(json.dumps(self.to_dict(), sort_keys=True).encode())
+
+    # -- the Task protocol (grpo_ablation.tasks) ---------------------------------------------
+    def write_splits(self, out_dir: Path) -> dict[str, Any]:
+        return write_splits(self, out_dir)
+
+    def prefetch(self) -> dict[str, Any]:
+        return {}  # generated locally: nothing to download
+
+    def prompt(self, row: dict[str, Any]) -> Prompt:
+        return row["prompt"]
+
+    def reward_function(self) -> Callable[..., list[float | None]]:
+        return make_reward_function(self)
+
+    def sft_pairs(self, rows: list[dict[str, Any]]) -> list[tuple[Prompt, str]]:
+        """The bare answer per row, for warm-starting a pretrained base on this task. (The local
+        character GPT-2 uses ``base_policy.sft_completion``, with its hesitation model.)"""
+        return [(r["prompt"], r["answer"]) for r in rows]
+
+
+AdditionTask = TaskConfig
 
 
 def _sha256(data: bytes) -> str:
@@ -204,6 +234,7 @@ def write_splits(cfg: TaskConfig, out_dir: Path) -> dict[str, Any]:
         "generator_seed": cfg.seed,
         "task_config": cfg.to_dict(),
         "task_config_sha256": cfg.config_hash(),
+        "answer_rule": cfg.answer_rule,
         "answer_extraction": "strip whitespace; fullmatch r'\\.*(\\d+)'; digits compared as strings",
         "splits": files,
     }

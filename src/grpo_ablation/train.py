@@ -74,8 +74,9 @@ class TrainingConfig:
             )
         return self.generation_batch_size // split
 
-    def objective_record(self, num_processes: int) -> ObjectiveRecord:
+    def objective_record(self, num_processes: int, answer_rule: str = "not recorded") -> ObjectiveRecord:
         return ObjectiveRecord(
+            answer_rule=answer_rule,
             std_scaling=self.std_scaling,
             std_eps=self.std_eps,
             aggregation=self.aggregation,
@@ -119,7 +120,7 @@ def _truncate_jsonl(path: Path, step: int) -> None:
         path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows if r["step"] <= step))
 
 
-def _build_args(cfg: TrainingConfig, out: Path, num_processes: int, use_cpu: bool):
+def _build_args(cfg: TrainingConfig, out: Path, num_processes: int, use_cpu: bool, dtype: str):
     from trl import GRPOConfig
 
     return GRPOConfig(
@@ -144,7 +145,7 @@ def _build_args(cfg: TrainingConfig, out: Path, num_processes: int, use_cpu: boo
         seed=cfg.seed,
         data_seed=cfg.seed,
         use_cpu=use_cpu,
-        bf16=False,
+        bf16=dtype == "bfloat16",
         report_to="none",
         disable_tqdm=True,
         # Dropout would make the training log-probs disagree with the sampling policy.
@@ -155,25 +156,43 @@ def _build_args(cfg: TrainingConfig, out: Path, num_processes: int, use_cpu: boo
     )
 
 
+def _is_local(model: Path | str) -> bool:
+    """A local directory, or something that looks like a path; else a hub id (``org/name``)."""
+    model = Path(model)
+    return model.exists() or str(model).startswith((".", "/")) or len(model.parts) != 2
+
+
 def train(
-    model_dir: Path,
+    model_dir: Path | str,
     data_dir: Path,
     out: Path,
     cfg: TrainingConfig,
     task_config: dict[str, Any] | None = None,
     reward_func: Any = None,
     callbacks: list[Any] | None = None,
+    *,
+    device: str = "auto",
+    dtype: str = "float32",
+    revision: str | None = None,
+    keep_optimizer_state: str = "newest",
 ) -> dict[str, Any]:
-    """Train one run into ``out``; resumes if ``out`` holds a complete checkpoint."""
+    """Train one run into ``out``; resumes if ``out`` holds a complete checkpoint.
+
+    ``model_dir`` is a local Hugging Face directory or a hub id (read from the cache, offline,
+    at ``revision``). ``task_config`` is the config's ``task`` section: the task gives the prompts
+    and, unless ``reward_func`` overrides it (tests), the reward.
+    """
     import torch
     from accelerate import PartialState
     from datasets import load_dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from grpo_ablation.compute import check_dtype, device_info, resolve_device
+    from grpo_ablation.retention import KeepOptimizerStateOfNewest
+    from grpo_ablation.tasks import get_task
     from grpo_ablation.trainer import AblationGRPOTrainer
 
-    local = model_dir.exists() or str(model_dir).startswith((".", "/")) or len(model_dir.parts) != 2
-    if local and not (model_dir / "config.json").exists():
+    if _is_local(model_dir) and not (Path(model_dir) / "config.json").exists():
         raise FileNotFoundError(
             f"base model directory {model_dir} does not exist or has no config.json "
             "(build it with the base_policy rule, or name a hub model with base_policy.kind: hub)"
@@ -181,18 +200,18 @@ def train(
     train_file = data_dir / "train.jsonl"
     if not train_file.exists():
         raise FileNotFoundError(f"training split {train_file} does not exist")
+    task = get_task(task_config)
+    run_device, dtype = resolve_device(device), check_dtype(dtype)
 
     state = PartialState()
     nproc = state.num_processes
     out.mkdir(parents=True, exist_ok=True)
-    record = cfg.objective_record(nproc)
+    record = cfg.objective_record(nproc, task.answer_rule)
     if state.is_main_process:
         record.write(out)
 
     if reward_func is None:
-        from grpo_ablation.task import TaskConfig, make_reward_function
-
-        reward_func = make_reward_function(TaskConfig.from_dict(task_config or {}))
+        reward_func = task.reward_function()
 
     resume = last_checkpoint(out / "checkpoints")
     if resume is not None:
@@ -213,11 +232,21 @@ def train(
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     state.wait_for_everyone()
 
-    use_cpu = not torch.cuda.is_available()
-    args = _build_args(cfg, out, nproc, use_cpu)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    args = _build_args(cfg, out, nproc, run_device == "cpu", dtype)
+    hub = {} if _is_local(model_dir) else {"revision": revision}
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, **hub)
+    if task.chat_template and not tokenizer.chat_template:
+        raise ValueError(
+            f"task '{task.kind}' declares chat_template: true but the tokenizer of {model_dir} has "
+            "no chat template; set task.chat_template: false to feed prompts raw"
+        )
+    # Master weights (and AdamW's moments) stay float32 whatever compute.dtype says: bfloat16
+    # weights would round away updates of lr 1e-6 (its spacing near 0.05 is ~2e-4). bfloat16 is
+    # the autocast precision of the forward and backward passes (GRPOConfig.bf16).
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **hub)
     dataset = load_dataset("json", data_files=str(train_file), split="train")
+    if task.chat_template:
+        dataset = dataset.map(lambda row: {"prompt": task.prompt(row)})
 
     trainer = AblationGRPOTrainer(
         model=model,
@@ -230,7 +259,8 @@ def train(
         aggregation=cfg.aggregation,
         success_threshold=cfg.success_threshold,
         run_dir=out,
-        callbacks=callbacks,
+        # Pruning first, so that later callbacks see the checkpoints as they stay on disk.
+        callbacks=[KeepOptimizerStateOfNewest(keep_optimizer_state), *(callbacks or [])],
     )
     started = time.time()
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
@@ -238,7 +268,9 @@ def train(
 
     summary: dict[str, Any] = {}
     if state.is_main_process:
-        summary = _finish(out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer)
+        compute = device_info(run_device, dtype)
+        summary = _finish(out, cfg, model_dir, data_dir, task.to_dict() | {"kind": task.kind},
+                          nproc, elapsed, trainer, compute, revision)  # fmt: skip
     state.wait_for_everyone()
     return summary
 
@@ -251,7 +283,8 @@ def _split_hashes(manifest: Path) -> dict[str, str] | None:
     return {name: entry["sha256"] for name, entry in sorted(splits.items())}
 
 
-def _finish(out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer) -> dict[str, Any]:
+def _finish(out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer, compute,
+            revision) -> dict[str, Any]:  # fmt: skip
     from grpo_ablation.rollout_log import read_rollouts
 
     rollouts = read_rollouts(out / "rollouts")
@@ -285,6 +318,8 @@ def _finish(out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer)
         "training_config_hash": config_hash(cfg),
         "task_config": task_config,
         "base_model": str(model_dir),
+        "base_model_revision": revision,
+        "compute": compute,
         "split_hashes": _split_hashes(manifest),
         "library_versions": library_versions(),
         "num_processes": nproc,
@@ -310,6 +345,7 @@ def main(argv: list[str] | None = None) -> None:
 
         torch.set_num_threads(a.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     cfg = from_dict(TrainingConfig, json.loads(a.training), "training")
     train(a.model, a.data, a.out, cfg, json.loads(a.task))
 

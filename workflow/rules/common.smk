@@ -17,17 +17,17 @@ try:
     pipeline.check_design(config)
 except ValueError as err:
     raise WorkflowError(f"invalid config: {err}") from err
-if (
-    config["evaluation"].get("lm_eval_tasks")
-    and config["stages"]["aggregation"]["enabled"]
-    and config["stages"]["aggregation"]["std_scaling"] == pipeline.FROM_STAGE1
-):
-    raise WorkflowError(
-        "invalid config: stages.aggregation.std_scaling is from_stage1, but evaluation.lm_eval_tasks "
-        "evaluates built-in test sets only (no validation split to select on); declare a std scaling"
-    )
 
 EXP = str(pipeline.experiment_dir(config))
+# What evaluation jobs need: the evaluation section, with training's generation length (one
+# answer protocol) and the compute section's device and precision.
+EVALUATION = json.dumps(pipeline.evaluation_config(config), sort_keys=True)
+COMPUTE = json.dumps(config["compute"], sort_keys=True)
+TASK = json.dumps(config["task"], sort_keys=True)
+# Hub content (model, data set, external benchmark data, or the CPU stand-in of them) is fetched
+# once by the local prefetch rule; configs that need none skip it.
+NEEDS_PREFETCH = pipeline.needs_prefetch(config)
+PREFETCH = f"{EXP}/prefetch.json"
 SEEDS = [int(s) for s in config["seeds"]]
 THREADS = int(config["threads_per_job"])
 # Every rule runs `python {params.cli} <command>` (workflow/scripts/grpo.py). A plain path into the
@@ -94,6 +94,7 @@ def all_targets(wildcards):
 # a report rule belongs here too once it exists).
 localrules:
     all,
+    prefetch,
     splits,
     calculations,
     eval_tasks,

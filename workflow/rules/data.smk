@@ -1,7 +1,26 @@
-# Fixed splits (written once, hashed) and the base policy every cell starts from.
+# Hub content fetched once (local rule), fixed splits (written once, hashed) and the base policy
+# every cell starts from.
+
+
+rule prefetch:
+    output:
+        PREFETCH,
+    params:
+        cli=CLI,
+        config=json.dumps(
+            {k: config.get(k) for k in ("task", "base_policy", "evaluation", "stand_in")}, sort_keys=True
+        ),
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/prefetch.log",
+    shell:
+        "python {params.cli} prefetch --config {params.config:q} --out {output} > {log} 2>&1"
 
 
 rule splits:
+    input:
+        lambda wildcards: [PREFETCH] if NEEDS_PREFETCH else [],
     output:
         train=f"{EXP}/data/train.jsonl",
         validation=f"{EXP}/data/validation.jsonl",
@@ -9,7 +28,7 @@ rule splits:
         manifest=f"{EXP}/data/manifest.json",
     params:
         cli=CLI,
-        task=json.dumps(config["task"], sort_keys=True),
+        task=TASK,
         out=folder("manifest"),
     conda:
         "../../envs/grpo.yaml"
@@ -30,6 +49,8 @@ rule base_policy:
     params:
         cli=CLI,
         base=json.dumps(config["base_policy"], sort_keys=True),
+        task=TASK,
+        compute=COMPUTE,
         data=folder("train", of="input"),
         out=folder(0),
     threads: THREADS
@@ -42,8 +63,8 @@ rule base_policy:
     benchmark:
         f"{EXP}/benchmarks/base_policy.tsv"
     shell:
-        "python {params.cli} base-policy --base {params.base:q} --splits {params.data} --out {params.out}"
-        " --threads {threads} > {log} 2>&1"
+        "python {params.cli} base-policy --base {params.base:q} --task {params.task:q} --compute {params.compute:q}"
+        " --splits {params.data} --out {params.out} --threads {threads} > {log} 2>&1"
 
 
 rule calculations:

@@ -14,7 +14,8 @@ rule eval_tasks:
         validation=f"{EXP}/tasks/validation/manifest.json",
     params:
         cli=CLI,
-        evaluation=json.dumps(config["evaluation"], sort_keys=True),
+        evaluation=EVALUATION,
+        task=TASK,
         data=folder("test", of="input"),
         tasks=folder("test", up=2),
     conda:
@@ -25,7 +26,7 @@ rule eval_tasks:
         f"{EXP}/benchmarks/eval_tasks.tsv"
     shell:
         "python {params.cli} eval-tasks --data {params.data} --tasks {params.tasks} --evaluation {params.evaluation:q}"
-        " > {log} 2>&1"
+        " --task {params.task:q} > {log} 2>&1"
 
 
 rule evaluate_base:
@@ -38,7 +39,7 @@ rule evaluate_base:
         validation=f"{EXP}/eval/base/validation/summary.json",
     params:
         cli=CLI,
-        evaluation=json.dumps(config["evaluation"], sort_keys=True),
+        evaluation=EVALUATION,
         tasks=folder("tasks", up=2, of="input"),
         out=folder("test", up=2),
     threads: THREADS
@@ -66,7 +67,7 @@ rule evaluate:
         validation=f"{EXP}/eval/{{cell}}/seed={{seed}}/validation/summary.json",
     params:
         cli=CLI,
-        evaluation=json.dumps(config["evaluation"], sort_keys=True),
+        evaluation=EVALUATION,
         run=folder("run", of="input"),
         tasks=folder("tasks", up=2, of="input"),
         out=folder("test", up=2),

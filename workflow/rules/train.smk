@@ -12,7 +12,8 @@ rule train:
     params:
         cli=CLI,
         training=training_json,
-        task=json.dumps(config["task"], sort_keys=True),
+        task=TASK,
+        compute=COMPUTE,
         out=folder(0),
         data=folder("train", of="input"),
     threads: THREADS
@@ -28,4 +29,5 @@ rule train:
         f"{EXP}/benchmarks/train/{{cell}}/seed={{seed}}.tsv"
     shell:
         "python {params.cli} train --base {input.base} --data {params.data} --out {params.out}"
-        " --training {params.training:q} --task {params.task:q} --threads {threads} > {log} 2>&1"
+        " --training {params.training:q} --task {params.task:q} --compute {params.compute:q}"
+        " --threads {threads} > {log} 2>&1"

@@ -1,0 +1,81 @@
+"""Device and precision of training and evaluation jobs (config section ``compute``).
+
+``device: auto`` takes CUDA when torch sees a GPU and the CPU otherwise; ``device: cuda`` on a
+machine without one is an error, never a silent fall-back to a CPU run that would take days.
+``dtype`` is the compute precision: in training the autocast precision of forward and backward
+passes over float32 master weights and optimizer state (bfloat16 weights would round away the
+small updates of RL fine-tuning), so checkpoints hold float32 weights; in evaluation the precision
+the checkpoint is loaded in.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+DEVICES = ("auto", "cpu", "cuda")
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+DTYPES = ("float32", "bfloat16")
+
+
+class DeviceError(RuntimeError):
+    """The config asks for a device this machine does not have."""
+
+
+def resolve_device(requested: str) -> str:
+    """``cpu`` or ``cuda`` for a configured ``auto|cpu|cuda``; refuses CUDA without a GPU."""
+    import torch
+
+    if requested not in DEVICES:
+        raise ValueError(f"compute.device must be one of {DEVICES}, got {requested!r}")
+    available = torch.cuda.is_available()
+    if requested == "cuda" and not available:
+        raise DeviceError(
+            "compute.device is 'cuda' but torch finds no CUDA device on this machine "
+            f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}); submit the job to a GPU "
+            "node, or set compute.device to 'cpu' or 'auto'"
+        )
+    if requested == "auto":
+        return "cuda" if available else "cpu"
+    return requested
+
+
+def check_dtype(name: str) -> str:
+    if name not in DTYPES:
+        raise ValueError(f"compute.dtype must be one of {DTYPES}, got {name!r}")
+    return name
+
+
+def device_info(device: str, dtype: str) -> dict[str, Any]:
+    """What ran the job: device, GPU model, driver and CUDA versions (recorded in run_info.json)."""
+    import os
+    import platform
+
+    import torch
+
+    info: dict[str, Any] = {
+        "device": device,
+        "dtype": dtype,
+        "master_weights": "float32",
+        "host": platform.node(),
+        "cpu": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "gpu_model": None,
+        "gpu_count": 0,
+        "driver_version": None,
+        # Compute jobs read the hub cache only (the prefetch rule filled it): recorded as proof.
+        "offline": {k: os.environ.get(k) for k in OFFLINE_VARS},
+    }
+    if device == "cuda":
+        info["gpu_model"] = torch.cuda.get_device_name(0)
+        info["gpu_count"] = torch.cuda.device_count()
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=30, check=True,
+            )  # fmt: skip
+            info["driver_version"] = out.stdout.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError, IndexError):
+            info["driver_version"] = "unknown (nvidia-smi unavailable)"
+    return info

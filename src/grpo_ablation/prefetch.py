@@ -1,0 +1,78 @@
+"""The prefetch rule: everything a compute job reads from the hub, fetched once on the submit host.
+
+Compute nodes often have no internet, and many jobs downloading the same model at once is slow and
+fragile. So every compute job runs with ``HF_HUB_OFFLINE=1`` and ``HF_DATASETS_OFFLINE=1`` (set by
+the CLI unless the user set them), and this step, run as a local rule, fills the Hugging Face cache
+(``HF_HOME``, shared with the nodes) with the base model and the data set at the revisions pinned in
+the config, and with the data of any external lm-eval benchmark. A local path needs no download and
+is only checked.
+
+``stand_in`` (``config/cluster_smoke.yaml`` only) builds the local folders that stand in for the hub
+repositories (a tiny Qwen2 with a chat template, GSM8K-format rows), so the cluster path runs
+end to end on a CPU with nothing downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from grpo_ablation.tasks import get_task
+
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME")
+
+
+def prefetch(config: dict[str, Any]) -> dict[str, Any]:
+    """Fetch (or check) model, data set and external benchmark data; return what was done."""
+    record: dict[str, Any] = {"environment": {k: os.environ.get(k) for k in OFFLINE_VARS}}
+    if config.get("stand_in"):
+        record["stand_in"] = build_stand_in(config)
+    base = config["base_policy"]
+    if base.get("kind", "local") == "hub":
+        name = base["name"]
+        if Path(name).exists():
+            record["model"] = {"local": str(Path(name).resolve())}
+        else:
+            from huggingface_hub import snapshot_download
+
+            path = snapshot_download(name, revision=base.get("revision"))
+            record["model"] = {"hub": name, "revision": base.get("revision"), "cache": path}
+    record["task"] = get_task(config["task"]).prefetch()
+    external = config["evaluation"].get("external_benchmarks") or []
+    if external:
+        from lm_eval.tasks import TaskManager, get_task_dict
+
+        get_task_dict(list(external), TaskManager())  # downloads each benchmark's data set
+        record["external_benchmarks"] = list(external)
+    return record
+
+
+def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
+    """Write the stand-in data set at ``task.dataset_path`` and model at ``base_policy.name``."""
+    from grpo_ablation.math_task import MathTask, _rows
+    from grpo_ablation.standin import build_standin_model, write_gsm8k_standin
+
+    spec = config["stand_in"]
+    task = get_task(config["task"])
+    if not isinstance(task, MathTask) or not task.dataset_path:
+        raise ValueError("stand_in needs task.kind: math with a local task.dataset_path")
+    data = Path(task.dataset_path)
+    if not (data / "README.md").exists():
+        write_gsm8k_standin(data, spec["n_train"], spec["n_test"], spec["seed"])
+    model = Path(config["base_policy"]["name"])
+    if not (model / "config.json").exists():
+        # The tokenizer learns the words of the prompts, the answers and the chat scaffolding.
+        rows = _rows(task, "train") + _rows(task, "test")
+        corpus = [f"{r['prompt']} {completion}" for r, (_, completion) in zip(rows, task.sft_pairs(rows), strict=True)]
+        corpus += [row_solution for row_solution in _solutions(data)]
+        corpus.append("system user assistant You are a helpful assistant.")
+        build_standin_model(model, corpus, seed=spec["seed"], hidden_size=spec["hidden_size"],
+                            num_layers=spec["num_layers"])  # fmt: skip
+    return {"dataset": str(data.resolve()), "model": str(model.resolve())}
+
+
+def _solutions(data: Path) -> list[str]:
+    from datasets import load_dataset
+
+    return list(load_dataset(str(data), "main", split="train")["answer"])

@@ -1,0 +1,72 @@
+"""A pretrained base policy (``base_policy.kind: hub``): a hub id or a local Hugging Face folder.
+
+With ``sft_steps: 0`` (the cluster preset) the base policy *is* that model: nothing is copied, and
+every job loads it by name at the pinned ``revision`` from the cache the prefetch rule filled. With
+``sft_steps > 0`` it is first warm-started on the task's supervised pairs (``Task.sft_pairs``) and
+saved under ``base/model``; the CPU stand-in of ``config/cluster_smoke.yaml`` needs this, since a
+random model solves nothing and every GRPO group would be all-incorrect.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from grpo_ablation.settings import from_dict
+from grpo_ablation.task import read_split
+from grpo_ablation.tasks import Task
+
+
+@dataclass(frozen=True)
+class PretrainedBaseConfig:
+    # Hub id (org/name) or local directory, loaded with from_pretrained either way.
+    name: str
+    # Hub revision (commit) the model is pinned at; ignored for a local directory.
+    revision: str | None = None
+    # Supervised warm-start on the task's pairs before GRPO; 0 uses the model as it is.
+    sft_steps: int = 0
+    sft_batch_size: int = 32
+    sft_lr: float = 1e-3
+    seed: int = 0
+
+
+def warm_start_base(
+    base: dict[str, Any], task: Task, splits: Path, out_dir: Path, compute: dict[str, Any]
+) -> dict[str, Any]:
+    """Resolve (and optionally warm-start) the base policy; return its ``base_policy.json``."""
+    cfg = from_dict(PretrainedBaseConfig, base, "base_policy")
+    info: dict[str, Any] = {"kind": "hub", "config": asdict(cfg)}
+    if cfg.sft_steps == 0:
+        return info | {"model": cfg.name, "revision": cfg.revision, "stats": None}
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from grpo_ablation.compute import resolve_device
+    from grpo_ablation.sft import warm_start_pretrained
+
+    local = Path(cfg.name).exists()
+    hub = {} if local else {"revision": cfg.revision}
+    tokenizer = AutoTokenizer.from_pretrained(cfg.name, **hub)
+    # float32 master weights, as in training (train.py says why).
+    model = AutoModelForCausalLM.from_pretrained(cfg.name, dtype=torch.float32, **hub)
+    model.to(resolve_device(compute["device"]))
+    torch.manual_seed(cfg.seed)
+    pairs = task.sft_pairs(read_split(Path(splits) / "train.jsonl"))
+    started = time.perf_counter()
+    losses = warm_start_pretrained(model, tokenizer, pairs, steps=cfg.sft_steps,
+                                   batch_size=cfg.sft_batch_size, lr=cfg.sft_lr, seed=cfg.seed)  # fmt: skip
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    stats = {
+        "sft_seconds": round(time.perf_counter() - started, 2),
+        "sft_loss_first": losses[0],
+        "sft_loss_last_10_mean": sum(losses[-10:]) / len(losses[-10:]),
+        "n_parameters": sum(p.numel() for p in model.parameters()),
+    }
+    (out_dir / "warm_start.json").write_text(json.dumps(stats, indent=2) + "\n")
+    return info | {"model": str(out_dir), "revision": None, "warm_started_from": cfg.name,
+                   "stats": stats}  # fmt: skip

@@ -1,0 +1,69 @@
+"""The task interface: what every rule and the trainer need to know about a task, in one place.
+
+A task is one object behind the small protocol :class:`Task`: it writes the fixed splits with their
+manifest, turns a split row into the training prompt (a chat conversation when the task declares a
+chat template), scores completions (the reward), declares the answer rule that the independent
+evaluation implements again, fetches its hub data for the prefetch rule, and, for a locally warm-
+started base, gives the supervised (prompt, completion) pairs. Nothing outside this registry asks
+which task it is.
+
+Adding a task: write a module with a dataclass implementing :class:`Task` (see ``task.py`` or
+``math_task.py``), add one line to ``TASKS``, and, if its answer rule is new, the rule's lm-eval
+implementation to ``evaluate.ANSWER_RULES``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+# kind -> "module:class". Strings, so building the DAG imports no task code (nor torch).
+TASKS: dict[str, str] = {
+    "addition": "grpo_ablation.task:AdditionTask",
+    "math": "grpo_ablation.math_task:MathTask",
+}
+
+Prompt = str | list[dict[str, str]]
+
+
+class Task(Protocol):
+    kind: str
+    # Name of the declared answer rule (an entry of evaluate.ANSWER_RULES): the reward applies it
+    # in training, lm-eval applies its own implementation of it in evaluation.
+    answer_rule: str
+    # Whether prompts go through the model's chat template (TRL conversational prompts; lm-eval's
+    # apply_chat_template). Declared, not guessed, so training and evaluation cannot disagree.
+    chat_template: bool
+    # Whether a locally built character GPT-2 (base_policy.kind: local) can learn this task.
+    local_base: bool
+    # Whether its data come from the hub (or a local folder in the hub's layout): prefetch first.
+    hub_data: bool
+
+    def write_splits(self, out_dir: Path) -> dict[str, Any]: ...
+
+    def prefetch(self) -> dict[str, Any]: ...
+
+    def prompt(self, row: dict[str, Any]) -> Prompt: ...
+
+    def reward_function(self) -> Callable[..., list[float | None]]: ...
+
+    def sft_pairs(self, rows: list[dict[str, Any]]) -> list[tuple[Prompt, str]]: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def get_task(config: dict[str, Any] | None) -> Task:
+    """The task of a config's ``task`` section (``kind`` picks the class; the rest are its fields)."""
+    config = dict(config or {})
+    kind = config.pop("kind", "addition")
+    if kind not in TASKS:
+        raise ValueError(f"unknown task kind {kind!r}; expected one of {sorted(TASKS)}")
+    module, cls = TASKS[kind].split(":")
+    return getattr(importlib.import_module(module), cls).from_dict(config)
+
+
+def chat_prompt(text: str) -> list[dict[str, str]]:
+    """A one-turn user conversation: TRL applies the chat template to it, as lm-eval does."""
+    return [{"role": "user", "content": text}]

@@ -1,0 +1,65 @@
+"""SLURM jobs get the threads the config asks for: Snakemake 9 constrains every job's threads by
+`--cores`, remote jobs included, so no local `cores` (a workflow profile's) may reach them."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+
+
+def _dry_run(tmp_path: Path, *args: str, config: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # fmt: skip
+    cmd = [
+        str(SNAKEMAKE),
+        "-n",
+        "-p",
+        *args,
+        "--config",
+        f"results_dir={tmp_path / 'results'}",
+        *config,
+    ]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert not (tmp_path / "results").exists(), "a dry run must write nothing"
+    jobs = []
+    for block in re.findall(r"^rule train:\n(.*?^Shell command: [^\n]*)", out, re.M | re.S):
+        job = dict(re.findall(r"^ {4}(\w+): ([^\n]*)$", block, re.M))
+        job["shell"] = re.search(r"^Shell command: ([^\n]*)", block, re.M).group(1)
+        jobs.append(job)
+    assert jobs, out[-3000:]
+    return jobs
+
+
+def test_slurm_train_jobs_get_the_configured_threads_and_resources(tmp_path):
+    jobs = _dry_run(tmp_path, "--profile", "slurm", "--configfile", "config/cluster.yaml")
+    assert len(jobs) == (4 + 4 - 1) * 3
+    for job in jobs:
+        assert job["threads"] == "8"
+        assert re.search(r" --threads 8 ", job["shell"]), job["shell"]
+        resources = dict(kv.split("=", 1) for kv in job["resources"].split(", "))
+        assert resources["gpu"] == "1" and resources["cpus_per_task"] == "8"
+        assert resources["mem_mb"] == "32000"
+
+
+def test_other_slurm_jobs_run_as_many_threads_as_they_get_cpus():
+    import yaml
+
+    conf = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
+    for rule, threads in conf["set-threads"].items():
+        assert conf["set-resources"][rule]["cpus_per_task"] == threads, rule
+
+
+def test_local_runs_take_their_cores_from_the_command_line(tmp_path):
+    assert not (ROOT / "profiles/default").exists(), "a workflow profile would cap SLURM jobs"
+    jobs = _dry_run(tmp_path, "--cores", "2", config=("threads_per_job=8",))
+    assert {j["threads"] for j in jobs} == {"2"}
+    assert all(" --threads 2 " in j["shell"] for j in jobs)
