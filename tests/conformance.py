@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sys
 from collections import Counter
 from pathlib import Path
@@ -50,7 +51,21 @@ def build_model_dir(path: Path) -> Path:
     return path
 
 
+def fixed_sampling_logps(completion: list[int], vocab: int) -> list[float]:
+    """Stand-in for a generator's (vLLM's) per-token log-probabilities of a fixed completion: the
+    uniform model's log(1/vocab) plus a deterministic offset in [-0.4, 0.4], so that the ratio of
+    the (nearly uniform) tiny model to the "sampler" is spread around 1."""
+    out = []
+    for i, tok in enumerate(completion):
+        h = int(hashlib.sha256(f"{completion}-{i}-{tok}".encode()).hexdigest(), 16)
+        out.append(-math.log(vocab) + 0.8 * ((h % 1000) / 999 - 0.5))
+    return out
+
+
 class _FixedGeneration:
+    # Set by capture(): return sampling log-probabilities, as vLLM does.
+    sampling_logps = False
+
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations):
         seen: Counter = Counter()
         out = []
@@ -58,7 +73,10 @@ class _FixedGeneration:
             key = tuple(ids)
             out.append(fixed_completion(list(ids), seen[key], self.eos_token_ids[0]))
             seen[key] += 1
-        return out, None
+        if not self.sampling_logps:
+            return out, None
+        vocab = len(self.processing_class)
+        return out, [fixed_sampling_logps(c, vocab) for c in out]
 
 
 class _CaptureGrads(TrainerCallback):
@@ -74,13 +92,15 @@ class _CaptureGrads(TrainerCallback):
 
 def capture(
     model_dir: Path, out_dir: Path, *, stock: dict | None = None, prompts: list[str] = PROMPTS,
-    **objective,
+    is_mode: str | None = None, **objective,
 ) -> dict:
     """One optimizer step on the fixed batch; returns {param: grad} and the advantages.
 
     ``stock`` switches to TRL's GRPOTrainer with those GRPOConfig fields (loss_type,
     scale_rewards); otherwise the project trainer runs with ``objective`` (std_scaling,
-    std_eps, aggregation).
+    std_eps, aggregation). ``is_mode`` makes the generator return sampling log-probabilities
+    (``fixed_sampling_logps``) and turns on TRL's vLLM importance-sampling correction in that
+    mode, so TRL computes the ratio exactly as it does when vLLM generates.
     """
     from accelerate import PartialState
     from datasets import Dataset
@@ -99,6 +119,8 @@ def capture(
         report_to="none", use_cpu=True, bf16=False, seed=0, disable_tqdm=True, logging_steps=1,
         beta=objective.pop("beta", 0.0), shuffle_dataset=False, disable_dropout=True,
         **(stock or {"loss_type": "grpo", "scale_rewards": "none"}),
+        **({"vllm_importance_sampling_correction": True, "vllm_importance_sampling_mode": is_mode,
+            "vllm_importance_sampling_clip_max": 1.3} if is_mode else {}),
     )  # fmt: skip
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -111,6 +133,10 @@ def capture(
     else:
         cls = type("ProjectFixed", (_FixedGeneration, AblationGRPOTrainer), {})
         trainer = cls(**common, run_dir=out_dir, **objective)
+    if is_mode:
+        # vLLM itself is not needed: generation is the fixed table; only its log-probabilities and
+        # TRL's correction are switched on (use_vllm is read at generation and in the loss).
+        trainer.use_vllm, trainer.sampling_logps = True, True
     grab = _CaptureGrads(model)
     trainer.add_callback(grab)
     trainer.train()

@@ -102,6 +102,23 @@ def test_same_gradient_as_stock_trl_where_the_objective_is_the_same(model_dir, t
     assert_same(mine["grads"], stock["grads"])
 
 
+IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
+
+@pytest.mark.parametrize("is_mode", IS_MODES)
+@pytest.mark.parametrize(("ours", "trl"), TRL_EQUIVALENTS[:3], ids=lambda d: "-".join(map(str, d.values())))
+def test_the_vllm_importance_sampling_correction_is_kept(model_dir, tmp_path, ours, trl, is_mode):
+    """With sampling log-probabilities as vLLM returns them, TRL computes an importance-sampling
+    ratio in every mode; the project loss applies it exactly as stock TRL's does."""
+    mine = capture(model_dir, tmp_path / "ours", std_eps=1e-4, is_mode=is_mode, **ours)
+    stock = capture(model_dir, tmp_path / "trl", stock=trl, is_mode=is_mode)
+    assert_same(mine["grads"], stock["grads"])
+    # ...and the correction is not a no-op on this batch (else the test would prove nothing).
+    plain = capture(model_dir, tmp_path / "plain", std_eps=1e-4, **ours)
+    worst = max((mine["grads"][k] - plain["grads"][k]).abs().max().item() for k in plain["grads"])
+    assert worst > 1e-4 * max(v.abs().max().item() for v in plain["grads"].values())
+
+
 @pytest.mark.parametrize("mode", AGGREGATIONS)
 def test_accumulation_steps_do_not_change_the_gradient(model_dir, tmp_path, mode):
     one = capture(model_dir, tmp_path / "1", std_scaling="population", std_eps=1e-4, aggregation=mode)

@@ -10,6 +10,9 @@ TRL's sampling, reward calls, reference model, logging and checkpointing, and re
   any split into accumulation steps or processes gives the same gradient;
 * the bookkeeping: a rollout log row per completion, per-step diagnostics under honest names
   (ratio clipping is never called truncation), scoring failures counted instead of crashing.
+
+TRL's vLLM importance-sampling correction (every ``vllm_importance_sampling_mode``) is kept: the
+ratio TRL computes at generation multiplies the policy term of the loss, as in TRL's own loss.
 """
 
 from __future__ import annotations
@@ -280,6 +283,13 @@ class AblationGRPOTrainer(GRPOTrainer):
         ratio = torch.exp(logps - old)
         clipped = torch.clamp(ratio, 1 - self.epsilon_low, 1 + self.epsilon_high)
         per_token = -torch.min(ratio * adv, clipped * adv)
+        # When vLLM generates, TRL's generation step computes the importance-sampling ratio between
+        # the trainer's and vLLM's token probabilities (truncated or masked as
+        # vllm_importance_sampling_mode says) and TRL's loss multiplies the policy term by it,
+        # before the KL term; kept here the same way, so the correction survives the project loss.
+        is_ratio = inputs.get("importance_sampling_ratio")
+        if is_ratio is not None:
+            per_token = per_token * is_ratio
         if self.beta != 0.0:
             ref = inputs["ref_per_token_logps"]
             kl = torch.exp(ref - logps) - (ref - logps) - 1  # k3 estimator (Schulman)
