@@ -109,7 +109,7 @@ def capture(
 
     from grpo_ablation.trainer import AblationGRPOTrainer
 
-    state = PartialState()
+    state = PartialState(cpu=True)  # joins torchrun's processes (gloo)
     ga = objective.pop("gradient_accumulation_steps", 1)
     batch = len(prompts) // 2 * G  # 4 prompts per step
     args = GRPOConfig(
@@ -140,7 +140,7 @@ def capture(
     grab = _CaptureGrads(model)
     trainer.add_callback(grab)
     trainer.train()
-    return {"grads": grab.grads, "rank": state.process_index}
+    return {"grads": grab.grads, "rank": state.process_index, "world": state.num_processes}
 
 
 def main() -> None:
@@ -155,7 +155,7 @@ def main() -> None:
         result = capture(a.model, a.out / str(i), **objective)
         grads.append(result["grads"])
     if result["rank"] == 0:
-        torch.save(grads, a.out / "grads.pt")
+        torch.save({"world": result["world"], "grads": grads}, a.out / "grads.pt")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ Without slurmdbd the plugin must query squeue (sacct would never see a job finis
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -34,7 +35,7 @@ PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 # What the node advertises (config_overrides): enough for the profile's largest request.
 CPUS, MEMORY_MB = 16, 131072
 GPU_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/urandom")
-LOCAL_RULES = ("splits", "calculations", "eval_tasks", "select_stage1", "all", "tables",
+LOCAL_RULES = ("prefetch", "splits", "calculations", "eval_tasks", "select_stage1", "all", "tables",
                "stage_figures", "token_weight_figure", "figures")  # fmt: skip
 
 
@@ -161,9 +162,10 @@ def cluster(tmp_path_factory):
 
 
 def _snakemake(results: Path, logs: Path) -> list[str]:
-    # One seed: the whole smoke DAG (every stage, the stage-1 checkpoint) at half the jobs.
+    # One seed: the whole smoke DAG (every stage, the stage-1 checkpoint) at half the jobs; every
+    # training job runs two processes (torchrun, gloo) inside its allocation.
     override = results.parent / "one_seed.yaml"
-    override.write_text(f"results_dir: {results}\nseeds: [0]\n")
+    override.write_text(f"results_dir: {results}\nseeds: [0]\ncompute:\n  processes_per_train_job: 2\n")
     return [str(SNAKEMAKE), "--profile", "slurm", "--configfile", "config/smoke.yaml", str(override),
             # No slurmdbd here: squeue, polled early (MinJobAge 300 >= 3 x 2 s keeps squeue).
             "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
@@ -199,6 +201,16 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     assert len(runs) >= 4 and len(evals) == len(runs)
     assert (exp / "eval/base/test/summary.json").exists()
     assert (exp / "calculations/calculations.md").exists()
+    # Two processes per cell, the cancelled one included: both ranks' rollout rows, each once.
+    from grpo_ablation.rollout_log import read_rollouts
+
+    for info in runs:
+        run = info.parent
+        assert json.loads((run / "objective.json").read_text())["num_processes"] == 2
+        rows = read_rollouts(run / "rollouts")
+        assert set(rows["rank"]) == {0, 1}
+        assert not rows.duplicated(["step", "group_index", "completion_index"]).any()
+        assert len(rows) == json.loads((run / "budget.json").read_text())["completions"]
 
     # Every non-local job went through sbatch (the plugin logs each job under rule_<name>/);
     # local rules never did.

@@ -8,7 +8,6 @@
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -136,14 +135,18 @@ def test_two_processes_give_the_gradient_of_one(model_dir, tmp_path):
         for s, m, ga in [("sample", "sequence_mean", 1), ("population", "token_mean", 2),
                          ("batch", "group_token_mean", 1), ("none", "constant", 2)]
     ]  # fmt: skip
-    launcher = Path(sys.executable).parent / "accelerate"
+    from grpo_ablation.launch import accelerate_command, free_port
+
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
-    cmd = [str(launcher), "launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "-m", "conformance",
-           "--model", str(model_dir), "--out", str(tmp_path), "--objectives", json.dumps(objectives)]  # fmt: skip
+    script = [str(Path(__file__).parent / "conformance.py"), "--model", str(model_dir),
+              "--out", str(tmp_path), "--objectives", json.dumps(objectives)]  # fmt: skip
+    # The launcher the train rule uses for two CPU processes.
+    cmd = accelerate_command(script, 2, "ddp", "cpu", "float32", free_port())
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    distributed = torch.load(tmp_path / "grads.pt")
+    saved = torch.load(tmp_path / "grads.pt")
+    assert saved["world"] == 2, "two processes really ran (one gloo group)"
+    distributed = saved["grads"]
     for objective, grads in zip(objectives, distributed, strict=True):
         single = capture(model_dir, tmp_path / "single", **dict(objective))
         assert_same(grads, single["grads"])

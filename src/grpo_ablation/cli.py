@@ -89,12 +89,19 @@ def _fault_callbacks() -> list[Any]:
 
 
 def cmd_train(a: argparse.Namespace) -> None:
+    from grpo_ablation.compute import resolve_device
+    from grpo_ablation.launch import relaunch
     from grpo_ablation.settings import from_dict
     from grpo_ablation.train import TrainingConfig, train
 
-    _threads(a.threads)
-    cfg = from_dict(TrainingConfig, json.loads(a.training), "training")
     compute = json.loads(a.compute)
+    processes = int(compute.get("processes_per_train_job", 1))
+    # N > 1: this process becomes `accelerate launch` of the same command (N copies of it).
+    relaunch([sys.argv[0], *sys.argv[1:]], processes, compute.get("accelerate_config", "ddp"),
+             resolve_device(compute["device"]), compute["dtype"])  # fmt: skip
+    # The job's threads are shared by its processes.
+    _threads(max(1, a.threads // int(os.environ.get("WORLD_SIZE", 1))))
+    cfg = from_dict(TrainingConfig, json.loads(a.training), "training")
     model, revision = _base_model(a.base)
     train(model, a.data, a.out, cfg, json.loads(a.task), callbacks=_fault_callbacks(),
           device=compute["device"], dtype=compute["dtype"], revision=revision,
@@ -135,7 +142,8 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
         info = json.loads((a.run / "run_info.json").read_text())
         checkpoints = [(s, a.run / "checkpoints" / f"checkpoint-{s}") for s in info["checkpoints"]]
     options = dict(batch_size=ev["batch_size"], device=resolve_device(ev["device"]), dtype=ev["dtype"],
-                   seed=ev["seed"], limit=ev["limit"], revision=revision)  # fmt: skip
+                   seed=ev["seed"], limit=ev["limit"], revision=revision,
+                   backend=ev.get("backend", "hf"))  # fmt: skip
     # External benchmarks (lm-eval's own gsm8k, ...) score the test-split checkpoints only.
     evaluate_checkpoints(checkpoints, a.tasks / "test", a.out / "test",
                          external=ev.get("external_benchmarks") or None, **options)  # fmt: skip

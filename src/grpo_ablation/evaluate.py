@@ -242,8 +242,18 @@ def _versions() -> dict[str, str]:
 
 
 def _load_lm(
-    path: Path | str, device: str, batch_size: int, dtype: str, revision: str | None = None
+    path: Path | str, device: str, batch_size: int, dtype: str, revision: str | None = None,
+    backend: str = "hf", seed: int = 0,
 ) -> Any:
+    hub = {"revision": revision} if revision else {}
+    if backend == "vllm":  # GPUs only; not run by the tests here
+        from lm_eval.models.vllm_causallms import VLLM
+
+        if device != "cuda":
+            raise ValueError("evaluation.backend 'vllm' needs compute.device cuda")
+        # add_bos_token=False and the eos stop as for HFLM below; vLLM stops at the eos itself.
+        return VLLM(pretrained=str(path), dtype=dtype, batch_size=batch_size, seed=seed,
+                    add_bos_token=False, gpu_memory_utilization=0.8, **hub)  # fmt: skip
     from lm_eval.models.huggingface import HFLM
 
     # add_bos_token=False: the prompt is tokenized as TRL tokenizes it (no added special tokens).
@@ -253,7 +263,7 @@ def _load_lm(
         batch_size=batch_size,
         dtype=dtype,
         add_bos_token=False,
-        **({"revision": revision} if revision else {}),
+        **hub,
     )
     tok, gen = lm.tokenizer, lm.model.generation_config
     if tok.eos_token_id is None:
@@ -386,6 +396,7 @@ def evaluate_checkpoints(
     limit: int | None = None,
     revision: str | None = None,
     external: list[str] | None = None,
+    backend: str = "hf",
 ) -> list[dict]:
     """Evaluate every checkpoint on the tasks of ``task_dir`` in this one process.
 
@@ -426,7 +437,7 @@ def evaluate_checkpoints(
         local = Path(ckpt).exists()
         ckpt = str(Path(ckpt).resolve()) if local else str(ckpt)
         t1 = time.perf_counter()
-        lm = _load_lm(ckpt, device, batch_size, dtype, None if local else revision)
+        lm = _load_lm(ckpt, device, batch_size, dtype, None if local else revision, backend, seed)
         t2 = time.perf_counter()
         gen_s = _time_generation(lm)
         with _without_env_probe():
@@ -502,6 +513,7 @@ def evaluate_checkpoints(
             "batch_size": batch_size,
             "device": device,
             "dtype": dtype,
+            "backend": backend,
             "revision": None if local else revision,
             "offline": {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")},
             "lm_eval_version": versions["lm_eval"],

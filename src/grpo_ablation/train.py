@@ -22,6 +22,8 @@ from grpo_ablation.choices import AGGREGATIONS, SCALINGS
 from grpo_ablation.record import ObjectiveRecord, library_versions
 from grpo_ablation.settings import config_hash, from_dict
 
+GENERATION_BACKENDS = ("transformers", "vllm")
+
 
 @dataclass
 class TrainingConfig:
@@ -47,6 +49,13 @@ class TrainingConfig:
     lr_scheduler_type: str = "constant"
     warmup_steps: int = 0
     temperature: float = 1.0  # sampling temperature of the rollouts
+    # --- generation ---
+    # "transformers" (generate, the default) or "vllm" (TRL's colocate mode, GPUs only). With vLLM
+    # the loss is corrected by the importance-sampling ratio between the trainer's and vLLM's
+    # token probabilities, truncated or masked as vllm_importance_sampling_mode says.
+    generation_backend: str = "transformers"
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_importance_sampling_mode: str = "token_truncate"
     # --- bookkeeping ---
     save_steps: int = 50  # checkpoint schedule (the final step is always saved)
     seed: int = 0
@@ -58,6 +67,9 @@ class TrainingConfig:
             raise ValueError(
                 f"unknown length aggregation {self.aggregation!r}; expected one of {AGGREGATIONS}"
             )
+        if self.generation_backend not in GENERATION_BACKENDS:
+            raise ValueError(f"unknown generation backend {self.generation_backend!r}; expected one "
+                             f"of {GENERATION_BACKENDS}")  # fmt: skip
         if self.group_size < 2:
             raise ValueError("group_size must be at least 2: a group of one has no baseline")
 
@@ -91,7 +103,9 @@ class TrainingConfig:
             clip_eps_high=self.clip_eps_high,
             mask_truncated_completions=self.mask_truncated_completions,
             num_iterations=self.num_iterations,
-        )
+            generation=self.generation_backend if self.generation_backend == "transformers" else
+            f"vllm colocate, importance-sampling correction {self.vllm_importance_sampling_mode}",
+        )  # fmt: skip
 
 
 def git_commit() -> str:
@@ -150,6 +164,7 @@ def _build_args(cfg: TrainingConfig, out: Path, num_processes: int, use_cpu: boo
         disable_tqdm=True,
         # Dropout would make the training log-probs disagree with the sampling policy.
         disable_dropout=True,
+        **_vllm_args(cfg),
         # TRL's own choices are overridden by the project trainer; keep them neutral and visible.
         loss_type="grpo",
         scale_rewards="none",
@@ -160,6 +175,20 @@ def _is_local(model: Path | str) -> bool:
     """A local directory, or something that looks like a path; else a hub id (``org/name``)."""
     model = Path(model)
     return model.exists() or str(model).startswith((".", "/")) or len(model.parts) != 2
+
+
+def _vllm_args(cfg: TrainingConfig) -> dict[str, Any]:
+    if cfg.generation_backend != "vllm":
+        return {}
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise ImportError("training.generation_backend is 'vllm' but vllm is not installed: "
+                          "`pip install vllm` in the GPU nodes' environment (CUDA only)")  # fmt: skip
+    return {"use_vllm": True, "vllm_mode": "colocate",
+            "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+            "vllm_importance_sampling_correction": True,
+            "vllm_importance_sampling_mode": cfg.vllm_importance_sampling_mode}  # fmt: skip
 
 
 def train(
@@ -203,7 +232,9 @@ def train(
     task = get_task(task_config)
     run_device, dtype = resolve_device(device), check_dtype(dtype)
 
-    state = PartialState()
+    # cpu=True: on CPU, processes started by torchrun join one gloo group only when the first
+    # PartialState of the process says so (it is a singleton; the Trainer's comes later).
+    state = PartialState(cpu=run_device == "cpu")
     nproc = state.num_processes
     out.mkdir(parents=True, exist_ok=True)
     record = cfg.objective_record(nproc, task.answer_rule)

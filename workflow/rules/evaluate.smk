@@ -45,7 +45,7 @@ rule evaluate_base:
     threads: THREADS
     resources:
         runtime=config["resources"]["eval_runtime"],
-        gpus=config["resources"]["gpus_per_eval_job"],
+        gpu=config["resources"]["gpus_per_eval_job"],
     conda:
         "../../envs/grpo.yaml"
     log:
@@ -75,7 +75,7 @@ rule evaluate:
     retries: 1
     resources:
         runtime=config["resources"]["eval_runtime"],
-        gpus=config["resources"]["gpus_per_eval_job"],
+        gpu=config["resources"]["gpus_per_eval_job"],
     conda:
         "../../envs/grpo.yaml"
     log:

@@ -20,7 +20,8 @@ rule train:
     resources:
         runtime=config["resources"]["train_runtime"],
         mem_mb=config["resources"]["train_mem_mb"],
-        gpus=config["resources"]["gpus_per_train_job"],
+        # `gpu` is the resource the SLURM executor turns into --gpus.
+        gpu=config["resources"]["gpus_per_train_job"] * config["compute"]["processes_per_train_job"],
     conda:
         "../../envs/grpo.yaml"
     log:

@@ -1,0 +1,229 @@
+"""What the configured DAG will cost, measured before a user spends GPU-hours on it.
+
+    python -m grpo_ablation.calibrate --configfile config/cluster.yaml --steps 20
+
+runs, on this machine and with the config's model, task, device and precision, the base policy (a
+few warm-start steps if it has any), ``--steps`` training steps of the reference cell, and one
+evaluation of the resulting checkpoint on the test split (and on validation), then prints seconds
+per training step, peak memory (GPU, or host RSS on CPU), checkpoint size, and the projection of
+the whole DAG as configured: job-hours, GPU-hours (jobs weighted by the GPUs they request), the
+wall time one job at a time and along the critical path (base -> one run -> its evaluation, with as
+many GPUs as jobs), and the disk the checkpoints take. On a GPU node it is the first thing to run;
+``--out`` keeps the numbers as JSON. Hub content must be in the cache (run the prefetch rule first);
+a config with a ``stand_in`` builds its stand-in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grpo_ablation import pipeline
+
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one calibration run measured on this machine."""
+
+    train_setup_s: float  # model load, trainer set-up, first-step overheads (wall - steps x step)
+    train_step_s: float  # seconds per optimizer step of the reference cell
+    sft_step_s: float  # seconds per warm-start step of the base policy (0 when it has none)
+    eval_checkpoint_s: float  # one checkpoint evaluated on the test split
+    eval_validation_s: float  # the final checkpoint evaluated on the validation split
+    weights_bytes: int  # one checkpoint's weights
+    optimizer_bytes: int  # one checkpoint's optimizer and scheduler state
+    peak_memory_bytes: int
+    peak_memory_kind: str  # "gpu" (torch.cuda.max_memory_allocated) or "host RSS"
+
+
+def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
+    """Runs, checkpoints and GPUs of the DAG as configured (the stage-1 winner taken to be the
+    reference when stage 2 depends on it: the count of distinct cells is the same either way
+    unless the winner is another stage-1 cell, which adds no runs)."""
+    cells: set[str] = set()
+    for stage in pipeline.STAGES:
+        if config["stages"][stage]["enabled"]:
+            winner = config["stages"]["std_scaling"]["reference"]
+            cells |= {c.path for c in pipeline.stage_cells(config, stage, winner)}
+    t = config["training"]
+    steps, every = int(t["max_steps"]), int(t["save_steps"])
+    checkpoints = steps // every + (steps % every != 0)
+    r, c = config["resources"], config["compute"]
+    return {
+        "cells": len(cells),
+        "runs": len(cells) * len(config["seeds"]),
+        "max_steps": steps,
+        "checkpoints_per_run": checkpoints,
+        "sft_steps": int(config["base_policy"].get("sft_steps", 0) or 0),
+        "train_gpus": int(r["gpus_per_train_job"]) * int(c["processes_per_train_job"]),
+        "eval_gpus": int(r["gpus_per_eval_job"]),
+    }
+
+
+def project(m: Measurement, shape: dict[str, Any]) -> dict[str, Any]:
+    """The DAG's cost from one calibration (pure arithmetic, so a test can check it)."""
+    base_s = shape["sft_steps"] * m.sft_step_s
+    train_s = m.train_setup_s + shape["max_steps"] * m.train_step_s
+    # Every checkpoint on test, the final one on validation; the base policy once on both.
+    eval_s = shape["checkpoints_per_run"] * m.eval_checkpoint_s + m.eval_validation_s
+    base_eval_s = m.eval_checkpoint_s + m.eval_validation_s
+    runs = shape["runs"]
+    job_s = base_s + base_eval_s + runs * (train_s + eval_s)
+    gpu_s = (base_s * shape["train_gpus"] + (base_eval_s + runs * eval_s) * shape["eval_gpus"]
+             + runs * train_s * shape["train_gpus"])  # fmt: skip
+    disk = runs * (shape["checkpoints_per_run"] * m.weights_bytes + m.optimizer_bytes)
+    return {
+        "train_run_s": train_s,
+        "eval_run_s": eval_s,
+        "job_hours": job_s / 3600,
+        "gpu_hours": gpu_s / 3600,
+        "wall_hours_one_job_at_a_time": job_s / 3600,
+        "wall_hours_critical_path": (base_s + max(base_eval_s, train_s + eval_s)) / 3600,
+        "checkpoint_disk_bytes": disk,
+    }
+
+
+def load_config(path: Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config as the workflow sees it: validated against the schema, defaults filled in."""
+    from snakemake.utils import validate
+
+    config = yaml.safe_load(Path(path).read_text())
+    config.update(overrides or {})
+    validate(config, str(SCHEMA))
+    pipeline.check_design(config)
+    return config
+
+
+def _peak_memory(device: str) -> tuple[int, str]:
+    import torch
+
+    if device == "cuda":
+        return int(torch.cuda.max_memory_allocated()), "gpu"
+    # ru_maxrss is in KiB on Linux; the calibration's own peak, training and evaluation included.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "host RSS"
+
+
+def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
+    """Run the base policy, ``steps`` training steps and one evaluation in ``work``."""
+    from grpo_ablation.compute import resolve_device
+    from grpo_ablation.evaluate import evaluate_checkpoints, write_task
+    from grpo_ablation.prefetch import prefetch
+    from grpo_ablation.tasks import get_task
+    from grpo_ablation.train import last_checkpoint, train
+
+    task = get_task(config["task"])
+    device = resolve_device(config["compute"]["device"])
+    prefetch(config)
+    data = work / "data"
+    task.write_splits(data)
+    base = dict(config["base_policy"])
+    kind = base.pop("kind", "local")
+    sft_steps = min(steps, int(base.get("sft_steps", 0) or 0))
+    started = time.perf_counter()
+    if kind == "hub":
+        from grpo_ablation.pretrained import warm_start_base
+
+        info = warm_start_base({**base, "sft_steps": sft_steps}, task, data, work / "base",
+                               config["compute"])  # fmt: skip
+        model, revision = info["model"], info["revision"]
+    else:
+        from grpo_ablation.base_policy import BasePolicyConfig, warm_start
+
+        sft_steps = min(steps, BasePolicyConfig.from_dict(base).sft_steps)
+        warm_start(BasePolicyConfig.from_dict({**base, "sft_steps": sft_steps}), data, work / "base")
+        model, revision = str(work / "base"), None
+    sft_step_s = (time.perf_counter() - started) / sft_steps if sft_steps else 0.0
+
+    cfg = replace(pipeline.training_config(config, pipeline.baseline(config), seed=0),
+                  max_steps=steps, save_steps=steps)  # fmt: skip
+    c = config["compute"]
+    started = time.perf_counter()
+    summary = train(model, data, work / "run", cfg, config["task"], device=c["device"],
+                    dtype=c["dtype"], revision=revision, keep_optimizer_state="newest")  # fmt: skip
+    wall = time.perf_counter() - started
+    runtime = float(summary["budget"]["wall_time_s"])  # trainer.train() alone
+    step_s = runtime / steps
+    ckpt = last_checkpoint(work / "run" / "checkpoints")
+    state = {"optimizer.pt", "scheduler.pt"}
+    weights = sum(f.stat().st_size for f in ckpt.iterdir() if f.is_file() and f.name not in state)
+    optimizer = sum((ckpt / f).stat().st_size for f in state if (ckpt / f).exists())
+
+    ev = pipeline.evaluation_config(config)
+    durations = []
+    for split in ("test", "validation"):
+        write_task(data / f"{split}.jsonl", work / "tasks" / split, f"{task.kind}_{split}",
+                   ev["max_gen_toks"], ev["k"], ev["temperature"], answer_rule=task.answer_rule,
+                   chat_template=task.chat_template)  # fmt: skip
+        started = time.perf_counter()
+        evaluate_checkpoints([(steps, ckpt)], work / "tasks" / split, work / "eval" / split,
+                             batch_size=ev["batch_size"], device=device, dtype=ev["dtype"],
+                             seed=ev["seed"], limit=ev["limit"], backend=ev["backend"])  # fmt: skip
+        durations.append(time.perf_counter() - started)
+    peak, kind_of_peak = _peak_memory(device)
+    return Measurement(
+        train_setup_s=max(0.0, wall - runtime), train_step_s=step_s, sft_step_s=sft_step_s,
+        eval_checkpoint_s=durations[0], eval_validation_s=durations[1], weights_bytes=weights,
+        optimizer_bytes=optimizer, peak_memory_bytes=peak, peak_memory_kind=kind_of_peak,
+    )  # fmt: skip
+
+
+def report(m: Measurement, shape: dict[str, Any], p: dict[str, Any]) -> str:
+    gib = 1024**3
+    return "\n".join([
+        f"seconds per training step        {m.train_step_s:.3f}  (set-up {m.train_setup_s:.1f} s per run)",
+        f"seconds per warm-start step      {m.sft_step_s:.3f}",
+        f"evaluation of one checkpoint     {m.eval_checkpoint_s:.1f} s on test, "
+        f"{m.eval_validation_s:.1f} s on validation",
+        f"peak memory ({m.peak_memory_kind})".ljust(33) + f"{m.peak_memory_bytes / gib:.2f} GiB",
+        f"checkpoint size                  {m.weights_bytes / gib:.3f} GiB weights + "
+        f"{m.optimizer_bytes / gib:.3f} GiB optimizer state",
+        f"DAG as configured                {shape['runs']} runs ({shape['cells']} cells), "
+        f"{shape['max_steps']} steps and {shape['checkpoints_per_run']} checkpoints each",
+        f"projected job-hours              {p['job_hours']:.2f}",
+        f"projected GPU-hours              {p['gpu_hours']:.2f}  ({shape['train_gpus']} GPU(s) "
+        f"per train job, {shape['eval_gpus']} per evaluation job)",
+        f"projected wall time              {p['wall_hours_one_job_at_a_time']:.2f} h one job at a "
+        f"time, {p['wall_hours_critical_path']:.2f} h along the critical path",
+        f"projected checkpoint disk        {p['checkpoint_disk_bytes'] / 1e9:.2f} GB "
+        "(optimizer state in the newest checkpoint of each run)",
+    ])  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configfile", type=Path, required=True)
+    parser.add_argument("--steps", type=int, default=20, help="training steps to time")
+    parser.add_argument("--out", type=Path, help="write the measurement and projection as JSON")
+    parser.add_argument("--work", type=Path, help="keep the calibration run here (default: a temp dir)")
+    a = parser.parse_args(argv)
+    if a.steps < 1:
+        parser.error("--steps must be at least 1")
+    config = load_config(a.configfile)
+    with tempfile.TemporaryDirectory() as tmp:
+        m = measure(config, a.steps, a.work or Path(tmp))
+    shape = dag_shape(config)
+    p = project(m, shape)
+    print(report(m, shape, p))
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        record = {"measured": asdict(m), "dag": shape, "projection": p, "steps": a.steps,
+                  "config": str(a.configfile)}  # fmt: skip
+        a.out.write_text(json.dumps(record, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    main()
