@@ -111,8 +111,13 @@ def test_mode_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("GRPO_EVAL_WORKER", *eval_worker.SCHEDULER_ENVS):
         monkeypatch.delenv(var, raising=False)
     assert eval_worker.wanted()  # auto on a workstation
+    key = eval_worker.code_key()
     monkeypatch.setenv("SLURM_JOB_ID", "42")
-    assert not eval_worker.wanted()  # auto under a batch scheduler: every job may be on a new node
+    # auto under a batch scheduler too, with one worker per allocation
+    key42 = eval_worker.code_key()
+    assert eval_worker.wanted() and key42 != key
+    monkeypatch.setenv("SLURM_JOB_ID", "43")
+    assert eval_worker.code_key() not in (key, key42)
     monkeypatch.setenv("GRPO_EVAL_WORKER", "on")
     assert eval_worker.wanted()
     monkeypatch.setenv("GRPO_EVAL_WORKER", "off")

@@ -1,4 +1,4 @@
-"""The worked numbers of the source notes and DESIGN.md, and the invariants of the library."""
+"""The worked numbers of docs/design.md, and the invariants of the library."""
 
 import math
 

@@ -1,23 +1,14 @@
-"""A real SLURM (Debian's slurmctld/slurmd/munge on this machine, as root) runs the smoke config
-end to end through `snakemake --profile slurm`: every non-local job goes through sbatch, a
-training job cancelled with scancel is resubmitted and the rerun completes the DAG.
-
-The cluster: SLURM 22.05 works in a container without systemd or cgroup delegation with
-``proctrack/linuxproc``, ``task/none``, no accounting and ``cgroup/v1`` in cgroup.conf; the
-plugin's job step strips ``SLURM_*`` variables, so slurm.conf must sit at its default path
-(/etc/slurm/slurm.conf) and an existing one this module did not write is never touched.
-``SlurmdParameters=config_overrides`` lets the node advertise the CPUs, memory and (fake,
-``File=/dev/...``) GPUs the profile's per-rule resources ask for, so the profile runs unchanged.
-Without slurmdbd the plugin must query squeue (sacct would never see a job finish).
-"""
+"""A real SLURM (Debian's slurmctld/slurmd/munge on this machine, as root, brought up by
+``grpo_ablation.local_slurm``) runs the smoke config end to end through `snakemake --profile
+slurm`: every non-local job goes through sbatch, a two-process training job cancelled with
+scancel is resubmitted and the rerun completes the DAG; evaluation jobs packed into one allocation
+share an evaluation worker."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -25,129 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from grpo_ablation.local_slurm import Cluster, unavailable_reason
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
-ETC = Path("/etc/slurm")
-MARKER = "# written by grpo-ablation tests/test_slurm.py"
-PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
-# What the node advertises (config_overrides): enough for the profile's largest request.
-CPUS, MEMORY_MB = 16, 131072
-GPU_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/urandom")
 LOCAL_RULES = ("prefetch", "splits", "calculations", "eval_tasks", "select_stage1", "all", "tables",
                "stage_figures", "token_weight_figure", "figures")  # fmt: skip
-
-
-def unavailable_reason() -> str | None:
-    """Why a cluster cannot be brought up here (None when it can); installs SLURM if missing."""
-    if os.geteuid() != 0:
-        return "SLURM test needs root (it starts slurmctld, slurmd and munged itself)"
-    if shutil.which("slurmctld") is None:
-        if shutil.which("apt-get") is None:
-            return "slurmctld is not installed and apt-get is unavailable"
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        done = subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], env=env,
-                              capture_output=True, text=True)  # fmt: skip
-        if done.returncode or shutil.which("slurmctld") is None:
-            return f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr[-500:]}"
-    conf = ETC / "slurm.conf"
-    if conf.exists() and MARKER not in conf.read_text():
-        return f"{conf} belongs to a real SLURM installation; refusing to replace it"
-    if subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True).returncode == 0:
-        return "a slurmctld is already running here; refusing to start a second one"
-    return None
-class Cluster:
-    """Start with :meth:`up`, stop with :meth:`down` (which removes the files it wrote)."""
-
-    def __init__(self, state: Path, min_job_age: int = 300) -> None:
-        self.state = state
-        self.node = socket.gethostname().split(".")[0]
-        self.min_job_age = min_job_age
-        self.procs: list[subprocess.Popen] = []
-        self.ctld_log = state / "slurmctld.log"
-
-    def _write_conf(self) -> None:
-        spool = self.state / "spool"
-        for d in (spool / "ctld", spool / "d"):
-            d.mkdir(parents=True, exist_ok=True)
-        ETC.mkdir(parents=True, exist_ok=True)
-        (ETC / "slurm.conf").write_text(f"""{MARKER}
-ClusterName=grpotest
-SlurmctldHost={self.node}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-StateSaveLocation={spool / "ctld"}
-SlurmdSpoolDir={spool / "d"}
-SlurmctldPidFile={self.state / "slurmctld.pid"}
-SlurmdPidFile={self.state / "slurmd.pid"}
-SlurmctldLogFile={self.ctld_log}
-SlurmdLogFile={self.state / "slurmd.log"}
-SlurmctldDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-MpiDefault=none
-ReturnToService=2
-MinJobAge={self.min_job_age}
-GresTypes=gpu
-SlurmdParameters=config_overrides
-NodeName={self.node} CPUs={CPUS} RealMemory={MEMORY_MB} Gres=gpu:{len(GPU_FILES)} State=UNKNOWN
-PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
-""")
-        (ETC / "cgroup.conf").write_text(f"{MARKER}\nCgroupPlugin=cgroup/v1\n")
-        gres = "".join(f"Name=gpu File={f}\n" for f in GPU_FILES)
-        (ETC / "gres.conf").write_text(f"{MARKER}\n{gres}")
-
-    def up(self, timeout: float = 60) -> None:
-        self._write_conf()
-        run = Path("/run/munge")
-        run.mkdir(parents=True, exist_ok=True)
-        shutil.chown(run, "munge", "munge")
-        if subprocess.run(["pgrep", "-x", "munged"], capture_output=True).returncode:
-            self.procs.append(subprocess.Popen(["runuser", "-u", "munge", "--", "munged", "-F"]))
-        # Started by hand: the package scripts are blocked from starting services here.
-        for cmd in (["slurmctld", "-D", "-i"], ["slurmd", "-D"]):
-            self.procs.append(
-                subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            )
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            state = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True)
-            if state.returncode == 0 and state.stdout.strip() in ("idle", "mixed", "allocated"):
-                break
-            time.sleep(1)
-        else:
-            self.down()
-            raise RuntimeError(f"SLURM node did not come up; see {self.ctld_log}")
-        subprocess.run(["scontrol", "update", f"NodeName={self.node}", f"Gres=gpu:{len(GPU_FILES)}"], check=True)
-
-    def jobs(self) -> list[dict[str, str]]:
-        """Jobs slurmctld still knows (squeue: no accounting database here)."""
-        out = subprocess.run(["squeue", "-h", "-o", "%i|%T|%j|%k"], capture_output=True,
-                             text=True, check=True).stdout  # fmt: skip
-        keys = ("id", "state", "name", "comment")
-        return [dict(zip(keys, line.split("|", 3), strict=True)) for line in out.splitlines()]
-
-    def down(self) -> None:
-        subprocess.run(["scancel", "--full", "--user=root"], capture_output=True)
-        for proc in reversed(self.procs):
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        self.procs.clear()
-        for name in ("slurm.conf", "cgroup.conf", "gres.conf"):
-            path = ETC / name
-            if path.exists() and MARKER in path.read_text():
-                path.unlink()
 
 
 @pytest.fixture(scope="module")
@@ -216,14 +92,33 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     # local rules never did.
     submitted = {p.name: p for p in logs.iterdir()}
     assert len(list(submitted["rule_train"].iterdir())) == len(runs)
-    assert len(list(submitted["rule_evaluate"].iterdir())) == len(evals)
-    for rule in ("rule_base_policy", "rule_evaluate_base"):
-        assert rule in submitted
+    # Evaluation rules form the group "evaluation": one job per allocation unless packed.
+    evaluation_logs = [f for d in logs.glob("group_evaluation*") for f in d.rglob("*.log")]
+    assert len(evaluation_logs) == len(evals) + 1  # + the base policy's
+    assert "rule_base_policy" in submitted
     assert not {f"rule_{r}" for r in LOCAL_RULES} & set(submitted)
     slurm_logs = list(logs.rglob("*.log"))
     ctld = cluster.ctld_log.read_text()
     batch_jobs = set(re.findall(r"_slurm_rpc_submit_batch_job: JobId=(\d+)", ctld))
     assert {p.stem for p in slurm_logs} <= batch_jobs
+
+    # Evaluation packed per allocation: the same evaluation jobs, 8 to an sbatch, sharing the
+    # allocation's evaluation worker (start-up paid once per allocation, not per job).
+    from grpo_ablation.bench import packed_evaluation
+
+    packed = packed_evaluation(_snakemake(results, logs), exp, logs, env, ROOT)
+    print(json.dumps(packed))
+    n = packed["evaluation_jobs"]
+    assert packed["sbatch_before"] == len(evals) + 1 == n
+    # Packs form per DAG evaluation: the stage-1 checkpoint adds stage 2's jobs later, in a pack
+    # of their own, so 5 jobs took 2 submissions here, not one.
+    assert packed["sbatch_after"] < n
+    assert packed["jobs_in_worker"]["packed"] == n
+    # Within a pack the jobs after the first find the allocation's worker warm: at least one job
+    # per pack pays the start-up, the others far less (the figures are printed above; on the
+    # smoke config's tiny model the thin client's own start dominates what remains).
+    walls = packed["job_wall_s"]["packed"]
+    assert len(walls) == n and walls[0] < walls[-1] / 2, walls
 
     # The cancelled job was submitted again (a retry in the first run or the rerun) and finished.
     resubmitted = [d for d in submitted["rule_train"].iterdir() if len(list(d.glob("*.log"))) > 1]

@@ -292,6 +292,90 @@ def memory(exp_dir: Path) -> dict[str, Any]:
             "peak_rss_mb": {k: float(v) for k, v in peak.items()}}  # fmt: skip
 
 
+PACK = 8  # evaluation jobs per allocation in the packed run (profiles/slurm: group-components)
+PACKING_FLAGS = ["--group-components", f"evaluation={PACK}", "--resources", "eval_slots=1"]
+
+
+def _submissions(logs: Path, prefix: str) -> int:
+    """sbatch submissions the SLURM plugin logged under ``<logs>/<prefix>*/`` (one log each; a
+    group job's folder is ``group_<group>_<rules>``)."""
+    return sum(len(list(d.rglob("*.log"))) for d in logs.glob(f"{prefix}*") if d.is_dir())
+
+
+def packed_evaluation(
+    snakemake: list[str], exp: Path, logs: Path, env: dict[str, str], cwd: Path
+) -> dict[str, Any]:
+    """The evaluation jobs of a finished SLURM run, run again packed ``PACK`` to an allocation.
+
+    ``snakemake`` is the command that ran the experiment through ``--profile slurm`` (with
+    ``--slurm-logdir logs``). Before: one sbatch per evaluation job, each paying its own start-up.
+    After: one sbatch per pack, whose jobs share the allocation's evaluation worker.
+    """
+    import subprocess
+
+    before = evaluation_overhead(exp)
+    # The evaluation rules are the group "evaluation": unpacked, one allocation per job.
+    submitted = _submissions(logs, "group_evaluation")
+    done = subprocess.run([*snakemake, "--forcerun", "evaluate", "evaluate_base", *PACKING_FLAGS],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)  # fmt: skip
+    if done.returncode:
+        raise RuntimeError(f"packed evaluation run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    after = evaluation_overhead(exp)
+    jobs = len(before["jobs"])  # the base policy's (benchmarks/evaluate/base.tsv) included
+    return {
+        "benchmark": "slurm_packed_evaluation",
+        "what": f"evaluation jobs through a single-node SLURM: one sbatch each vs {PACK} per allocation",
+        "target": "fewer submissions; less of an evaluation job outside generation",
+        "evaluation_jobs": jobs,
+        "sbatch_before": submitted,
+        "sbatch_after": _submissions(logs, "group_evaluation") - submitted,
+        "median_outside_generation": {"one per allocation": before["median_outside_generation"],
+                                      "packed": after["median_outside_generation"]},
+        "pooled_outside_generation": {"one per allocation": before["pooled_outside_generation"],
+                                      "packed": after["pooled_outside_generation"]},
+        "jobs_in_worker": {"one per allocation": before["jobs_in_worker"], "packed": after["jobs_in_worker"]},
+        "job_wall_s": {"one per allocation": sorted(r["wall_s"] for r in before["jobs"]),
+                       "packed": sorted(r["wall_s"] for r in after["jobs"])},
+    }
+
+
+def slurm_packing() -> dict[str, Any]:
+    """Bring up the single-node SLURM, run the smoke config (one seed) through the SLURM
+    profile, then its evaluation jobs packed (``packed_evaluation``). Needs root and Debian's
+    slurm packages (``grpo_ablation.local_slurm``); otherwise says why it was skipped."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from grpo_ablation.local_slurm import Cluster, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        return {"benchmark": "slurm_packed_evaluation", "skipped": reason}
+    root = Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        results, logs = tmp / "results", tmp / "slurm_logs"
+        override = tmp / "one_seed.yaml"
+        override.write_text(f"results_dir: {results}\nseeds: [0]\n")
+        cmd = [str(Path(sys.executable).with_name("snakemake")), "--profile", "slurm",
+               "--configfile", str(root / "config/smoke.yaml"), str(override),
+               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
+               "--slurm-keep-successful-logs", "--slurm-logdir", str(logs)]  # fmt: skip
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               "OMP_NUM_THREADS": "1"}  # fmt: skip
+        cluster = Cluster(tmp / "slurm")
+        cluster.up()
+        try:
+            done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1800)
+            if done.returncode:
+                raise RuntimeError(f"SLURM run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+            return packed_evaluation(cmd, results / "smoke", logs, env, root)
+        finally:
+            cluster.down()
+
+
 def _count_jobs(text: str) -> int:
     for line in text.splitlines():
         parts = line.split()
@@ -315,6 +399,7 @@ def main() -> None:
         "evaluation_overhead": lambda: evaluation_overhead(a.experiment),
         "evaluation_modes": lambda: evaluation_modes(a.experiment),
         "memory": lambda: memory(a.experiment),
+        "slurm_packing": slurm_packing,
     }
     a.out.mkdir(parents=True, exist_ok=True)
     results = []
@@ -367,6 +452,15 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif name == "memory":
             for rule, mb in r["peak_rss_mb"].items():
                 add(name, f"peak RSS of rule {rule} (MB)", mb)
+        elif name == "slurm_packed_evaluation" and "skipped" in r:
+            add(name, "skipped", r["skipped"])
+        elif name == "slurm_packed_evaluation":
+            add(name, f"sbatch submissions for {r['evaluation_jobs']} evaluation jobs: one each / packed",
+                f"{r['sbatch_before']} / {r['sbatch_after']}", r["target"])  # fmt: skip
+            for how in ("one per allocation", "packed"):
+                add(name, f"evaluation job outside generation, {how} (median / pooled)",
+                    f"{r['median_outside_generation'][how]:.3g} / {r['pooled_outside_generation'][how]:.3g}")  # fmt: skip
+                add(name, f"evaluation job wall s, {how}", " ".join(f"{w:.2f}" for w in r["job_wall_s"][how]))
     return rows
 
 

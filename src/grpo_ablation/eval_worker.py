@@ -14,9 +14,12 @@ so results are byte-identical with or without the worker (tested).
   exits after ``GRPO_EVAL_WORKER_IDLE`` seconds (default 120) without a job.
 - A child exits when its client goes away (a killed Snakemake job leaves no orphan writing
   outputs). A child that crashes is reported by the client as a failed job.
-- ``GRPO_EVAL_WORKER``: ``auto`` (default) uses the worker unless the job runs under a batch
-  scheduler (SLURM, PBS, LSF), where every job may land on a different node; ``off`` never uses
-  it; ``on`` always does.
+- Under a batch scheduler (SLURM, PBS, LSF) a worker belongs to one allocation (its job id is
+  part of the socket name): the evaluation jobs that Snakemake packs into one allocation
+  (``group-components`` in the SLURM profile) share it, so start-up is paid once per allocation;
+  jobs of other allocations on the same node never reach it (their GPUs, cgroup and lifetime
+  differ), and the scheduler ends it with its allocation.
+- ``GRPO_EVAL_WORKER``: ``auto`` (default) and ``on`` use the worker; ``off`` never does.
 """
 
 from __future__ import annotations
@@ -57,14 +60,18 @@ def wanted() -> bool:
     mode = os.environ.get(MODE_ENV, "auto").lower()
     if mode not in ("auto", "on", "off"):
         raise ValueError(f"{MODE_ENV} must be auto, on or off, got {mode!r}")
-    if mode == "auto":
-        return not any(os.environ.get(v) for v in SCHEDULER_ENVS)
-    return mode == "on"
+    return mode != "off"
+
+
+def allocation() -> str:
+    """The batch allocation this job runs in ("" on a workstation): a worker serves one."""
+    return next((os.environ[v] for v in SCHEDULER_ENVS if os.environ.get(v)), "")
 
 
 def code_key() -> str:
-    """Hash of the interpreter, this checkout and its sources: a new version gets a new worker."""
-    h = hashlib.sha256(f"{sys.executable}\0{PACKAGE_DIR}".encode())
+    """Hash of the interpreter, this checkout, its sources and the batch allocation: a new version
+    (or another allocation) gets a new worker."""
+    h = hashlib.sha256(f"{sys.executable}\0{PACKAGE_DIR}\0{allocation()}".encode())
     for path in sorted(PACKAGE_DIR.glob("*.py")):
         h.update(path.name.encode())
         h.update(path.read_bytes())

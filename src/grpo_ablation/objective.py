@@ -1,7 +1,7 @@
 """The two ablated choices of the GRPO objective, as short pure tensor functions.
 
 Std scaling of the group advantage and length aggregation of the per-token loss are selected by
-name (see ``SCALINGS`` and ``AGGREGATIONS``); the formulas are the ones of ``DESIGN.md``:
+name (see ``SCALINGS`` and ``AGGREGATIONS``); the formulas are the ones of ``docs/design.md``:
 
 * group-relative advantages: Shao et al. 2024, *DeepSeekMath* (outcome supervision, ddof left
   implicit); ``none`` is Dr. GRPO (Liu et al. 2025, *Understanding R1-Zero-Like Training*);
@@ -114,7 +114,7 @@ def aggregate_loss(
     group_size: int,
     max_completion_length: int,
 ) -> torch.Tensor:
-    """Aggregate a (B, T) per-token loss over the batch passed in, as DESIGN.md states it."""
+    """Aggregate a (B, T) per-token loss over the batch passed in, as docs/design.md states it."""
     _check_choice(mode, AGGREGATIONS, "length aggregation")
     m = mask.to(per_token_loss.dtype)
     masked = per_token_loss * m

@@ -51,7 +51,7 @@ def library_versions() -> dict[str, str]:
 
 @dataclass
 class ObjectiveRecord:
-    """Every choice that defines what a GRPO run optimised (DESIGN.md, "objective record")."""
+    """Every choice that defines what a GRPO run optimised (docs/design.md, "objective record")."""
 
     std_scaling: str
     std_eps: float

@@ -29,7 +29,7 @@ GENERATION_BACKENDS = ("transformers", "vllm")
 class TrainingConfig:
     """One run's objective and budget. Every field is part of the cell's identity."""
 
-    # --- the objective (DESIGN.md) ---
+    # --- the objective (docs/design.md) ---
     std_scaling: str = "sample"  # none | population | sample | batch
     std_eps: float = 1e-4  # added to the std; part of the convention, recorded
     aggregation: str = "sequence_mean"  # sequence_mean | token_mean | group_token_mean | constant

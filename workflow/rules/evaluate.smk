@@ -30,6 +30,10 @@ rule eval_tasks:
 
 
 rule evaluate_base:
+    # group: the SLURM profile may pack several evaluation jobs into one allocation
+    # (group-components), where they share one evaluation worker.
+    group:
+        "evaluation"
     input:
         base=rules.base_policy.output[0],
         tasks=rules.eval_tasks.output.test,
@@ -46,6 +50,9 @@ rule evaluate_base:
     resources:
         runtime=config["resources"]["eval_runtime"],
         gpu=config["resources"]["gpus_per_eval_job"],
+        # With --resources eval_slots=1 the jobs of a packed allocation run one after another
+        # (on its one GPU), sharing its evaluation worker.
+        eval_slots=1,
     conda:
         "../../envs/grpo.yaml"
     log:
@@ -58,6 +65,8 @@ rule evaluate_base:
 
 
 rule evaluate:
+    group:
+        "evaluation"
     input:
         run=f"{EXP}/runs/{{cell}}/seed={{seed}}/run_info.json",
         tasks=rules.eval_tasks.output.test,
@@ -76,6 +85,9 @@ rule evaluate:
     resources:
         runtime=config["resources"]["eval_runtime"],
         gpu=config["resources"]["gpus_per_eval_job"],
+        # With --resources eval_slots=1 the jobs of a packed allocation run one after another
+        # (on its one GPU), sharing its evaluation worker.
+        eval_slots=1,
     conda:
         "../../envs/grpo.yaml"
     log:
