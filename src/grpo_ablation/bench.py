@@ -325,7 +325,7 @@ def packed_evaluation(
     return {
         "benchmark": "slurm_packed_evaluation",
         "what": f"evaluation jobs through a single-node SLURM: one sbatch each vs {PACK} per allocation",
-        "target": "fewer submissions; less of an evaluation job outside generation",
+        "target": "fewer submissions, shorter evaluation jobs",
         "evaluation_jobs": jobs,
         "sbatch_before": submitted,
         "sbatch_after": _submissions(logs, "group_evaluation") - submitted,
