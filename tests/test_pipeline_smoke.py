@@ -166,10 +166,10 @@ def test_report_renders_in_headless_chromium_with_every_figure(smoke_pipeline, d
     assert all(w > 0 and h > 0 for w, h in sizes), sizes
 
 
-def test_a_cell_trains_over_two_processes_inside_the_dag(smoke_pipeline, tmp_path):
-    """compute.processes_per_train_job: 2 runs the train rule as two processes (torchrun, gloo):
-    the same prompts and budget as the one-process run of the same cell and seed, every group
-    whole on one rank and logged once."""
+def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
+    """compute.processes_per_train_job: 2 runs every training job as two processes (torchrun,
+    gloo) through the whole smoke DAG: each run's objective says so; the baseline cell has the
+    same prompts and budget as its one-process run, every group whole on one rank and logged once."""
     from conftest import snakemake
 
     from grpo_ablation.rollout_log import read_rollouts
@@ -178,10 +178,13 @@ def test_a_cell_trains_over_two_processes_inside_the_dag(smoke_pipeline, tmp_pat
     config.update(results_dir=str(tmp_path), compute={"processes_per_train_job": 2})
     path = tmp_path / "two.yaml"
     path.write_text(yaml.safe_dump(config))
+    snakemake(path)
+    infos = sorted((tmp_path / "smoke/runs").rglob("run_info.json"))
+    assert len(infos) == len(list(smoke_pipeline.exp.glob("runs/**/run_info.json")))
+    assert all(json.loads((i.parent / "objective.json").read_text())["num_processes"] == 2 for i in infos)
+    assert (tmp_path / "smoke/tables/results.csv").exists()
     cell = "std=sample/agg=sequence_mean/G=4/seed=0"
-    snakemake(path, str(tmp_path / f"smoke/eval/{cell}/test/summary.json"))
     two, one = tmp_path / f"smoke/runs/{cell}", smoke_pipeline.exp / f"runs/{cell}"
-    assert json.loads((two / "objective.json").read_text())["num_processes"] == 2
     rows, ref = read_rollouts(two / "rollouts"), read_rollouts(one / "rollouts")
     assert set(rows["rank"]) == {0, 1}
     assert not rows.duplicated(["step", "group_index", "completion_index"]).any()

@@ -53,19 +53,28 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     # Jobs inherit the submitting environment: the venv's python must come first on PATH.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "OMP_NUM_THREADS": "1"}  # fmt: skip
-    first = subprocess.Popen(_snakemake(results, logs), cwd=ROOT, env=env, text=True,
+    # Slow training steps (the fault hook of cli.py) so that a job can be cancelled between its
+    # checkpoints: it is cancelled once checkpoint-2 of its 4 steps is complete.
+    slow = {**env, "GRPO_FAULT_STEP_SLEEP": "2"}
+    first = subprocess.Popen(_snakemake(results, logs), cwd=ROOT, env=slow, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-    cancelled = None
+    cancelled = saved = None
     deadline = time.time() + 600
     while cancelled is None and first.poll() is None and time.time() < deadline:
-        running = [j for j in cluster.jobs() if j["state"] == "RUNNING" and "rule_train" in j["comment"]]
-        if running:
-            time.sleep(3)  # let it get going: the rerun must cope with a half-written run
-            cancelled = running[0]
-            subprocess.run(["scancel", cancelled["id"]], check=True)
-        time.sleep(0.5)
+        for job in cluster.jobs():
+            if job["state"] != "RUNNING" or "rule_train_wildcards_" not in job["comment"]:
+                continue
+            # comment: rule_train_wildcards_std=..._agg=..._G=4_<seed>
+            cell, seed = job["comment"].split("_wildcards_", 1)[1].rsplit("_", 1)
+            run = results / "smoke/runs" / cell.replace("_agg=", "/agg=").replace("_G=", "/G=") / f"seed={seed}"
+            ckpt = run / "checkpoints/checkpoint-2"
+            if (ckpt / "trainer_state.json").exists() and not (run / "run_info.json").exists():
+                cancelled, saved = job, (run, (ckpt / "model.safetensors").stat().st_mtime_ns)
+                subprocess.run(["scancel", job["id"]], check=True)
+                break
+        time.sleep(0.3)
     out, _ = first.communicate(timeout=900)
-    assert cancelled is not None, f"no training job was seen running:\n{out[-3000:]}"
+    assert cancelled is not None, f"no training job was seen between checkpoints:\n{out[-3000:]}"
 
     second = subprocess.run(_snakemake(results, logs), cwd=ROOT, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)  # fmt: skip
@@ -119,6 +128,11 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     # smoke config's tiny model the thin client's own start dominates what remains).
     walls = packed["job_wall_s"]["packed"]
     assert len(walls) == n and walls[0] < walls[-1] / 2, walls
+
+    # The cancelled two-process run resumed from its checkpoint-2 (kept as it was) to the end.
+    run, mtime = saved
+    assert (run / "checkpoints/checkpoint-2/model.safetensors").stat().st_mtime_ns == mtime
+    assert json.loads((run / "run_info.json").read_text())["checkpoints"] == [2, 4]
 
     # The cancelled job was submitted again (a retry in the first run or the rerun) and finished.
     resubmitted = [d for d in submitted["rule_train"].iterdir() if len(list(d.glob("*.log"))) > 1]
