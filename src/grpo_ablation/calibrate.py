@@ -116,7 +116,7 @@ def _peak_memory(device: str) -> tuple[int, str]:
 def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     """Run the base policy, ``steps`` training steps and one evaluation in ``work``."""
     from grpo_ablation.compute import resolve_device
-    from grpo_ablation.evaluate import evaluate_checkpoints, write_task
+    from grpo_ablation.evaluate import evaluate_checkpoints, write_split_tasks
     from grpo_ablation.prefetch import prefetch
     from grpo_ablation.tasks import get_task
     from grpo_ablation.train import last_checkpoint, train
@@ -126,22 +126,16 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     prefetch(config)
     data = work / "data"
     task.write_splits(data)
+    from grpo_ablation.base_policy import BasePolicyConfig
+    from grpo_ablation.pretrained import build_base_policy
+
     base = dict(config["base_policy"])
-    kind = base.pop("kind", "local")
-    sft_steps = min(steps, int(base.get("sft_steps", 0) or 0))
+    configured = (BasePolicyConfig.from_dict({k: v for k, v in base.items() if k != "kind"}).sft_steps
+                  if base.get("kind", "local") == "local" else int(base.get("sft_steps", 0) or 0))  # fmt: skip
+    sft_steps = min(steps, configured)
     started = time.perf_counter()
-    if kind == "hub":
-        from grpo_ablation.pretrained import warm_start_base
-
-        info = warm_start_base({**base, "sft_steps": sft_steps}, task, data, work / "base",
-                               config["compute"])  # fmt: skip
-        model, revision = info["model"], info["revision"]
-    else:
-        from grpo_ablation.base_policy import BasePolicyConfig, warm_start
-
-        sft_steps = min(steps, BasePolicyConfig.from_dict(base).sft_steps)
-        warm_start(BasePolicyConfig.from_dict({**base, "sft_steps": sft_steps}), data, work / "base")
-        model, revision = str(work / "base"), None
+    info = build_base_policy({**base, "sft_steps": sft_steps}, task, data, work / "base", config["compute"])
+    model, revision = info["model"], info["revision"]
     sft_step_s = (time.perf_counter() - started) / sft_steps if sft_steps else 0.0
 
     cfg = replace(pipeline.training_config(config, pipeline.baseline(config), seed=0),
@@ -159,11 +153,9 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     optimizer = sum((ckpt / f).stat().st_size for f in state if (ckpt / f).exists())
 
     ev = pipeline.evaluation_config(config)
+    write_split_tasks(data, work / "tasks", task.kind, ev, task.answer_rule, task.chat_template)
     durations = []
     for split in ("test", "validation"):
-        write_task(data / f"{split}.jsonl", work / "tasks" / split, f"{task.kind}_{split}",
-                   ev["max_gen_toks"], ev["k"], ev["temperature"], answer_rule=task.answer_rule,
-                   chat_template=task.chat_template)  # fmt: skip
         started = time.perf_counter()
         evaluate_checkpoints([(steps, ckpt)], work / "tasks" / split, work / "eval" / split,
                              batch_size=ev["batch_size"], device=device, dtype=ev["dtype"],

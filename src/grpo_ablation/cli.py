@@ -38,26 +38,13 @@ def cmd_prefetch(a: argparse.Namespace) -> None:
 
 
 def cmd_base_policy(a: argparse.Namespace) -> None:
+    from grpo_ablation.pretrained import build_base_policy
     from grpo_ablation.tasks import get_task
 
-    base = json.loads(a.base)
-    kind = base.pop("kind", "local")
-    task = get_task(json.loads(a.task))
-    compute = json.loads(a.compute)
     a.out.mkdir(parents=True, exist_ok=True)
     _threads(a.threads)
-    if kind == "hub":
-        from grpo_ablation.pretrained import warm_start_base
-
-        info = warm_start_base(base, task, a.splits, a.out / "model", compute)
-    else:
-        if not task.local_base:
-            raise ValueError(f"base_policy.kind local builds a character GPT-2 for the addition "
-                             f"task; task '{task.kind}' needs base_policy.kind: hub")  # fmt: skip
-        from grpo_ablation.base_policy import BasePolicyConfig, warm_start
-
-        stats = warm_start(BasePolicyConfig.from_dict(base), a.splits, a.out / "model")
-        info = {"kind": "local", "model": str(a.out / "model"), "revision": None, "stats": stats}
+    info = build_base_policy(json.loads(a.base), get_task(json.loads(a.task)), a.splits,
+                             a.out / "model", json.loads(a.compute))  # fmt: skip
     (a.out / "base_policy.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
@@ -109,15 +96,12 @@ def cmd_train(a: argparse.Namespace) -> None:
 
 
 def cmd_eval_tasks(a: argparse.Namespace) -> None:
-    from grpo_ablation.evaluate import write_task
+    from grpo_ablation.evaluate import write_split_tasks
     from grpo_ablation.tasks import get_task
 
-    ev = json.loads(a.evaluation)
     task = get_task(json.loads(a.task))
-    for split in ("test", "validation"):
-        write_task(a.data / f"{split}.jsonl", a.tasks / split, f"{task.kind}_{split}",
-                   ev["max_gen_toks"], ev["k"], ev["temperature"], answer_rule=task.answer_rule,
-                   chat_template=task.chat_template)  # fmt: skip
+    write_split_tasks(a.data, a.tasks, task.kind, json.loads(a.evaluation), task.answer_rule,
+                      task.chat_template)  # fmt: skip
 
 
 def _fail_first_attempt() -> None:

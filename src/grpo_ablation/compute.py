@@ -14,7 +14,6 @@ import subprocess
 from typing import Any
 
 DEVICES = ("auto", "cpu", "cuda")
-OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 DTYPES = ("float32", "bfloat16")
 
 
@@ -65,7 +64,7 @@ def device_info(device: str, dtype: str) -> dict[str, Any]:
         "gpu_count": 0,
         "driver_version": None,
         # Compute jobs read the hub cache only (the prefetch rule filled it): recorded as proof.
-        "offline": {k: os.environ.get(k) for k in OFFLINE_VARS},
+        "offline": {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")},
     }
     if device == "cuda":
         info["gpu_model"] = torch.cuda.get_device_name(0)

@@ -43,9 +43,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-# Checkpoints and data are local: nothing may touch the hub. Set before lm_eval/datasets import.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# Checkpoints and data are local or cached: nothing may touch the hub. Set before lm_eval/datasets
+# import.
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+for _var in OFFLINE_VARS:
+    os.environ.setdefault(_var, "1")
 
 FALLBACK = "[invalid]"
 MANIFEST = "manifest.json"
@@ -229,6 +231,17 @@ def write_task(
     }
     (task_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return [greedy, sampled]
+
+
+def write_split_tasks(
+    data: Path, tasks: Path, prefix: str, evaluation: dict[str, Any], answer_rule: str,
+    chat_template: bool,
+) -> None:
+    """The test and validation tasks of a splits folder, as the evaluation section says."""
+    for split in ("test", "validation"):
+        write_task(Path(data) / f"{split}.jsonl", Path(tasks) / split, f"{prefix}_{split}",
+                   evaluation["max_gen_toks"], evaluation["k"], evaluation["temperature"],
+                   answer_rule=answer_rule, chat_template=chat_template)  # fmt: skip
 
 
 def _versions() -> dict[str, str]:
@@ -515,7 +528,7 @@ def evaluate_checkpoints(
             "dtype": dtype,
             "backend": backend,
             "revision": None if local else revision,
-            "offline": {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")},
+            "offline": {k: os.environ.get(k) for k in OFFLINE_VARS},
             "lm_eval_version": versions["lm_eval"],
             "versions": versions,
         }

@@ -64,8 +64,9 @@ def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
     if not (model / "config.json").exists():
         # The tokenizer learns the words of the prompts, the answers and the chat scaffolding.
         rows = _rows(task, "train") + _rows(task, "test")
-        corpus = [f"{r['prompt']} {completion}" for r, (_, completion) in zip(rows, task.sft_pairs(rows), strict=True)]
-        corpus += [row_solution for row_solution in _solutions(data)]
+        pairs = task.sft_pairs(rows)
+        corpus = [f"{r['prompt']} {completion}" for r, (_, completion) in zip(rows, pairs, strict=True)]
+        corpus += _solutions(data)
         corpus.append("system user assistant You are a helpful assistant.")
         build_standin_model(model, corpus, seed=spec["seed"], hidden_size=spec["hidden_size"],
                             num_layers=spec["num_layers"])  # fmt: skip

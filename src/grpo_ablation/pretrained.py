@@ -1,4 +1,5 @@
-"""A pretrained base policy (``base_policy.kind: hub``): a hub id or a local Hugging Face folder.
+"""The base policy of a config: a pretrained model (``base_policy.kind: hub``, a hub id or a local
+Hugging Face folder) or the local character GPT-2 (``kind: local``, ``base_policy.py``).
 
 With ``sft_steps: 0`` (the cluster preset) the base policy *is* that model: nothing is copied, and
 every job loads it by name at the pinned ``revision`` from the cache the prefetch rule filled. With
@@ -33,6 +34,23 @@ class PretrainedBaseConfig:
     seed: int = 0
 
 
+def build_base_policy(
+    base: dict[str, Any], task: Task, splits: Path, out_dir: Path, compute: dict[str, Any]
+) -> dict[str, Any]:
+    """The base policy of a config's ``base_policy`` section, either kind; returns what
+    ``base_policy.json`` records (``model``: a folder or hub id, ``revision``)."""
+    base = dict(base)
+    if base.pop("kind", "local") == "hub":
+        return warm_start_base(base, task, splits, out_dir, compute)
+    if not task.local_base:
+        raise ValueError(f"base_policy.kind local builds a character GPT-2 for the addition task; "
+                         f"task '{task.kind}' needs base_policy.kind: hub")  # fmt: skip
+    from grpo_ablation.base_policy import BasePolicyConfig, warm_start
+
+    stats = warm_start(BasePolicyConfig.from_dict(base), splits, out_dir)
+    return {"kind": "local", "model": str(out_dir), "revision": None, "stats": stats}
+
+
 def warm_start_base(
     base: dict[str, Any], task: Task, splits: Path, out_dir: Path, compute: dict[str, Any]
 ) -> dict[str, Any]:
@@ -54,7 +72,6 @@ def warm_start_base(
     # float32 master weights, as in training (train.py says why).
     model = AutoModelForCausalLM.from_pretrained(cfg.name, dtype=torch.float32, **hub)
     model.to(resolve_device(compute["device"]))
-    torch.manual_seed(cfg.seed)
     pairs = task.sft_pairs(read_split(Path(splits) / "train.jsonl"))
     started = time.perf_counter()
     losses = warm_start_pretrained(model, tokenizer, pairs, steps=cfg.sft_steps,

@@ -36,6 +36,8 @@ PAIRED = ("greedy_final", "sampled_final", "length_incorrect_late", "test_length
 # lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
 # labelled as such, never the headline.
 EXTERNAL_PREFIX = "external_"
+# evaluate.EXTERNAL_PROTOCOL's words (not imported: evaluate sets the offline flags on import, and
+# the Snakefile imports this module).
 EXTERNAL_LABEL = "external benchmark, its own protocol"
 
 
