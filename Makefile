@@ -35,14 +35,16 @@ report: setup
 
 test: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
 lint: setup
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/snakemake --lint --configfile $(CONFIG)
 
 bench: setup
-	$(BIN)/python -m grpo_ablation.bench
+	$(BIN)/python -m benchmarks.bench
 
 clean:
 	rm -rf $(VENV) .snakemake

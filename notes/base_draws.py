@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from grpo_ablation.tables import to_markdown
+from grpo_ablation.analysis.tables import to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRASTS = {
@@ -38,7 +38,9 @@ def run_draw(seed: int, results: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config))
     snakemake = Path(sys.executable).with_name("snakemake")
-    subprocess.run([str(snakemake), "--cores", "2", "--configfile", str(path)], cwd=ROOT, check=True)
+    subprocess.run(
+        [str(snakemake), "--cores", "2", "--configfile", str(path)], cwd=ROOT, check=True
+    )
     return results / config["experiment"] / "tables/results.csv"
 
 
@@ -49,18 +51,30 @@ def contrast_table(tables: dict[int, pd.DataFrame]) -> pd.DataFrame:
         for _, r in t.iterrows():
             for q, label in CONTRASTS.items():
                 mean, low, high = r[f"{q}_mean"], r[f"{q}_low"], r[f"{q}_high"]
-                rows.append({"stage": r["stage"], "cell": r["cell"], "contrast": label, "draw": seed,
-                             "mean": mean, "excludes_zero": bool(low > 0 or high < 0)})  # fmt: skip
+                rows.append(
+                    {
+                        "stage": r["stage"],
+                        "cell": r["cell"],
+                        "contrast": label,
+                        "draw": seed,
+                        "mean": mean,
+                        "excludes_zero": bool(low > 0 or high < 0),
+                    }
+                )
     frame = pd.DataFrame(rows)
     out = []
     for (stage, cell, contrast), g in frame.groupby(["stage", "cell", "contrast"], sort=False):
         signs = {1 if m > 0 else -1 if m < 0 else 0 for m in g["mean"]}
-        out.append({
-            "stage": stage, "cell": cell, "contrast": contrast,
-            "means by draw": " / ".join(f"{m:+.3f}" for m in g["mean"]),
-            "same sign in every draw": len(signs) == 1,
-            "interval excludes zero in": f"{int(g['excludes_zero'].sum())} of {len(g)}",
-        })  # fmt: skip
+        out.append(
+            {
+                "stage": stage,
+                "cell": cell,
+                "contrast": contrast,
+                "means by draw": " / ".join(f"{m:+.3f}" for m in g["mean"]),
+                "same sign in every draw": len(signs) == 1,
+                "interval excludes zero in": f"{int(g['excludes_zero'].sum())} of {len(g)}",
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -69,8 +83,13 @@ def main() -> None:
     p.add_argument("--draws", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--results", type=Path, default=ROOT / "results/base_draws")
     p.add_argument("--table-only", action="store_true", help="only tabulate finished draws")
-    p.add_argument("--table", action="append", default=[], metavar="SEED=CSV",
-                   help="take draw SEED's results.csv from elsewhere (a finished default run)")
+    p.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        metavar="SEED=CSV",
+        help="take draw SEED's results.csv from elsewhere (a finished default run)",
+    )
     a = p.parse_args()
     given = {int(k): Path(v) for k, v in (x.split("=", 1) for x in a.table)}
     tables = {}

@@ -17,9 +17,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
-from grpo_ablation.base_policy import sample_accuracy
-from grpo_ablation.stats import t_interval
-from grpo_ablation.task import read_split
+from grpo_ablation.analysis.stats import t_interval
+from grpo_ablation.policy.base_policy import sample_accuracy
+from grpo_ablation.tasks.addition import read_split
 
 torch.set_num_threads(1)
 OUT = Path(sys.argv[1])
@@ -32,8 +32,12 @@ def sample(path: Path) -> dict[str, float]:
     tok = PreTrainedTokenizerFast.from_pretrained(path)
     s = sample_accuracy(model, tok, TEST, n_samples=4, max_new_tokens=12, seed=0)
     g = sample_accuracy(model, tok, TEST, n_samples=1, temperature=None, max_new_tokens=12)
-    return {"sampled": s["accuracy"], "greedy": g["accuracy"],
-            "incorrect_len": s["incorrect_length_mean"], "len": s["completion_length_mean"]}  # fmt: skip
+    return {
+        "sampled": s["accuracy"],
+        "greedy": g["accuracy"],
+        "incorrect_len": s["incorrect_length_mean"],
+        "len": s["completion_length_mean"],
+    }
 
 
 base = sample(OUT / "base")
@@ -43,13 +47,22 @@ for agg in ("sequence_mean", "constant"):
     for seed in SEEDS:
         run = OUT / "runs" / f"{agg}-{seed}"
         metrics = [json.loads(line) for line in (run / "metrics.jsonl").open()]
-        tail = [m["length/incorrect"] for m in metrics
-                if m["step"] > 150 and m.get("length/incorrect") is not None]  # fmt: skip
-        last = max((run / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+        tail = [
+            m["length/incorrect"]
+            for m in metrics
+            if m["step"] > 150 and m.get("length/incorrect") is not None
+        ]
+        last = max(
+            (run / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])
+        )
         r = sample(last)
-        r = {"d_sampled": r["sampled"] - base["sampled"], "d_greedy": r["greedy"] - base["greedy"],
-             "test_incorrect_len": r["incorrect_len"], "train_incorrect_len": st.mean(tail),
-             "len": r["len"]}  # fmt: skip
+        r = {
+            "d_sampled": r["sampled"] - base["sampled"],
+            "d_greedy": r["greedy"] - base["greedy"],
+            "test_incorrect_len": r["incorrect_len"],
+            "train_incorrect_len": st.mean(tail),
+            "len": r["len"],
+        }
         rows.setdefault(agg, {})[seed] = r
         print(agg, seed, json.dumps({k: round(v, 3) for k, v in r.items()}))
 for key in ("d_sampled", "d_greedy", "test_incorrect_len", "train_incorrect_len", "len"):
@@ -58,4 +71,6 @@ for key in ("d_sampled", "d_greedy", "test_incorrect_len", "train_incorrect_len"
         print(f"{agg:14s} {key:20s} mean {ci.mean:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}]")
     diffs = [rows["sequence_mean"][s][key] - rows["constant"][s][key] for s in SEEDS]
     ci = t_interval(diffs)
-    print(f"{'seq - const':14s} {key:20s} mean {ci.mean:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}] (paired)")
+    print(
+        f"{'seq - const':14s} {key:20s} mean {ci.mean:+.3f} [{ci.low:+.3f}, {ci.high:+.3f}] (paired)"
+    )

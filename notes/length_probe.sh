@@ -8,13 +8,13 @@
 set -euo pipefail
 OUT=$1; BASE=$2; EXTRA=${3:-}
 mkdir -p "$OUT"
-[ -d "$OUT/splits" ] || python -m grpo_ablation.task --out "$OUT/splits" > /dev/null
-[ -f "$OUT/base/base_policy.json" ] || python -m grpo_ablation.base_policy --splits "$OUT/splits" \
+[ -d "$OUT/splits" ] || python -m grpo_ablation.tasks.addition --out "$OUT/splits" > /dev/null
+[ -f "$OUT/base/base_policy.json" ] || python -m grpo_ablation.policy.base_policy --splits "$OUT/splits" \
     --out "$OUT/base" --config-json "$BASE" > "$OUT/base.log" 2>&1
 for seed in ${SEEDS:-0 1 2}; do
   for agg in sequence_mean constant; do
     run="$OUT/runs/$agg-$seed"
-    [ -f "$run/run_info.json" ] || python -m grpo_ablation.train --model "$OUT/base" \
+    [ -f "$run/run_info.json" ] || python -m grpo_ablation.training.train --model "$OUT/base" \
         --data "$OUT/splits" --out "$run" --threads 1 \
         --training "{\"aggregation\": \"$agg\", \"seed\": $seed $EXTRA}" > "$OUT/$agg-$seed.log" 2>&1
   done

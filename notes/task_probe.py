@@ -22,8 +22,8 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
-from grpo_ablation.base_policy import sample_accuracy
-from grpo_ablation.task import TaskConfig, make_reward_function, read_split
+from grpo_ablation.policy.base_policy import sample_accuracy
+from grpo_ablation.tasks.addition import TaskConfig, make_reward_function, read_split
 
 KEEP = (
     "accuracy",

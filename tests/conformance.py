@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, TrainerCallback
 
-from grpo_ablation.tokenizer import build_char_tokenizer
+from grpo_ablation.policy.tokenizer import build_char_tokenizer
 
 PROMPTS = [f"{a}+{b}=" for a, b in [(1, 2), (3, 4), (5, 6), (7, 8), (9, 1), (2, 3), (4, 5), (6, 7)]]
 # Prompts of different lengths are left-padded together: positions must still match sampling.
@@ -41,9 +41,16 @@ def digit_reward(prompts, completions, **kwargs):
 def build_model_dir(path: Path) -> Path:
     tok = build_char_tokenizer()
     torch.manual_seed(1234)
-    cfg = GPT2Config(n_layer=2, n_embd=32, n_head=2, n_positions=32, vocab_size=len(tok),
-                     bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id,
-                     pad_token_id=tok.pad_token_id)  # fmt: skip
+    cfg = GPT2Config(
+        n_layer=2,
+        n_embd=32,
+        n_head=2,
+        n_positions=32,
+        vocab_size=len(tok),
+        bos_token_id=tok.eos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     model = GPT2LMHeadModel(cfg)
     model.generation_config.pad_token_id = tok.pad_token_id
     model.save_pretrained(path)
@@ -86,13 +93,21 @@ class _CaptureGrads(TrainerCallback):
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         if self.grads is None:
-            self.grads = {n: p.grad.detach().clone() for n, p in self.model.named_parameters()
-                          if p.grad is not None}  # fmt: skip
+            self.grads = {
+                n: p.grad.detach().clone()
+                for n, p in self.model.named_parameters()
+                if p.grad is not None
+            }
 
 
 def capture(
-    model_dir: Path, out_dir: Path, *, stock: dict | None = None, prompts: list[str] = PROMPTS,
-    is_mode: str | None = None, **objective,
+    model_dir: Path,
+    out_dir: Path,
+    *,
+    stock: dict | None = None,
+    prompts: list[str] = PROMPTS,
+    is_mode: str | None = None,
+    **objective,
 ) -> dict:
     """One optimizer step on the fixed batch; returns {param: grad} and the advantages.
 
@@ -107,26 +122,47 @@ def capture(
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_ablation.trainer import AblationGRPOTrainer
+    from grpo_ablation.training.trainer import AblationGRPOTrainer
 
     state = PartialState(cpu=True)  # joins torchrun's processes (gloo)
     ga = objective.pop("gradient_accumulation_steps", 1)
     batch = len(prompts) // 2 * G  # 4 prompts per step
     args = GRPOConfig(
-        output_dir=str(out_dir), per_device_train_batch_size=batch // (ga * state.num_processes),
-        gradient_accumulation_steps=ga, num_generations=G, max_completion_length=MAX_LEN,
-        max_steps=1, learning_rate=1e-3, max_grad_norm=0.0, save_strategy="no",
-        report_to="none", use_cpu=True, bf16=False, seed=0, disable_tqdm=True, logging_steps=1,
-        beta=objective.pop("beta", 0.0), shuffle_dataset=False, disable_dropout=True,
+        output_dir=str(out_dir),
+        per_device_train_batch_size=batch // (ga * state.num_processes),
+        gradient_accumulation_steps=ga,
+        num_generations=G,
+        max_completion_length=MAX_LEN,
+        max_steps=1,
+        learning_rate=1e-3,
+        max_grad_norm=0.0,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        disable_tqdm=True,
+        logging_steps=1,
+        beta=objective.pop("beta", 0.0),
+        shuffle_dataset=False,
+        disable_dropout=True,
         **(stock or {"loss_type": "grpo", "scale_rewards": "none"}),
-        **({"vllm_importance_sampling_correction": True, "vllm_importance_sampling_mode": is_mode,
-            "vllm_importance_sampling_clip_max": 1.3} if is_mode else {}),
-    )  # fmt: skip
+        **(
+            {
+                "vllm_importance_sampling_correction": True,
+                "vllm_importance_sampling_mode": is_mode,
+                "vllm_importance_sampling_clip_max": 1.3,
+            }
+            if is_mode
+            else {}
+        ),
+    )
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     data = Dataset.from_list([{"prompt": p, "prompt_id": f"p{i}"} for i, p in enumerate(prompts)])
-    common = dict(model=model, args=args, train_dataset=data, processing_class=tok,
-                  reward_funcs=digit_reward)  # fmt: skip
+    common = dict(
+        model=model, args=args, train_dataset=data, processing_class=tok, reward_funcs=digit_reward
+    )
     if stock is not None:
         cls = type("StockFixed", (_FixedGeneration, GRPOTrainer), {})
         trainer = cls(**common)

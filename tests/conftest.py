@@ -25,20 +25,32 @@ class SmokePipeline:
 
     def snakemake(self, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
         """Run snakemake on the smoke config against this results folder; output is captured."""
-        return snakemake("config/smoke.yaml", *args, "--config", f"results_dir={self.root}",
-                         timeout=timeout)  # fmt: skip
+        return snakemake(
+            "config/smoke.yaml", *args, "--config", f"results_dir={self.root}", timeout=timeout
+        )
 
 
-def snakemake(configfile: str | Path, *args: str, timeout: int = 900,
-              unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess:  # fmt: skip
+def snakemake(
+    configfile: str | Path, *args: str, timeout: int = 900, unset: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
     """Run snakemake on 2 cores with ``configfile`` (environment variables ``unset`` removed);
     output is captured and shown when it fails."""
-    cmd = [str(BIN / "snakemake"), *args, "--cores", "2", "--nolock", "--configfile", str(configfile)]
+    cmd = [
+        str(BIN / "snakemake"),
+        *args,
+        "--cores",
+        "2",
+        "--nolock",
+        "--configfile",
+        str(configfile),
+    ]
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     if done.returncode:
-        raise AssertionError(f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+        raise AssertionError(
+            f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+        )
     return done
 
 

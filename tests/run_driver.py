@@ -1,4 +1,4 @@
-"""Runs ``grpo_ablation.train.train`` on the fixed tiny setup of ``conformance`` (a CLI so that a
+"""Runs ``grpo_ablation.training.train.train`` on the fixed tiny setup of ``conformance`` (a CLI so that a
 test can SIGKILL it mid-run)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from conformance import PROMPTS, digit_reward
 from transformers import TrainerCallback
 
-from grpo_ablation.train import TrainingConfig, train
+from grpo_ablation.training.train import TrainingConfig, train
 
 
 def write_data(directory: Path) -> Path:

@@ -15,9 +15,9 @@ import yaml
 from conformance import G
 
 from grpo_ablation import pipeline
-from grpo_ablation.rollout_log import read_rollouts
-from grpo_ablation.train import TrainingConfig, train
-from grpo_ablation.trainer import AblationGRPOTrainer, NonFiniteLossError
+from grpo_ablation.training.rollout_log import read_rollouts
+from grpo_ablation.training.train import TrainingConfig, train
+from grpo_ablation.training.trainer import AblationGRPOTrainer, NonFiniteLossError
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -37,8 +37,14 @@ def dry_run(tmp_path: Path, **changes) -> subprocess.CompletedProcess:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run([str(SNAKEMAKE), "-n", "--cores", "1", "--configfile", str(path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [str(SNAKEMAKE), "-n", "--cores", "1", "--configfile", str(path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_an_unknown_config_key_is_named(tmp_path):
@@ -51,9 +57,24 @@ def test_seeds_given_on_the_command_line_are_integers_and_bad_ones_are_named(tmp
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
     def run(seeds: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(SNAKEMAKE), "-n", "--cores", "1", "--configfile", "config/smoke.yaml",
-                               "--config", f"results_dir={tmp_path}", f"seeds={seeds}"],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        return subprocess.run(
+            [
+                str(SNAKEMAKE),
+                "-n",
+                "--cores",
+                "1",
+                "--configfile",
+                "config/smoke.yaml",
+                "--config",
+                f"results_dir={tmp_path}",
+                f"seeds={seeds}",
+            ],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     done = run("[0,7]")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -69,11 +90,13 @@ def test_an_unknown_training_key_is_named(tmp_path):
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("stages__std_scaling__values", ["sample", "stdev"]),
-     ("stages__aggregation__values", ["sequence_mean", "tokenmean"]),
-     ("training__std_scaling", "stdev"),
-     ("training__aggregation", "tokenmean")],
-)  # fmt: skip
+    [
+        ("stages__std_scaling__values", ["sample", "stdev"]),
+        ("stages__aggregation__values", ["sequence_mean", "tokenmean"]),
+        ("training__std_scaling", "stdev"),
+        ("training__aggregation", "tokenmean"),
+    ],
+)
 def test_an_invalid_std_scaling_or_aggregation_name_is_named(tmp_path, key, value):
     done = dry_run(tmp_path, **{key: value})
     assert done.returncode != 0
@@ -90,8 +113,13 @@ def test_invalid_names_are_refused_by_the_training_config_too():
 
 def test_nominal_budgets_that_differ_within_a_stage_are_refused(monkeypatch):
     cfg = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
-    cfg["training"].update(max_steps=4, num_iterations=1, learning_rate=5e-4,
-                           lr_scheduler_type="constant", warmup_steps=0)  # fmt: skip
+    cfg["training"].update(
+        max_steps=4,
+        num_iterations=1,
+        learning_rate=5e-4,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+    )
     cells = [pipeline.Cell("sample", "sequence_mean", 4), pipeline.Cell("none", "sequence_mean", 4)]
     real = pipeline.training_config
 
@@ -102,7 +130,9 @@ def test_nominal_budgets_that_differ_within_a_stage_are_refused(monkeypatch):
         return tc
 
     monkeypatch.setattr(pipeline, "training_config", drifting)
-    with pytest.raises(pipeline.DesignError, match="nominal budgets differ within stage 'std_scaling'"):
+    with pytest.raises(
+        pipeline.DesignError, match="nominal budgets differ within stage 'std_scaling'"
+    ):
         pipeline.check_matched_budgets(cfg, "std_scaling", cells)
 
 
@@ -115,7 +145,9 @@ def test_a_group_size_that_breaks_the_fixed_budget_is_refused(tmp_path):
 def test_a_missing_base_model_path_is_named(setup, tmp_path):
     _, data = setup
     missing = tmp_path / "no-such-model"
-    with pytest.raises(FileNotFoundError, match=r"base model directory .*no-such-model does not exist"):
+    with pytest.raises(
+        FileNotFoundError, match=r"base model directory .*no-such-model does not exist"
+    ):
         train(missing, data, tmp_path / "run", TrainingConfig(max_steps=1, **TINY), {})
     assert not (tmp_path / "run" / "run_info.json").exists()
 
@@ -127,7 +159,9 @@ def test_a_reward_that_fails_on_every_sample_finishes_with_every_group_failed(se
     rows = read_rollouts(tmp_path / "rollouts")
     assert len(rows) == 2 * 2 * G
     assert (rows["group_category"] == "failed_scoring").all() and rows["reward"].isna().all()
-    assert rows["scoring_failure"].str.contains("returned None").all()  # the task maps its error to None
+    assert (
+        rows["scoring_failure"].str.contains("returned None").all()
+    )  # the task maps its error to None
     budget = json.loads((tmp_path / "budget.json").read_text())
     assert budget["scoring_failures"] == budget["completions"] == len(rows)
     metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]

@@ -10,9 +10,14 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from grpo_ablation.base_policy import BasePolicyConfig, build_model, sft_completion, warm_start
-from grpo_ablation.task import TaskConfig, extract_answer, write_splits
-from grpo_ablation.tokenizer import build_char_tokenizer
+from grpo_ablation.policy.base_policy import (
+    BasePolicyConfig,
+    build_model,
+    sft_completion,
+    warm_start,
+)
+from grpo_ablation.policy.tokenizer import build_char_tokenizer
+from grpo_ablation.tasks.addition import TaskConfig, extract_answer, write_splits
 
 TINY = BasePolicyConfig(
     n_layer=1,

@@ -9,23 +9,45 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_ablation.calibrate import Measurement, dag_shape, load_config, project
+from grpo_ablation.training.calibrate import Measurement, dag_shape, load_config, project
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_preset_dag_has_21_runs_of_5_checkpoints_on_one_gpu_each():
     shape = dag_shape(load_config(ROOT / "config/cluster.yaml"))
-    assert shape == {"cells": 7, "runs": 21, "max_steps": 500, "checkpoints_per_run": 5,
-                     "sft_steps": 0, "train_gpus": 1, "eval_gpus": 1}  # fmt: skip
+    assert shape == {
+        "cells": 7,
+        "runs": 21,
+        "max_steps": 500,
+        "checkpoints_per_run": 5,
+        "sft_steps": 0,
+        "train_gpus": 1,
+        "eval_gpus": 1,
+    }
 
 
 def test_the_projection_adds_up_the_jobs_of_the_dag():
-    m = Measurement(train_setup_s=60, train_step_s=10, sft_step_s=0, eval_checkpoint_s=100,
-                    eval_validation_s=20, weights_bytes=2_000_000_000, optimizer_bytes=4_000_000_000,
-                    peak_memory_bytes=0, peak_memory_kind="gpu")  # fmt: skip
-    shape = {"cells": 7, "runs": 21, "max_steps": 500, "checkpoints_per_run": 5, "sft_steps": 0,
-             "train_gpus": 2, "eval_gpus": 1}  # fmt: skip
+    m = Measurement(
+        train_setup_s=60,
+        train_step_s=10,
+        sft_step_s=0,
+        eval_checkpoint_s=100,
+        eval_validation_s=20,
+        weights_bytes=2_000_000_000,
+        optimizer_bytes=4_000_000_000,
+        peak_memory_bytes=0,
+        peak_memory_kind="gpu",
+    )
+    shape = {
+        "cells": 7,
+        "runs": 21,
+        "max_steps": 500,
+        "checkpoints_per_run": 5,
+        "sft_steps": 0,
+        "train_gpus": 2,
+        "eval_gpus": 1,
+    }
     p = project(m, shape)
     train, evaluation, base_eval = 60 + 500 * 10, 5 * 100 + 20, 100 + 20  # 5060 s, 520 s, 120 s
     assert p["train_run_s"] == train and p["eval_run_s"] == evaluation
@@ -37,7 +59,7 @@ def test_the_projection_adds_up_the_jobs_of_the_dag():
 
 @pytest.mark.slow
 def test_calibrating_the_cluster_shaped_config_on_cpu(tmp_path):
-    from grpo_ablation.calibrate import main
+    from grpo_ablation.training.calibrate import main
 
     config = yaml.safe_load((ROOT / "config/cluster_smoke.yaml").read_text())
     config["task"]["dataset_path"] = str(tmp_path / "hub/gsm8k")

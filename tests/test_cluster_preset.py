@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablation import math_task
-from grpo_ablation.math_task import MathTask, gold_answer, last_boxed
+from grpo_ablation.tasks import math as math_task
+from grpo_ablation.tasks.math import MathTask, gold_answer, last_boxed
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
@@ -21,11 +21,24 @@ SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 
 def test_the_cluster_preset_dry_runs_through_the_slurm_profile_offline(tmp_path):
     hf_home = tmp_path / "hf"
-    env = {**os.environ, "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    env = {
+        **os.environ,
+        "HF_HOME": str(hf_home),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     # The literal command users type: `slurm` resolves to the repository's top-level profile link.
-    cmd = [str(SNAKEMAKE), "-n", "--profile", "slurm", "--configfile", "config/cluster.yaml",
-           "--config", f"results_dir={tmp_path / 'results'}"]  # fmt: skip
+    cmd = [
+        str(SNAKEMAKE),
+        "-n",
+        "--profile",
+        "slurm",
+        "--configfile",
+        "config/cluster.yaml",
+        "--config",
+        f"results_dir={tmp_path / 'results'}",
+    ]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
@@ -40,7 +53,9 @@ def test_the_cluster_preset_dry_runs_through_the_slurm_profile_offline(tmp_path)
     assert int(stats["prefetch"]) == 1 and "reason: Input files updated by another job: " in out
     assert re.search(r"localrule splits:", out) or "rule splits:" in out
     # Compute jobs never unset the offline flags (the CLI only ever sets them by default).
-    cli = (ROOT / "src/grpo_ablation/cli.py").read_text() + (ROOT / "src/grpo_ablation/train.py").read_text()
+    cli = (ROOT / "src/grpo_ablation/cli.py").read_text() + (
+        ROOT / "src/grpo_ablation/training/train.py"
+    ).read_text()
     assert "environ.pop" not in cli
     assert not (tmp_path / "results").exists(), "a dry run must write nothing"
     assert not hf_home.exists() or not any(hf_home.rglob("*.safetensors")), "nothing downloaded"
@@ -63,17 +78,32 @@ def test_gold_answers_and_boxed_extraction():
 
 def test_math_splits_have_the_addition_columns_and_manifest(tmp_path):
     cfg = MathTask(dataset="gsm8k", n_validation=2, seed=7)
-    rows = [{"prompt_id": f"gsm8k-train-{i}", "prompt": cfg.prompt_template.replace("{question}", f"q{i}"),
-             "answer": str(i), "difficulty": i % 3} for i in range(6)]  # fmt: skip
+    rows = [
+        {
+            "prompt_id": f"gsm8k-train-{i}",
+            "prompt": cfg.prompt_template.replace("{question}", f"q{i}"),
+            "answer": str(i),
+            "difficulty": i % 3,
+        }
+        for i in range(6)
+    ]
     splits = math_task.make_splits(cfg, rows, rows[:2])
     manifest = math_task.write_splits(cfg, tmp_path, splits)
-    assert {s: v["count"] for s, v in manifest["splits"].items()} == {"train": 4, "validation": 2, "test": 2}
+    assert {s: v["count"] for s, v in manifest["splits"].items()} == {
+        "train": 4,
+        "validation": 2,
+        "test": 2,
+    }
     first = json.loads((tmp_path / "train.jsonl").read_text().splitlines()[0])
     assert set(first) == {"prompt_id", "prompt", "answer", "difficulty"}
-    ids = {s: {json.loads(x)["prompt_id"] for x in (tmp_path / f"{s}.jsonl").read_text().splitlines()}
-           for s in ("train", "validation")}  # fmt: skip
+    ids = {
+        s: {json.loads(x)["prompt_id"] for x in (tmp_path / f"{s}.jsonl").read_text().splitlines()}
+        for s in ("train", "validation")
+    }
     assert not ids["train"] & ids["validation"]
-    again = math_task.write_splits(cfg, tmp_path / "again", math_task.make_splits(cfg, rows, rows[:2]))
+    again = math_task.write_splits(
+        cfg, tmp_path / "again", math_task.make_splits(cfg, rows, rows[:2])
+    )
     assert again["splits"] == manifest["splits"], "splits are a pure function of the config"
 
 
@@ -101,23 +131,46 @@ def test_the_math_verify_reward_scores_and_returns_none_on_verifier_failure(monk
     assert reward(prompts=["p"], completions=[r"\boxed{72}"], answer=["72"]) == [None]
 
 
-MATH_COMPLETIONS = [r"so \boxed{72}.", r"\boxed{72.0}", r"\boxed{\frac{144}{2}}", "it is 72",
-                    r"\boxed{71}", "no answer", r"\boxed{}", r"$72$", r"\boxed{7 2}", ""]  # fmt: skip
+MATH_COMPLETIONS = [
+    r"so \boxed{72}.",
+    r"\boxed{72.0}",
+    r"\boxed{\frac{144}{2}}",
+    "it is 72",
+    r"\boxed{71}",
+    "no answer",
+    r"\boxed{}",
+    r"$72$",
+    r"\boxed{7 2}",
+    "",
+]
 
 
 def test_the_evaluation_applies_the_rewards_declared_math_rule(tmp_path):
     """Training's reward and lm-eval's metric are two implementations of one declared rule."""
     pytest.importorskip("math_verify")
-    from grpo_ablation.evaluate import load_rule, write_task
+    from grpo_ablation.evaluation.evaluate import load_rule, write_task
 
     rows = tmp_path / "test.jsonl"
-    rows.write_text(json.dumps({"prompt_id": "q", "prompt": "q", "answer": "72", "difficulty": 0}) + "\n")
-    write_task(rows, tmp_path / "tasks", "m", 16, 2, 1.0, answer_rule=MathTask.answer_rule,
-               chat_template=True)  # fmt: skip
+    rows.write_text(
+        json.dumps({"prompt_id": "q", "prompt": "q", "answer": "72", "difficulty": 0}) + "\n"
+    )
+    write_task(
+        rows,
+        tmp_path / "tasks",
+        "m",
+        16,
+        2,
+        1.0,
+        answer_rule=MathTask.answer_rule,
+        chat_template=True,
+    )
     rule = load_rule(tmp_path / "tasks")
     reward = MathTask().reward_function()
-    rewards = reward(prompts=["q"] * len(MATH_COMPLETIONS), completions=MATH_COMPLETIONS,
-                     answer=["72"] * len(MATH_COMPLETIONS))  # fmt: skip
+    rewards = reward(
+        prompts=["q"] * len(MATH_COMPLETIONS),
+        completions=MATH_COMPLETIONS,
+        answer=["72"] * len(MATH_COMPLETIONS),
+    )
     assert [rule.is_correct(c, "72") for c in MATH_COMPLETIONS] == [r == 1.0 for r in rewards]
     assert rewards[:3] == [1.0, 1.0, 1.0] and rewards[4] == 0.0
 
@@ -125,7 +178,7 @@ def test_the_evaluation_applies_the_rewards_declared_math_rule(tmp_path):
 def test_tasks_come_from_one_registry_that_the_schema_lists():
     import yaml
 
-    from grpo_ablation.evaluate import ANSWER_RULES
+    from grpo_ablation.evaluation.evaluate import ANSWER_RULES
     from grpo_ablation.tasks import TASKS, get_task
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
@@ -140,11 +193,21 @@ def test_tasks_come_from_one_registry_that_the_schema_lists():
 def test_evaluation_generates_as_training_does():
     from grpo_ablation.pipeline import DesignError, evaluation_config
 
-    config = {"training": {"max_completion_length": 512}, "compute": {"device": "cuda", "dtype": "bfloat16"},
-              "evaluation": {"max_gen_toks": None, "k": 4}}  # fmt: skip
-    assert evaluation_config(config) | {} == {"max_gen_toks": 512, "k": 4, "device": "cuda", "dtype": "bfloat16"}
+    config = {
+        "training": {"max_completion_length": 512},
+        "compute": {"device": "cuda", "dtype": "bfloat16"},
+        "evaluation": {"max_gen_toks": None, "k": 4},
+    }
+    assert evaluation_config(config) | {} == {
+        "max_gen_toks": 512,
+        "k": 4,
+        "device": "cuda",
+        "dtype": "bfloat16",
+    }
     config["evaluation"]["max_gen_toks"] = 256
-    with pytest.raises(DesignError, match=r"max_gen_toks=256 differs from training\.max_completion_length=512"):
+    with pytest.raises(
+        DesignError, match=r"max_gen_toks=256 differs from training\.max_completion_length=512"
+    ):
         evaluation_config(config)
 
 
@@ -155,5 +218,7 @@ def test_a_cuda_device_is_refused_where_there_is_none(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == "cpu"
-    with pytest.raises(DeviceError, match=r"compute\.device is .cuda. but torch finds no CUDA device"):
+    with pytest.raises(
+        DeviceError, match=r"compute\.device is .cuda. but torch finds no CUDA device"
+    ):
         resolve_device("cuda")

@@ -37,15 +37,25 @@ def run(tmp_path_factory) -> dict:
     snakemake(path, timeout=1200, unset=OFFLINE)
     snakemake(path, "--report", str(root / "report.html"), unset=OFFLINE)
     exp = root / "results" / config["experiment"]
-    return {"config": config, "exp": exp, "root": root, "runs": sorted(exp.glob("runs/**/run_info.json"))}
+    return {
+        "config": config,
+        "exp": exp,
+        "root": root,
+        "runs": sorted(exp.glob("runs/**/run_info.json")),
+    }
 
 
 def test_the_cluster_config_differs_from_the_preset_only_in_names_paths_and_sizes():
     preset = yaml.safe_load((ROOT / "config/cluster.yaml").read_text())
     smoke = yaml.safe_load((ROOT / "config/cluster_smoke.yaml").read_text())
     assert set(smoke) - set(preset) == {"stand_in"}
-    for section, key in (("task", "kind"), ("task", "dataset"), ("task", "chat_template"),
-                         ("base_policy", "kind"), ("compute", "keep_optimizer_state")):  # fmt: skip
+    for section, key in (
+        ("task", "kind"),
+        ("task", "dataset"),
+        ("task", "chat_template"),
+        ("base_policy", "kind"),
+        ("compute", "keep_optimizer_state"),
+    ):
         assert smoke[section][key] == preset[section][key], (section, key)
     assert set(smoke["training"]) == set(preset["training"])
     # Only the device differs: the preset demands CUDA, this machine has none.
@@ -56,7 +66,9 @@ def test_the_cluster_config_differs_from_the_preset_only_in_names_paths_and_size
 def test_every_rule_ran_to_tables_figures_and_report(run):
     exp = run["exp"]
     assert (run["root"] / "report.html").stat().st_size > 10_000
-    assert len(run["runs"]) == 3 * 2  # sample, population, constant (sequence_mean shared) x 2 seeds
+    assert (
+        len(run["runs"]) == 3 * 2
+    )  # sample, population, constant (sequence_mean shared) x 2 seeds
     table = pd.read_csv(exp / "tables/results.csv")
     assert set(table["stage"]) == {"std_scaling", "aggregation"}
     for fig in ("accuracy", "mixed", "length"):
@@ -86,14 +98,23 @@ def test_training_and_evaluation_share_one_answer_protocol(run):
         assert objective["answer_rule"] == "math_verify"
     exp = run["exp"]
     results = [json.loads(p.read_text()) for p in exp.glob("eval/**/test/step=*/results.json")]
-    assert results and all(r["answer_rule"] == "math_verify" and r["chat_template"] for r in results)
+    assert results and all(
+        r["answer_rule"] == "math_verify" and r["chat_template"] for r in results
+    )
     assert {r["max_gen_toks"] for r in results} == {training["max_completion_length"]}
     # The prompt lm-eval gave the model is, token for token, the one TRL trains on.
     tok = AutoTokenizer.from_pretrained(exp / "base/model")
-    samples = [json.loads(x) for x in (exp / "eval/base/test/step=0/samples.jsonl").read_text().splitlines()]
+    samples = [
+        json.loads(x)
+        for x in (exp / "eval/base/test/step=0/samples.jsonl").read_text().splitlines()
+    ]
     for s in samples[:5]:
-        trl_ids = tok.apply_chat_template([{"role": "user", "content": s["prompt"]}],
-                                          add_generation_prompt=True, tokenize=True, return_dict=True)  # fmt: skip
+        trl_ids = tok.apply_chat_template(
+            [{"role": "user", "content": s["prompt"]}],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+        )
         assert tok(s["context"], add_special_tokens=False)["input_ids"] == trl_ids["input_ids"]
     with gzip.open(next((run["runs"][0].parent / "rollouts").glob("*.gz")), "rt") as fh:
         first = json.loads(fh.readline())
@@ -104,7 +125,11 @@ def test_compute_jobs_ran_offline_and_recorded_their_device(run):
     for info in run["runs"]:
         compute = json.loads(info.read_text())["compute"]
         assert compute["offline"] == {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-        assert (compute["device"], compute["dtype"], compute["master_weights"]) == ("cpu", "bfloat16", "float32")
+        assert (compute["device"], compute["dtype"], compute["master_weights"]) == (
+            "cpu",
+            "bfloat16",
+            "float32",
+        )
         assert {"gpu_model", "driver_version", "torch_cuda"} <= set(compute)
     for path in run["exp"].glob("eval/**/results.json"):
         assert json.loads(path.read_text())["offline"]["HF_HUB_OFFLINE"] == "1", path
@@ -115,7 +140,9 @@ def test_only_the_newest_checkpoint_keeps_optimizer_state(run):
         steps = json.loads(info.read_text())["checkpoints"]
         folders = [info.parent / "checkpoints" / f"checkpoint-{s}" for s in steps]
         assert all((f / "model.safetensors").exists() for f in folders)
-        assert [(f / "optimizer.pt").exists() for f in folders] == [False] * (len(folders) - 1) + [True]
+        assert [(f / "optimizer.pt").exists() for f in folders] == [False] * (len(folders) - 1) + [
+            True
+        ]
         assert [(f / "scheduler.pt").exists() for f in folders][-1]
 
 
@@ -126,12 +153,23 @@ def test_a_job_told_to_use_cuda_on_a_machine_without_one_stops_with_the_reason(r
         pytest.skip("this machine has a GPU")
     exp = run["exp"]
     cell = run["runs"][0].parent
-    cmd = [sys.executable, str(ROOT / "workflow/scripts/grpo.py"), "train",
-           "--base", str(exp / "base/base_policy.json"), "--data", str(exp / "data"),
-           "--out", str(tmp_path / "run"), "--training", json.dumps(json.loads(
-               (cell / "run_info.json").read_text())["training_config"]),
-           "--task", json.dumps(run["config"]["task"]),
-           "--compute", json.dumps({"device": "cuda", "dtype": "bfloat16", "keep_optimizer_state": "newest"})]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(ROOT / "workflow/scripts/grpo.py"),
+        "train",
+        "--base",
+        str(exp / "base/base_policy.json"),
+        "--data",
+        str(exp / "data"),
+        "--out",
+        str(tmp_path / "run"),
+        "--training",
+        json.dumps(json.loads((cell / "run_info.json").read_text())["training_config"]),
+        "--task",
+        json.dumps(run["config"]["task"]),
+        "--compute",
+        json.dumps({"device": "cuda", "dtype": "bfloat16", "keep_optimizer_state": "newest"}),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     assert "compute.device is 'cuda' but torch finds no CUDA device" in done.stderr

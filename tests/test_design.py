@@ -36,11 +36,18 @@ def test_stage_one_varies_std_scaling_and_stage_two_aggregation():
     s2 = pipeline.stage_cells(config, "aggregation")
     assert [c.std_scaling for c in s1] == ["none", "population", "sample", "batch"]
     assert {c.aggregation for c in s1} == {"sequence_mean"}
-    assert [c.aggregation for c in s2] == ["sequence_mean", "token_mean", "group_token_mean", "constant"]
+    assert [c.aggregation for c in s2] == [
+        "sequence_mean",
+        "token_mean",
+        "group_token_mean",
+        "constant",
+    ]
     assert {c.std_scaling for c in s2} == {"sample"}
     # the baseline belongs to both stages and is one cell, trained once
     assert len(set(s1) | set(s2)) == 7
-    assert pipeline.reference_cell(config, "std_scaling", s1) == pipeline.reference_cell(config, "aggregation", s2)
+    assert pipeline.reference_cell(config, "std_scaling", s1) == pipeline.reference_cell(
+        config, "aggregation", s2
+    )
 
 
 def test_stage_two_can_take_the_stage_one_winner():
@@ -48,7 +55,9 @@ def test_stage_two_can_take_the_stage_one_winner():
     config["stages"]["aggregation"]["std_scaling"] = pipeline.FROM_STAGE1
     with pytest.raises(DesignError, match="no winner yet"):
         pipeline.stage_cells(config, "aggregation")
-    assert {c.std_scaling for c in pipeline.stage_cells(config, "aggregation", "batch")} == {"batch"}
+    assert {c.std_scaling for c in pipeline.stage_cells(config, "aggregation", "batch")} == {
+        "batch"
+    }
 
 
 def test_group_size_stage_holds_completions_per_step_fixed():
@@ -112,7 +121,10 @@ def test_conda_environment_and_pip_requirements_agree():
 def test_snakemake_lint_is_clean(configfile):
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--lint", "--configfile", configfile],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Congratulations, your workflow is in a good condition!" in proc.stdout + proc.stderr

@@ -14,13 +14,22 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from grpo_ablation import eval_worker
-from grpo_ablation.evaluate import write_task
+from grpo_ablation.evaluation import worker as eval_worker
+from grpo_ablation.evaluation.evaluate import write_task
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = ROOT / "workflow" / "scripts" / "grpo.py"
-EVALUATION = {"batch_size": 4, "device": "cpu", "dtype": "float32", "k": 2, "limit": None, "external_benchmarks": [],
-              "max_gen_toks": 8, "seed": 0, "temperature": 1.0}  # fmt: skip
+EVALUATION = {
+    "batch_size": 4,
+    "device": "cpu",
+    "dtype": "float32",
+    "k": 2,
+    "limit": None,
+    "external_benchmarks": [],
+    "max_gen_toks": 8,
+    "seed": 0,
+    "temperature": 1.0,
+}
 PROMPTS = ["47+8=", "1+2=", "99+12=", "5+5=", "3+40=", "70+7="]
 
 
@@ -30,8 +39,12 @@ def env(tmp_path_factory: pytest.TempPathFactory, setup) -> dict:
     model, _ = setup
     root = tmp_path_factory.mktemp("worker")
     rows = root / "rows.jsonl"
-    rows.write_text("".join(json.dumps({"prompt_id": f"p{i}", "prompt": p, "answer": "55",
-                                        "difficulty": 0}) + "\n" for i, p in enumerate(PROMPTS)))  # fmt: skip
+    rows.write_text(
+        "".join(
+            json.dumps({"prompt_id": f"p{i}", "prompt": p, "answer": "55", "difficulty": 0}) + "\n"
+            for i, p in enumerate(PROMPTS)
+        )
+    )
     for split in ("test", "validation"):
         write_task(rows, root / "tasks" / split, f"w_{split}", max_gen_toks=8, k=2, temperature=1.0)
     (root / "base_policy.json").write_text(json.dumps({"model": str(model)}))
@@ -42,17 +55,33 @@ def env(tmp_path_factory: pytest.TempPathFactory, setup) -> dict:
 
 
 def _evaluate(env: dict, out: str, mode: str, base: Path | None = None, idle: str = "60"):
-    cmd = [sys.executable, str(CLI), "evaluate", "--base", str(base or env["root"] / "base_policy.json"),
-           "--tasks", str(env["root"] / "tasks"), "--out", str(env["root"] / out),
-           "--evaluation", json.dumps(EVALUATION)]  # fmt: skip
-    run_env = {**os.environ, "GRPO_EVAL_WORKER": mode, "GRPO_EVAL_WORKER_IDLE": idle,
-               "TMPDIR": str(env["tmp"])}  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(CLI),
+        "evaluate",
+        "--base",
+        str(base or env["root"] / "base_policy.json"),
+        "--tasks",
+        str(env["root"] / "tasks"),
+        "--out",
+        str(env["root"] / out),
+        "--evaluation",
+        json.dumps(EVALUATION),
+    ]
+    run_env = {
+        **os.environ,
+        "GRPO_EVAL_WORKER": mode,
+        "GRPO_EVAL_WORKER_IDLE": idle,
+        "TMPDIR": str(env["tmp"]),
+    }
     return subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=300)
 
 
 def _socket(env: dict) -> Path:
-    code = f"import tempfile; tempfile.tempdir = {str(env['tmp'])!r}; " \
-           "from grpo_ablation.eval_worker import socket_path; print(socket_path())"  # fmt: skip
+    code = (
+        f"import tempfile; tempfile.tempdir = {str(env['tmp'])!r}; "
+        "from grpo_ablation.evaluation.worker import socket_path; print(socket_path())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return Path(out.stdout.strip())
 
@@ -72,9 +101,13 @@ def test_worker_gives_the_in_process_files_and_is_reused(env: dict) -> None:
                 a = env["root"] / "in_process" / split / "step=0" / name
                 b = env["root"] / f"worker{i}" / split / "step=0" / name
                 assert a.read_bytes() == b.read_bytes(), f"{split}/{name} differs in the worker"
-        timing = json.loads((env["root"] / f"worker{i}" / "test" / "step=0" / "timing.json").read_text())
+        timing = json.loads(
+            (env["root"] / f"worker{i}" / "test" / "step=0" / "timing.json").read_text()
+        )
         assert timing["in_worker"] is True
-    timing = json.loads((env["root"] / "in_process" / "test" / "step=0" / "timing.json").read_text())
+    timing = json.loads(
+        (env["root"] / "in_process" / "test" / "step=0" / "timing.json").read_text()
+    )
     assert timing["in_worker"] is False
     # One worker served both jobs (same process; its log is appended to by every start); the
     # second paid no lm-eval import.
@@ -128,7 +161,9 @@ def test_mode_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         eval_worker.wanted()
 
 
-def test_the_socket_lives_in_a_private_folder_with_a_short_path(monkeypatch, tmp_path: Path) -> None:
+def test_the_socket_lives_in_a_private_folder_with_a_short_path(
+    monkeypatch, tmp_path: Path
+) -> None:
     import tempfile
 
     deep = tmp_path / ("x" * 90)

@@ -15,14 +15,14 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("lm_eval")
 yaml = pytest.importorskip("yaml")
 
-from grpo_ablation.evaluate import (  # noqa: E402
+from grpo_ablation.evaluation.evaluate import (  # noqa: E402
     FALLBACK,
     METRICS_MODULE,
     evaluate_checkpoints,
     load_rule,
     write_task,
 )
-from grpo_ablation.tokenizer import build_char_tokenizer  # noqa: E402
+from grpo_ablation.policy.tokenizer import build_char_tokenizer  # noqa: E402
 
 K, MAX_GEN = 3, 12
 PROMPTS = ["47+8=", "1+2=", "99+12=", "5+5=", "3+40=", "70+7=", "12+34=", "0+0=", "8+80=", "61+9="]
@@ -169,8 +169,10 @@ def test_task_yaml_has_absolute_data_path_and_settings(setup: dict) -> None:
         ("5 5", FALLBACK),
     ],
 )
-def test_full_match_rule_agrees_with_the_training_reward(setup: dict, text: str, expected: str) -> None:
-    from grpo_ablation.task import extract_answer, is_correct
+def test_full_match_rule_agrees_with_the_training_reward(
+    setup: dict, text: str, expected: str
+) -> None:
+    from grpo_ablation.tasks.addition import extract_answer, is_correct
 
     rule = load_rule(setup["task_dir"])
     assert rule.extract(text) == expected

@@ -41,12 +41,28 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", **extra}
 
 
-def snakemake(results: Path, *targets: str, env: dict[str, str] | None = None,
-              wait: bool = True, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess | subprocess.Popen:  # fmt: skip
+def snakemake(
+    results: Path,
+    *targets: str,
+    env: dict[str, str] | None = None,
+    wait: bool = True,
+    extra: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess | subprocess.Popen:
     config = _config(results.parent / f"{results.name}.yaml", results)
-    cmd = [str(SNAKEMAKE), "--cores", "1", "--configfile", str(config), "--workflow-profile", "none",
-           *extra, *[str(results / t) for t in targets]]  # fmt: skip
-    kwargs = dict(cwd=ROOT, env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cmd = [
+        str(SNAKEMAKE),
+        "--cores",
+        "1",
+        "--configfile",
+        str(config),
+        "--workflow-profile",
+        "none",
+        *extra,
+        *[str(results / t) for t in targets],
+    ]
+    kwargs = dict(
+        cwd=ROOT, env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     if not wait:
         return subprocess.Popen(cmd, **kwargs)
     return subprocess.run(cmd, **kwargs, timeout=600)
@@ -109,7 +125,7 @@ def _pid_of_train(out: Path) -> int | None:
 def test_a_killed_training_job_resumes_to_the_same_result(inputs, reference, tmp_path):
     from safetensors.torch import load_file
 
-    from grpo_ablation.rollout_log import read_rollouts
+    from grpo_ablation.training.rollout_log import read_rollouts
 
     results = tmp_path / "results"
     _copy_inputs(inputs, results)
@@ -146,8 +162,10 @@ def test_a_killed_training_job_resumes_to_the_same_result(inputs, reference, tmp
     assert all((wa[k] == wb[k]).all() for k in wa)
 
 
-def test_rerunning_a_cell_from_scratch_reproduces_it_and_records_provenance(inputs, reference, tmp_path):
-    from grpo_ablation.rollout_log import read_rollouts
+def test_rerunning_a_cell_from_scratch_reproduces_it_and_records_provenance(
+    inputs, reference, tmp_path
+):
+    from grpo_ablation.training.rollout_log import read_rollouts
 
     results = tmp_path / "results"
     _copy_inputs(inputs, results)

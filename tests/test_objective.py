@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_ablation.objective import (
+from grpo_ablation.objective.formulas import (
     AGGREGATIONS,
     aggregate_loss,
     group_advantages,
@@ -70,7 +70,12 @@ def test_homogeneous_groups_centre_to_zero_and_are_labelled_apart():
 
 def test_group_categories_all_four():
     rewards = torch.tensor([1.0, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, float("nan"), 0, 0])
-    assert group_categories(rewards, 4) == ["all_correct", "all_incorrect", "mixed", "failed_scoring"]
+    assert group_categories(rewards, 4) == [
+        "all_correct",
+        "all_incorrect",
+        "mixed",
+        "failed_scoring",
+    ]
 
 
 def test_failed_scoring_is_left_out_of_the_group_and_gets_zero():
@@ -158,10 +163,16 @@ def batches(draw, allow_empty: bool = False):
     n_groups = draw(st.integers(1, 4))
     width = draw(st.integers(1, 6))
     low = 0 if allow_empty else 1
-    lengths = draw(st.lists(st.integers(low, width), min_size=group_size * n_groups, max_size=group_size * n_groups))
+    lengths = draw(
+        st.lists(
+            st.integers(low, width), min_size=group_size * n_groups, max_size=group_size * n_groups
+        )
+    )
     seed = draw(st.integers(0, 2**16))
     mask = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).double()
-    x = torch.randn(len(lengths), width, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    x = torch.randn(
+        len(lengths), width, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    )
     return x, mask, group_size, width
 
 
@@ -183,7 +194,9 @@ def test_permuting_groups_leaves_every_aggregate_unchanged(batch, mode, rnd):
 def test_aggregate_equals_weighted_sum(batch, mode):
     x, mask, G, width = batch
     W = token_weights(mask, mode, G, width)
-    assert aggregate_loss(x, mask, mode, G, width).item() == pytest.approx((W * x).sum().item(), abs=1e-12)
+    assert aggregate_loss(x, mask, mode, G, width).item() == pytest.approx(
+        (W * x).sum().item(), abs=1e-12
+    )
 
 
 @settings(max_examples=60, deadline=None)

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from grpo_ablation import pipeline
-from grpo_ablation.figures import STAGE_FIGURES
-from grpo_ablation.tables import BASE_LABEL
+from grpo_ablation.analysis.figures import STAGE_FIGURES
+from grpo_ablation.analysis.tables import BASE_LABEL
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,11 @@ def design(smoke_pipeline):
     config = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
     validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))  # fills the defaults
     winner = json.loads((smoke_pipeline.exp / "selection/stage1.json").read_text())["winner"]
-    stages = {s: pipeline.stage_cells(config, s, winner) for s in pipeline.STAGES if config["stages"][s]["enabled"]}
+    stages = {
+        s: pipeline.stage_cells(config, s, winner)
+        for s in pipeline.STAGES
+        if config["stages"][s]["enabled"]
+    }
     return config, stages
 
 
@@ -60,7 +64,10 @@ def test_every_run_has_its_record_budget_rollouts_and_evaluations(smoke_pipeline
         check(run / "budget.json", "budget")
         check(run / "objective.json", "objective")
         assert (run / "objective.md").read_text().strip()
-        assert list((run / "rollouts").glob("rank*.jsonl.gz")) and (run / "metrics.jsonl").stat().st_size
+        assert (
+            list((run / "rollouts").glob("rank*.jsonl.gz"))
+            and (run / "metrics.jsonl").stat().st_size
+        )
         for split in ("test", "validation"):
             check(exp / f"eval/{cell}/seed={seed}/{split}/summary.json", "eval_summary")
         summary = json.loads((exp / f"diagnostics/{cell}/seed={seed}/summary.json").read_text())
@@ -71,17 +78,23 @@ def test_run_info_records_the_split_hashes(smoke_pipeline, design):
     manifest = json.loads((smoke_pipeline.exp / "data/manifest.json").read_text())
     hashes = {split: entry["sha256"] for split, entry in manifest["splits"].items()}
     for cell, seed in runs(design):
-        info = json.loads((smoke_pipeline.exp / f"runs/{cell}/seed={seed}/run_info.json").read_text())
+        info = json.loads(
+            (smoke_pipeline.exp / f"runs/{cell}/seed={seed}/run_info.json").read_text()
+        )
         assert info["split_hashes"] == hashes, (cell, seed)
 
 
 def test_csv_outputs_have_their_columns(smoke_pipeline, design):
     columns = schema("csv_columns")["properties"]
     exp = smoke_pipeline.exp
-    files = {"tables/results.csv": [exp / "tables/results.csv"],
-             "tables/objectives.csv": [exp / "tables/objectives.csv"],
-             "figures/token_weights.csv": [exp / "figures/token_weights.csv"],
-             "diagnostics/<cell>/seed=<s>/steps.csv": [exp / f"diagnostics/{c}/seed={s}/steps.csv" for c, s in runs(design)]}  # fmt: skip
+    files = {
+        "tables/results.csv": [exp / "tables/results.csv"],
+        "tables/objectives.csv": [exp / "tables/objectives.csv"],
+        "figures/token_weights.csv": [exp / "figures/token_weights.csv"],
+        "diagnostics/<cell>/seed=<s>/steps.csv": [
+            exp / f"diagnostics/{c}/seed={s}/steps.csv" for c, s in runs(design)
+        ],
+    }
     for key, paths in files.items():
         for path in paths:
             jsonschema.validate(list(pd.read_csv(path).columns), columns[key])
@@ -107,7 +120,12 @@ def test_results_table_has_one_row_per_cell_per_stage_and_the_base_policy(smoke_
 def test_figures_exist_as_png_and_pdf(smoke_pipeline, design):
     _, stages = design
     fig = smoke_pipeline.exp / "figures"
-    paths = [fig / stage / f"{kind}.{ext}" for stage in stages for kind in STAGE_FIGURES for ext in ("png", "pdf")]
+    paths = [
+        fig / stage / f"{kind}.{ext}"
+        for stage in stages
+        for kind in STAGE_FIGURES
+        for ext in ("png", "pdf")
+    ]
     paths += [fig / "token_weights.png", fig / "token_weights.pdf"]
     for path in paths:
         assert path.exists() and path.stat().st_size > 1000, path
@@ -130,7 +148,9 @@ def test_figures_rebuild_alone_without_retraining(smoke_pipeline):
     assert {p: p.stat().st_mtime_ns for p in trained} == before
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+CHROMIUM = (
+    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+)
 CHROMEDRIVER = shutil.which("chromedriver")
 
 # Decode every embedded PNG in the browser and report its natural size.
@@ -145,8 +165,12 @@ Promise.all(uris.map(u => new Promise(ok => { const i = new Image();
 
 def test_report_renders_in_headless_chromium_with_every_figure(smoke_pipeline, design):
     if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip("chromium and chromedriver not found: apt-get install -y chromium chromium-driver")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed (envs/dev.txt)")
+        pytest.skip(
+            "chromium and chromedriver not found: apt-get install -y chromium chromium-driver"
+        )
+    webdriver = pytest.importorskip(
+        "selenium.webdriver", reason="selenium not installed (envs/dev.txt)"
+    )
     _, stages = design
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -172,7 +196,7 @@ def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
     same prompts and budget as its one-process run, every group whole on one rank and logged once."""
     from conftest import snakemake
 
-    from grpo_ablation.rollout_log import read_rollouts
+    from grpo_ablation.training.rollout_log import read_rollouts
 
     config = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
     config.update(results_dir=str(tmp_path), compute={"processes_per_train_job": 2})
@@ -181,7 +205,9 @@ def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
     snakemake(path)
     infos = sorted((tmp_path / "smoke/runs").rglob("run_info.json"))
     assert len(infos) == len(list(smoke_pipeline.exp.glob("runs/**/run_info.json")))
-    assert all(json.loads((i.parent / "objective.json").read_text())["num_processes"] == 2 for i in infos)
+    assert all(
+        json.loads((i.parent / "objective.json").read_text())["num_processes"] == 2 for i in infos
+    )
     assert (tmp_path / "smoke/tables/results.csv").exists()
     cell = "std=sample/agg=sequence_mean/G=4/seed=0"
     two, one = tmp_path / f"smoke/runs/{cell}", smoke_pipeline.exp / f"runs/{cell}"
@@ -189,11 +215,16 @@ def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
     assert set(rows["rank"]) == {0, 1}
     assert not rows.duplicated(["step", "group_index", "completion_index"]).any()
     assert (rows.groupby(["step", "group_index"])["rank"].nunique() == 1).all(), "groups stay whole"
-    assert (rows.groupby("step")["prompt_id"].apply(set) == ref.groupby("step")["prompt_id"].apply(set)).all()
+    assert (
+        rows.groupby("step")["prompt_id"].apply(set) == ref.groupby("step")["prompt_id"].apply(set)
+    ).all()
     b2, b1 = (json.loads((r / "budget.json").read_text()) for r in (two, one))
-    assert {k: b2[k] for k in ("optimizer_steps", "completions", "prompts")} == \
-        {k: b1[k] for k in ("optimizer_steps", "completions", "prompts")}  # fmt: skip
+    assert {k: b2[k] for k in ("optimizer_steps", "completions", "prompts")} == {
+        k: b1[k] for k in ("optimizer_steps", "completions", "prompts")
+    }
     # Each rank samples from its own stream, so the completions (and what follows) differ from the
     # one-process run: the same objective, another draw.
-    final = json.loads((tmp_path / f"smoke/eval/{cell}/test/summary.json").read_text())["checkpoints"][-1]
+    final = json.loads((tmp_path / f"smoke/eval/{cell}/test/summary.json").read_text())[
+        "checkpoints"
+    ][-1]
     assert 0 <= final["greedy_accuracy"] <= 1

@@ -5,21 +5,41 @@ import json
 
 import pytest
 
-from grpo_ablation.calculations import write_sheet
-from grpo_ablation.record import ObjectiveRecord
-from grpo_ablation.train import TrainingConfig
+from grpo_ablation.objective.calculations import write_sheet
+from grpo_ablation.objective.record import ObjectiveRecord
+from grpo_ablation.training.train import TrainingConfig
 
 DESIGN_FIELDS = {
-    "std_scaling", "std_eps", "aggregation", "normaliser", "completion_mask",
-    "mask_truncated_completions", "beta", "kl_estimator", "clip_eps_low", "clip_eps_high",
-    "group_size", "prompts_per_step", "per_device_batch_size", "generation_batch_size",
-    "gradient_accumulation_steps", "num_processes", "normaliser_reduction", "library_versions",
-}  # fmt: skip
+    "std_scaling",
+    "std_eps",
+    "aggregation",
+    "normaliser",
+    "completion_mask",
+    "mask_truncated_completions",
+    "beta",
+    "kl_estimator",
+    "clip_eps_low",
+    "clip_eps_high",
+    "group_size",
+    "prompts_per_step",
+    "per_device_batch_size",
+    "generation_batch_size",
+    "gradient_accumulation_steps",
+    "num_processes",
+    "normaliser_reduction",
+    "library_versions",
+}
 
 
 def test_record_holds_every_field_design_lists_and_round_trips(tmp_path):
-    cfg = TrainingConfig(std_scaling="population", aggregation="constant", group_size=4,
-                         prompts_per_step=6, gradient_accumulation_steps=2, beta=0.04)  # fmt: skip
+    cfg = TrainingConfig(
+        std_scaling="population",
+        aggregation="constant",
+        group_size=4,
+        prompts_per_step=6,
+        gradient_accumulation_steps=2,
+        beta=0.04,
+    )
     record = cfg.objective_record(num_processes=3, answer_rule="full_match_digits")
     data = json.loads(record.to_json())
     assert data.keys() >= DESIGN_FIELDS
@@ -38,8 +58,14 @@ def test_describe_is_one_plain_paragraph_naming_the_choices():
     assert "divided by the population std (ddof=0) of the group plus 0.0001" in text
     assert "averaged within each completion" in text
     assert "no KL term" in text
-    text = TrainingConfig(std_scaling="none", aggregation="token_mean", beta=0.1).objective_record(2).describe()
-    assert "not divided by any std" in text and "k3 estimate of KL" in text and "2 process(es)" in text
+    text = (
+        TrainingConfig(std_scaling="none", aggregation="token_mean", beta=0.1)
+        .objective_record(2)
+        .describe()
+    )
+    assert (
+        "not divided by any std" in text and "k3 estimate of KL" in text and "2 process(es)" in text
+    )
 
 
 def test_invalid_names_in_the_training_config_are_named():

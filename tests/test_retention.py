@@ -17,15 +17,15 @@ from conformance import G, digit_reward
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from grpo_ablation import retention
-from grpo_ablation.retention import (
+from grpo_ablation.training import retention
+from grpo_ablation.training.retention import (
     KeepOptimizerStateOfNewest,
     adamw_bytes_per_param,
     checkpoint_disk_bytes,
     prune_optimizer_state,
 )
-from grpo_ablation.rollout_log import read_rollouts
-from grpo_ablation.train import TrainingConfig, train
+from grpo_ablation.training.rollout_log import read_rollouts
+from grpo_ablation.training.train import TrainingConfig, train
 
 torch.set_num_threads(1)
 TINY = dict(group_size=G, prompts_per_step=2, max_completion_length=6)
@@ -76,8 +76,21 @@ def test_only_the_newest_checkpoint_keeps_optimizer_state(setup, tmp_path):
 
 def _driver(model, data, out, training, sleep=0.0):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "run_driver", "--model", str(model), "--data", str(data),
-           "--out", str(out), "--training", json.dumps(training), "--sleep", str(sleep)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "run_driver",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--training",
+        json.dumps(training),
+        "--sleep",
+        str(sleep),
+    ]
     return subprocess.Popen(
         cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
@@ -96,8 +109,9 @@ def test_a_killed_run_with_pruned_checkpoints_resumes_to_the_same_result(setup, 
     ckpts = run / "checkpoints"
     deadline = time.time() + 300
     # Wait until checkpoint-8 is complete and checkpoint-4 has lost its optimizer state.
-    while not ((ckpts / "checkpoint-8" / "trainer_state.json").exists()
-               and _with_optimizer(ckpts) == [8]):  # fmt: skip
+    while not (
+        (ckpts / "checkpoint-8" / "trainer_state.json").exists() and _with_optimizer(ckpts) == [8]
+    ):
         assert proc.poll() is None and time.time() < deadline, "run ended before its checkpoint"
         time.sleep(0.05)
     time.sleep(0.5)  # past the checkpoint: its later rollouts must be discarded on resume
@@ -130,7 +144,11 @@ def _checkpoint(root: Path, step: int, *, complete=True, weights=True, extra=())
 
 def test_pruning_spares_the_newest_unfinished_and_weightless_checkpoints(tmp_path, caplog):
     fsdp = ("optimizer_0/__0_0.distcp", "optimizer_0_rank0.bin", "optimizer.bin")
-    deepspeed = ("global_step4/mp_rank_00_model_states.pt", "global_step4/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt", "latest")  # fmt: skip
+    deepspeed = (
+        "global_step4/mp_rank_00_model_states.pt",
+        "global_step4/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt",
+        "latest",
+    )
     old = _checkpoint(tmp_path, 2, extra=fsdp)
     ds = _checkpoint(tmp_path, 4, extra=deepspeed)
     zero3 = _checkpoint(tmp_path, 5, weights=False, extra=("global_step5/x_optim_states.pt",))
@@ -139,13 +157,25 @@ def test_pruning_spares_the_newest_unfinished_and_weightless_checkpoints(tmp_pat
     later = _checkpoint(tmp_path, 10)  # newer than the save being handled: not ours to judge
 
     # policy "all" does nothing; other processes than the saving one do nothing
-    KeepOptimizerStateOfNewest("all").on_save(SimpleNamespace(output_dir=str(tmp_path), should_save=True), SimpleNamespace(global_step=6), None)  # fmt: skip
-    KeepOptimizerStateOfNewest().on_save(SimpleNamespace(output_dir=str(tmp_path), should_save=False), SimpleNamespace(global_step=6), None)  # fmt: skip
+    KeepOptimizerStateOfNewest("all").on_save(
+        SimpleNamespace(output_dir=str(tmp_path), should_save=True),
+        SimpleNamespace(global_step=6),
+        None,
+    )
+    KeepOptimizerStateOfNewest().on_save(
+        SimpleNamespace(output_dir=str(tmp_path), should_save=False),
+        SimpleNamespace(global_step=6),
+        None,
+    )
     assert (old / "optimizer.pt").exists() and (ds / "global_step4").exists()
 
     cb = KeepOptimizerStateOfNewest()
     with caplog.at_level("WARNING"):
-        cb.on_save(SimpleNamespace(output_dir=str(tmp_path), should_save=True), SimpleNamespace(global_step=6), None)  # fmt: skip
+        cb.on_save(
+            SimpleNamespace(output_dir=str(tmp_path), should_save=True),
+            SimpleNamespace(global_step=6),
+            None,
+        )
     left = {p.name: sorted(q.name for q in p.iterdir()) for p in tmp_path.iterdir()}
     keep = ["model.safetensors", "rng_state.pth", "scaler.pt", "trainer_state.json"]
     assert left["checkpoint-2"] == keep
@@ -177,14 +207,20 @@ def test_disk_estimate_on_worked_numbers(capsys):
     assert checkpoint_disk_bytes(1000, 2, 4, 5, 21, "newest") == 294_000
     assert checkpoint_disk_bytes(1000, 2, 4, 5, 21, "newest", peak=True) == 378_000
     assert checkpoint_disk_bytes(1000, 2, 4, 5, 21, "all", peak=True) == 630_000
-    assert checkpoint_disk_bytes(1000, 4, 8, 1, 1, "newest") == checkpoint_disk_bytes(1000, 4, 8, 1, 1, "all") == 12_000  # fmt: skip
+    assert (
+        checkpoint_disk_bytes(1000, 4, 8, 1, 1, "newest")
+        == checkpoint_disk_bytes(1000, 4, 8, 1, 1, "all")
+        == 12_000
+    )
     with pytest.raises(ValueError):
         checkpoint_disk_bytes(1000, 2, 4, 5, 21, "some")
     # Qwen2.5-0.5B (494,032,768 parameters) in bfloat16, the cluster preset: 5 checkpoints x 21 runs
     n = 494_032_768
     assert checkpoint_disk_bytes(n, 2, 4, 5, 21, "newest") == 294 * n == 145_245_633_792
     assert checkpoint_disk_bytes(n, 2, 4, 5, 21, "all") == 630 * n == 311_240_643_840
-    retention.main(["--n-params", str(n), "--dtype", "bfloat16", "--checkpoints-per-run", "5", "--runs", "21"])  # fmt: skip
+    retention.main(
+        ["--n-params", str(n), "--dtype", "bfloat16", "--checkpoints-per-run", "5", "--runs", "21"]
+    )
     out = capsys.readouterr().out
     assert (
         "newest: 145,245,633,792 B = 145.2 GB" in out

@@ -1,5 +1,5 @@
 """A real SLURM (Debian's slurmctld/slurmd/munge on this machine, as root, brought up by
-``grpo_ablation.local_slurm``) runs the smoke config end to end through `snakemake --profile
+``benchmarks.local_slurm``) runs the smoke config end to end through `snakemake --profile
 slurm`: every non-local job goes through sbatch, a two-process training job cancelled with
 scancel is resubmitted and the rerun completes the DAG; evaluation jobs packed into one allocation
 share an evaluation worker."""
@@ -16,14 +16,24 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablation.local_slurm import Cluster, unavailable_reason
+from benchmarks.local_slurm import Cluster, unavailable_reason
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
-LOCAL_RULES = ("prefetch", "splits", "calculations", "eval_tasks", "select_stage1", "all", "tables",
-               "stage_figures", "token_weight_figure", "figures")  # fmt: skip
+LOCAL_RULES = (
+    "prefetch",
+    "splits",
+    "calculations",
+    "eval_tasks",
+    "select_stage1",
+    "all",
+    "tables",
+    "stage_figures",
+    "token_weight_figure",
+    "figures",
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,23 +51,46 @@ def _snakemake(results: Path, logs: Path) -> list[str]:
     # One seed: the whole smoke DAG (every stage, the stage-1 checkpoint) at half the jobs; every
     # training job runs two processes (torchrun, gloo) inside its allocation.
     override = results.parent / "one_seed.yaml"
-    override.write_text(f"results_dir: {results}\nseeds: [0]\ncompute:\n  processes_per_train_job: 2\n")
-    return [str(SNAKEMAKE), "--profile", "slurm", "--configfile", "config/smoke.yaml", str(override),
-            # No slurmdbd here: squeue, polled early (MinJobAge 300 >= 3 x 2 s keeps squeue).
-            "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
-            "--slurm-keep-successful-logs", "--slurm-logdir", str(logs)]  # fmt: skip
+    override.write_text(
+        f"results_dir: {results}\nseeds: [0]\ncompute:\n  processes_per_train_job: 2\n"
+    )
+    return [
+        str(SNAKEMAKE),
+        "--profile",
+        "slurm",
+        "--configfile",
+        "config/smoke.yaml",
+        str(override),
+        # No slurmdbd here: squeue, polled early (MinJobAge 300 >= 3 x 2 s keeps squeue).
+        "--slurm-status-command",
+        "squeue",
+        "--slurm-init-seconds-before-status-checks",
+        "2",
+        "--slurm-keep-successful-logs",
+        "--slurm-logdir",
+        str(logs),
+    ]
 
 
 def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_path):
     results, logs = tmp_path / "results", tmp_path / "slurm_logs"
     # Jobs inherit the submitting environment: the venv's python must come first on PATH.
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "OMP_NUM_THREADS": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "OMP_NUM_THREADS": "1",
+    }
     # Slow training steps (the fault hook of cli.py) so that a job can be cancelled between its
     # checkpoints: it is cancelled once checkpoint-2 of its 4 steps is complete.
     slow = {**env, "GRPO_FAULT_STEP_SLEEP": "2"}
-    first = subprocess.Popen(_snakemake(results, logs), cwd=ROOT, env=slow, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    first = subprocess.Popen(
+        _snakemake(results, logs),
+        cwd=ROOT,
+        env=slow,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     cancelled = saved = None
     deadline = time.time() + 600
     while cancelled is None and first.poll() is None and time.time() < deadline:
@@ -66,7 +99,12 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
                 continue
             # comment: rule_train_wildcards_std=..._agg=..._G=4_<seed>
             cell, seed = job["comment"].split("_wildcards_", 1)[1].rsplit("_", 1)
-            run = results / "smoke/runs" / cell.replace("_agg=", "/agg=").replace("_G=", "/G=") / f"seed={seed}"
+            run = (
+                results
+                / "smoke/runs"
+                / cell.replace("_agg=", "/agg=").replace("_G=", "/G=")
+                / f"seed={seed}"
+            )
             ckpt = run / "checkpoints/checkpoint-2"
             if (ckpt / "trainer_state.json").exists() and not (run / "run_info.json").exists():
                 cancelled, saved = job, (run, (ckpt / "model.safetensors").stat().st_mtime_ns)
@@ -76,8 +114,15 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     out, _ = first.communicate(timeout=900)
     assert cancelled is not None, f"no training job was seen between checkpoints:\n{out[-3000:]}"
 
-    second = subprocess.run(_snakemake(results, logs), cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)  # fmt: skip
+    second = subprocess.run(
+        _snakemake(results, logs),
+        cwd=ROOT,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=900,
+    )
     assert second.returncode == 0, second.stdout[-4000:]
 
     exp = results / "smoke"
@@ -87,7 +132,7 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     assert (exp / "eval/base/test/summary.json").exists()
     assert (exp / "calculations/calculations.md").exists()
     # Two processes per cell, the cancelled one included: both ranks' rollout rows, each once.
-    from grpo_ablation.rollout_log import read_rollouts
+    from grpo_ablation.training.rollout_log import read_rollouts
 
     for info in runs:
         run = info.parent
@@ -113,7 +158,7 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
 
     # Evaluation packed per allocation: the same evaluation jobs, 8 to an sbatch, sharing the
     # allocation's evaluation worker (start-up paid once per allocation, not per job).
-    from grpo_ablation.bench import packed_evaluation
+    from benchmarks.bench import packed_evaluation
 
     packed = packed_evaluation(_snakemake(results, logs), exp, logs, env, ROOT)
     print(json.dumps(packed))

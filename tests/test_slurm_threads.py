@@ -15,8 +15,12 @@ SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 
 def _dry_run(tmp_path: Path, *args: str, config: tuple[str, ...] = ()) -> list[dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
-    env.update(HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # fmt: skip
+    env.update(
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
     cmd = [
         str(SNAKEMAKE),
         "-n",

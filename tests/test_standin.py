@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpo_ablation.sft import prompt_ids, render_prompt, warm_start_pretrained
-from grpo_ablation.standin import build_standin_model, write_gsm8k_standin
+from grpo_ablation.policy.sft import prompt_ids, render_prompt, warm_start_pretrained
+from grpo_ablation.policy.standin import build_standin_model, write_gsm8k_standin
 
 torch.set_num_threads(1)
 
@@ -63,12 +63,19 @@ def test_dataset_loads_like_the_hub(standin):
     data, _, train, test = standin
     assert (data / "main" / "train-00000-of-00001.parquet").is_file()
     assert (data / "main" / "test-00000-of-00001.parquet").is_file()
-    ds = load_dataset(str(data), "main", split="train", revision=None)  # as math_task._rows calls it
+    ds = load_dataset(
+        str(data), "main", split="train", revision=None
+    )  # as math_task._rows calls it
     assert ds.column_names == ["question", "answer"]
-    assert {k: v.dtype for k, v in ds.features.items()} == {"question": "string", "answer": "string"}
+    assert {k: v.dtype for k, v in ds.features.items()} == {
+        "question": "string",
+        "answer": "string",
+    }
     assert (len(train), len(test)) == (N_TRAIN, N_TEST)
     for row in train + test:
-        m = re.fullmatch(r"[^\n]*(\d) \+ (\d) = <<(\d)\+(\d)=(\d+)>>(\d+)[^\n]*\n#### (\d+)", row["answer"])
+        m = re.fullmatch(
+            r"[^\n]*(\d) \+ (\d) = <<(\d)\+(\d)=(\d+)>>(\d+)[^\n]*\n#### (\d+)", row["answer"]
+        )
         assert m, row["answer"]
         a, b, a2, b2, c, c2, final = (int(g) for g in m.groups())
         assert (a, b, c, c2) == (a2, b2, a + b, final) and final == a + b
@@ -81,12 +88,15 @@ def test_dataset_feeds_the_cluster_task(standin, tmp_path):
     """The cluster preset's split writer reads the stand-in through its dataset_path override."""
     import json
 
-    from grpo_ablation.math_task import MathTask, write_splits
+    from grpo_ablation.tasks.math import MathTask, write_splits
 
     cfg = MathTask(dataset="gsm8k", dataset_path=str(standin[0]), n_validation=50, n_test=20)
     manifest = write_splits(cfg, tmp_path)
     assert {s: manifest["splits"][s]["count"] for s in ("train", "validation", "test")} == {
-        "train": N_TRAIN - 50, "validation": 50, "test": 20}  # fmt: skip
+        "train": N_TRAIN - 50,
+        "validation": 50,
+        "test": 20,
+    }
     row = json.loads((tmp_path / "test.jsonl").read_text().splitlines()[0])
     assert row["answer"] == gold(standin[3][0]["answer"]) and row["difficulty"] == 1
 
@@ -106,8 +116,15 @@ def test_model_loads_with_auto_classes(standin, tmp_path):
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     assert type(model).__name__ == "Qwen2ForCausalLM"
     assert len(tok) <= 512 and model.config.vocab_size == len(tok)
-    assert (tok.eos_token, tok.pad_token, tok.padding_side) == ("<|im_end|>", "<|endoftext|>", "left")
-    im_end, eot = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
+    assert (tok.eos_token, tok.pad_token, tok.padding_side) == (
+        "<|im_end|>",
+        "<|endoftext|>",
+        "left",
+    )
+    im_end, eot = (
+        tok.convert_tokens_to_ids("<|im_end|>"),
+        tok.convert_tokens_to_ids("<|endoftext|>"),
+    )
     assert model.generation_config.eos_token_id == im_end == model.config.eos_token_id
     assert model.generation_config.pad_token_id == eot == model.config.pad_token_id
     assert model.config.tie_word_embeddings and model.config.max_position_embeddings >= 512
@@ -133,9 +150,9 @@ def test_chat_template_and_digits(standin):
     ids = tok("12345 + 6789 = 19134", add_special_tokens=False)["input_ids"]
     digits = [t for t in tok.convert_ids_to_tokens(ids) if any(ch.isdigit() for ch in t)]
     assert digits == list("12345678919134")
-    assert tok.convert_ids_to_tokens(tok("<|im_start|>user", add_special_tokens=False)["input_ids"])[0] == (
-        "<|im_start|>"
-    )
+    assert tok.convert_ids_to_tokens(
+        tok("<|im_start|>user", add_special_tokens=False)["input_ids"]
+    )[0] == ("<|im_start|>")
 
 
 def test_render_prompt_matches_trl(standin, tmp_path):
@@ -150,11 +167,19 @@ def test_render_prompt_matches_trl(standin, tmp_path):
         [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 5?"}],
     ]
     for conv in convs:
-        assert render_prompt(tok, conv) == maybe_apply_chat_template({"prompt": conv}, tok)["prompt"]
+        assert (
+            render_prompt(tok, conv) == maybe_apply_chat_template({"prompt": conv}, tok)["prompt"]
+        )
     assert render_prompt(tok, "Problem: 3 + 4") == "Problem: 3 + 4"
     # The ids GRPOTrainer itself generates from, for conversational and plain prompts.
-    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, num_generations=2,
-                      per_device_train_batch_size=2, max_completion_length=8, report_to=[])  # fmt: skip
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        num_generations=2,
+        per_device_train_batch_size=2,
+        max_completion_length=8,
+        report_to=[],
+    )
     trainer = GRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(standin[1]),
         reward_funcs=lambda completions, **kwargs: [0.0] * len(completions),
@@ -184,12 +209,19 @@ def accuracy(model, tok, rows, *, sample: bool) -> tuple[float, float]:
     texts = [render_prompt(tok, conversation(r["question"])) for r in rows]
     enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     torch.manual_seed(123)
-    kw = {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0} if sample else {"do_sample": False}
+    kw = (
+        {"do_sample": True, "temperature": 1.0, "top_k": 0, "top_p": 1.0}
+        if sample
+        else {"do_sample": False}
+    )
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=16, **kw)
     texts = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     boxed = [re.search(r"\\boxed\{([^{}]*)\}", t) for t in texts]
-    correct = [m is not None and m.group(1).strip() == gold(r["answer"]) for m, r in zip(boxed, rows, strict=True)]
+    correct = [
+        m is not None and m.group(1).strip() == gold(r["answer"])
+        for m, r in zip(boxed, rows, strict=True)
+    ]
     return sum(correct) / len(rows), sum(m is not None for m in boxed) / len(rows)
 
 
@@ -210,7 +242,9 @@ def test_warm_start_makes_groups_mixed(standin):
     model.eval()
     greedy, greedy_boxed = accuracy(model, tok, test, sample=False)
     sampled, sampled_boxed = accuracy(model, tok, test, sample=True)
-    print(f"loss {losses[0]:.2f} -> {sum(losses[-10:]) / 10:.3f}; greedy {greedy:.2f}, sampled {sampled:.2f}")
+    print(
+        f"loss {losses[0]:.2f} -> {sum(losses[-10:]) / 10:.3f}; greedy {greedy:.2f}, sampled {sampled:.2f}"
+    )
     assert greedy_boxed >= 0.95 and sampled_boxed >= 0.8
     # Always answering the commonest sum (10) would score 9/81 = 0.11.
     assert greedy >= 0.25

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from grpo_ablation.stats import (
+from grpo_ablation.analysis.stats import (
     Interval,
     format_interval,
     paired_differences,

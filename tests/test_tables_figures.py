@@ -5,35 +5,66 @@ import math
 import pandas as pd
 import pytest
 
-from grpo_ablation import figures, tables
-from grpo_ablation.objective import GROUP_CATEGORIES
+from grpo_ablation.analysis import figures, tables
+from grpo_ablation.objective.formulas import GROUP_CATEGORIES
 
 REF, OTHER = "std=sample/agg=sequence_mean/G=4", "std=population/agg=sequence_mean/G=4"
 CONFIG = {
     "seeds": [0, 1, 2],
-    "training": {"group_size": 4, "prompts_per_step": 2, "std_eps": 1e-4, "beta": 0.0,
-                 "clip_eps_low": 0.2, "clip_eps_high": 0.2, "max_completion_length": 8, "max_steps": 4},
+    "training": {
+        "group_size": 4,
+        "prompts_per_step": 2,
+        "std_eps": 1e-4,
+        "beta": 0.0,
+        "clip_eps_low": 0.2,
+        "clip_eps_high": 0.2,
+        "max_completion_length": 8,
+        "max_steps": 4,
+    },
     "stages": {
-        "std_scaling": {"enabled": True, "values": ["sample", "population"], "reference": "sample",
-                        "aggregation": "sequence_mean"},
-        "aggregation": {"enabled": True, "values": ["sequence_mean", "constant"], "reference": "sequence_mean",
-                        "std_scaling": "from_stage1"},
+        "std_scaling": {
+            "enabled": True,
+            "values": ["sample", "population"],
+            "reference": "sample",
+            "aggregation": "sequence_mean",
+        },
+        "aggregation": {
+            "enabled": True,
+            "values": ["sequence_mean", "constant"],
+            "reference": "sequence_mean",
+            "std_scaling": "from_stage1",
+        },
         "group_size": {"enabled": False, "values": [2, 4], "reference": 4},
     },
-}  # fmt: skip
+}
 
 
 def run_rows(greedy: dict[str, list[float]]) -> pd.DataFrame:
     rows = []
     for cell, values in greedy.items():
         for seed, g in enumerate(values):
-            row = {"stage": "std_scaling", "cell": cell, "reference": REF, "seed": seed,
-                   "greedy_final": g, "greedy_best": g + 0.1, "sampled_final": g / 2, "sampled_best": g,
-                   "length_correct": 4.0, "length_incorrect": 6.0, "truncation_rate": 0.1,
-                   "length_correct_late": 3.0, "length_incorrect_late": 5.0 + g,
-                   "test_length_incorrect": 4.0 - g,
-                   "ratio_clip_low": 0.01, "ratio_clip_high": 0.02, "zero_std_fraction": 0.5,
-                   "weight_share_homogeneous": 0.5, "generated_tokens": 100, "wall_time_s": 2.0}  # fmt: skip
+            row = {
+                "stage": "std_scaling",
+                "cell": cell,
+                "reference": REF,
+                "seed": seed,
+                "greedy_final": g,
+                "greedy_best": g + 0.1,
+                "sampled_final": g / 2,
+                "sampled_best": g,
+                "length_correct": 4.0,
+                "length_incorrect": 6.0,
+                "truncation_rate": 0.1,
+                "length_correct_late": 3.0,
+                "length_incorrect_late": 5.0 + g,
+                "test_length_incorrect": 4.0 - g,
+                "ratio_clip_low": 0.01,
+                "ratio_clip_high": 0.02,
+                "zero_std_fraction": 0.5,
+                "weight_share_homogeneous": 0.5,
+                "generated_tokens": 100,
+                "wall_time_s": 2.0,
+            }
             row.update({f"fraction_{c}": 0.25 for c in GROUP_CATEGORIES})
             rows.append(row)
     return pd.DataFrame(rows)
@@ -58,7 +89,9 @@ def test_results_table_has_intervals_and_paired_differences_to_the_reference():
 
 
 def test_one_seed_says_the_interval_is_undefined():
-    table = tables.results_table(run_rows({REF: [0.2], OTHER: [0.3]}), {"greedy": 0.1, "sampled": 0.0})
+    table = tables.results_table(
+        run_rows({REF: [0.2], OTHER: [0.3]}), {"greedy": 0.1, "sampled": 0.0}
+    )
     assert math.isnan(table.set_index("cell").loc[OTHER, "greedy_final_diff_low"])
     shown = tables.display_table(table).set_index("cell")
     assert shown.loc[OTHER, "Δ final greedy vs ref."] == "+0.100 (n=1: interval undefined)"
@@ -66,34 +99,52 @@ def test_one_seed_says_the_interval_is_undefined():
 
 
 def test_no_table_shows_mean_advantages_or_calls_truncation_clipping():
-    shown = tables.display_table(tables.results_table(run_rows({REF: [0.2, 0.3]}), {"greedy": 0, "sampled": 0}))
+    shown = tables.display_table(
+        tables.results_table(run_rows({REF: [0.2, 0.3]}), {"greedy": 0, "sampled": 0})
+    )
     assert not any("advantage" in c for c in shown.columns)
-    assert "truncation" in shown.columns and not any("clip" in c and "trunc" in c for c in shown.columns)
+    assert "truncation" in shown.columns and not any(
+        "clip" in c and "trunc" in c for c in shown.columns
+    )
 
 
 def test_markdown_and_latex_render_every_row():
-    shown = tables.display_table(tables.results_table(run_rows({REF: [0.2, 0.3]}), {"greedy": 0, "sampled": 0}))
+    shown = tables.display_table(
+        tables.results_table(run_rows({REF: [0.2, 0.3]}), {"greedy": 0, "sampled": 0})
+    )
     md = tables.to_markdown(shown)
     assert md.count("\n") == len(shown) + 2 and "[" in md
     tex = tables.to_latex(shown, "caption with 95% and std_scaling", "tab:x")
-    assert r"95\%" in tex and r"std\_scaling" in tex and r"\Delta" in tex and tex.count(r"\\") >= len(shown) + 1
+    assert (
+        r"95\%" in tex
+        and r"std\_scaling" in tex
+        and r"\Delta" in tex
+        and tex.count(r"\\") >= len(shown) + 1
+    )
 
 
 def test_design_lists_every_stage_with_its_reference_and_the_stage1_winner():
     rows = tables.design(CONFIG, "population")
     assert [(r["stage"], r["cell"]) for r in rows] == [
-        ("std_scaling", REF), ("std_scaling", OTHER),
-        ("aggregation", "std=population/agg=sequence_mean/G=4"), ("aggregation", "std=population/agg=constant/G=4"),
-    ]  # fmt: skip
+        ("std_scaling", REF),
+        ("std_scaling", OTHER),
+        ("aggregation", "std=population/agg=sequence_mean/G=4"),
+        ("aggregation", "std=population/agg=constant/G=4"),
+    ]
     assert {r["reference"] for r in rows if r["stage"] == "std_scaling"} == {REF}
     assert [r["stage"] for r in tables.design(CONFIG, None, ["std_scaling"])] == ["std_scaling"] * 2
 
 
 def test_report_inputs_ask_for_the_selection_only_when_needed():
     files = tables.report_inputs("E", {"std_scaling": [REF]}, [0, 1], selection=False)
-    assert files["evals"] == [f"E/eval/{REF}/seed=0/test/summary.json", f"E/eval/{REF}/seed=1/test/summary.json"]
+    assert files["evals"] == [
+        f"E/eval/{REF}/seed=0/test/summary.json",
+        f"E/eval/{REF}/seed=1/test/summary.json",
+    ]
     assert "selection" not in files and len(files["diagnostics"]) == 4
-    assert tables.report_inputs("E", {}, [0], selection=True)["selection"] == "E/selection/stage1.json"
+    assert (
+        tables.report_inputs("E", {}, [0], selection=True)["selection"] == "E/selection/stage1.json"
+    )
 
 
 def test_stage_objective_names_what_varies_and_what_is_fixed():
@@ -110,7 +161,9 @@ def test_palette_gives_each_cell_one_colour_whatever_the_order():
 
 def test_worked_example_weights_come_from_the_library():
     w = figures.worked_weights().set_index(["aggregation", "length"])["token_weight"]
-    assert w["sequence_mean", 2] == pytest.approx(1 / 4) and w["sequence_mean", 8] == pytest.approx(1 / 16)
+    assert w["sequence_mean", 2] == pytest.approx(1 / 4) and w["sequence_mean", 8] == pytest.approx(
+        1 / 16
+    )
     assert w["token_mean", 2] == pytest.approx(1 / 10) == w["token_mean", 8]
     assert w["constant", 2] == pytest.approx(1 / 16)
 
@@ -120,13 +173,30 @@ def synthetic_frames():
     for cell in (REF, OTHER):
         for seed in (0, 1):
             for step in (0, 2, 4):
-                curves.append({"stage": "std_scaling", "cell": cell, "seed": seed, "step": step,
-                               "greedy": 0.1 * step + 0.01 * seed, "sampled": 0.05 * step})  # fmt: skip
+                curves.append(
+                    {
+                        "stage": "std_scaling",
+                        "cell": cell,
+                        "seed": seed,
+                        "step": step,
+                        "greedy": 0.1 * step + 0.01 * seed,
+                        "sampled": 0.05 * step,
+                    }
+                )
             for step in range(4):
-                row = {"stage": "std_scaling", "cell": cell, "seed": seed, "step": step,
-                       "length/correct": 4.0 + step, "length/incorrect": 6.0, "truncation_rate": 0.1,
-                       "ratio_clip/low": 0.01, "ratio_clip/high": None, "mixed_observed": 0.5,
-                       "mixed_predicted": 0.4}  # fmt: skip
+                row = {
+                    "stage": "std_scaling",
+                    "cell": cell,
+                    "seed": seed,
+                    "step": step,
+                    "length/correct": 4.0 + step,
+                    "length/incorrect": 6.0,
+                    "truncation_rate": 0.1,
+                    "ratio_clip/low": 0.01,
+                    "ratio_clip/high": None,
+                    "mixed_observed": 0.5,
+                    "mixed_predicted": 0.4,
+                }
                 row.update({f"fraction/{c}": 0.25 for c in GROUP_CATEGORIES})
                 steps.append(row)
     return pd.DataFrame(curves), pd.DataFrame(steps)
@@ -136,7 +206,9 @@ def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
     curves, steps = synthetic_frames()
     palette = figures.cell_palette(figures.design_cells(CONFIG))
     paths = figures.write_stage_figures(curves, steps, "std_scaling", palette, tmp_path)
-    assert sorted(p.name for p in paths) == sorted(f"{k}.{e}" for k in figures.STAGE_FIGURES for e in ("png", "pdf"))
+    assert sorted(p.name for p in paths) == sorted(
+        f"{k}.{e}" for k in figures.STAGE_FIGURES for e in ("png", "pdf")
+    )
     assert all(p.stat().st_size > 1000 for p in paths)
     paths = figures.write_weight_figure(tmp_path)
     assert all(p.stat().st_size > 1000 for p in paths)
@@ -158,5 +230,7 @@ def test_cells_whose_groups_failed_scoring_are_flagged():
     runs.loc[runs["cell"] == REF, "fraction_failed_scoring"] = 0.0
     runs.loc[runs["cell"] == OTHER, "fraction_failed_scoring"] = 1.0
     flags = tables.scoring_flags(tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}))
-    assert flags == [f"**Scoring failed** in 100% of the groups of `{OTHER}` (mean over seeds): "
-                     "those groups carried no reward signal."]  # fmt: skip
+    assert flags == [
+        f"**Scoring failed** in 100% of the groups of `{OTHER}` (mean over seeds): "
+        "those groups carried no reward signal."
+    ]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablation.task import (
+from grpo_ablation.tasks.addition import (
     ScoringError,
     TaskConfig,
     carryless_sum,

@@ -24,7 +24,12 @@ from conformance import (
 )
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from grpo_ablation.objective import AGGREGATIONS, SCALINGS, aggregate_loss, group_advantages
+from grpo_ablation.objective.formulas import (
+    AGGREGATIONS,
+    SCALINGS,
+    aggregate_loss,
+    group_advantages,
+)
 
 torch.set_num_threads(1)
 
@@ -34,7 +39,9 @@ def model_dir(tmp_path_factory):
     return build_model_dir(tmp_path_factory.mktemp("model"))
 
 
-def reference_grads(model_dir: Path, scaling: str, eps: float, mode: str, all_prompts=PROMPTS) -> dict:
+def reference_grads(
+    model_dir: Path, scaling: str, eps: float, mode: str, all_prompts=PROMPTS
+) -> dict:
     """The objective written out with the library alone: no TRL, no trainer."""
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -79,25 +86,53 @@ def test_trainer_gradient_equals_the_library_formula(model_dir, tmp_path, scalin
 
 def test_prompts_of_different_lengths_are_scored_at_their_sampling_positions(model_dir, tmp_path):
     # Each reference sequence is scored alone (no padding); the trainer left-pads them together.
-    got = capture(model_dir, tmp_path, prompts=MIXED_PROMPTS, std_scaling="sample", std_eps=1e-4,
-                  aggregation="token_mean")  # fmt: skip
-    assert_same(got["grads"], reference_grads(model_dir, "sample", 1e-4, "token_mean", MIXED_PROMPTS))
+    got = capture(
+        model_dir,
+        tmp_path,
+        prompts=MIXED_PROMPTS,
+        std_scaling="sample",
+        std_eps=1e-4,
+        aggregation="token_mean",
+    )
+    assert_same(
+        got["grads"], reference_grads(model_dir, "sample", 1e-4, "token_mean", MIXED_PROMPTS)
+    )
 
 
 TRL_EQUIVALENTS = [
-    ({"std_scaling": "sample", "aggregation": "sequence_mean"}, {"loss_type": "grpo", "scale_rewards": "group"}),
-    ({"std_scaling": "none", "aggregation": "constant"}, {"loss_type": "dr_grpo", "scale_rewards": "none"}),
-    ({"std_scaling": "sample", "aggregation": "token_mean"}, {"loss_type": "dapo", "scale_rewards": "group"}),
-    ({"std_scaling": "batch", "aggregation": "sequence_mean"}, {"loss_type": "grpo", "scale_rewards": "batch"}),
-]  # fmt: skip
+    (
+        {"std_scaling": "sample", "aggregation": "sequence_mean"},
+        {"loss_type": "grpo", "scale_rewards": "group"},
+    ),
+    (
+        {"std_scaling": "none", "aggregation": "constant"},
+        {"loss_type": "dr_grpo", "scale_rewards": "none"},
+    ),
+    (
+        {"std_scaling": "sample", "aggregation": "token_mean"},
+        {"loss_type": "dapo", "scale_rewards": "group"},
+    ),
+    (
+        {"std_scaling": "batch", "aggregation": "sequence_mean"},
+        {"loss_type": "grpo", "scale_rewards": "batch"},
+    ),
+]
 
 
-@pytest.mark.parametrize(("ours", "trl"), TRL_EQUIVALENTS, ids=lambda d: "-".join(map(str, d.values())))
+@pytest.mark.parametrize(
+    ("ours", "trl"), TRL_EQUIVALENTS, ids=lambda d: "-".join(map(str, d.values()))
+)
 @pytest.mark.parametrize("accumulation", [1, 2])
-def test_same_gradient_as_stock_trl_where_the_objective_is_the_same(model_dir, tmp_path, ours, trl, accumulation):
+def test_same_gradient_as_stock_trl_where_the_objective_is_the_same(
+    model_dir, tmp_path, ours, trl, accumulation
+):
     # TRL's std is always the sample std plus 1e-4
-    mine = capture(model_dir, tmp_path / "ours", std_eps=1e-4, gradient_accumulation_steps=accumulation, **ours)
-    stock = capture(model_dir, tmp_path / "trl", stock=trl, gradient_accumulation_steps=accumulation)
+    mine = capture(
+        model_dir, tmp_path / "ours", std_eps=1e-4, gradient_accumulation_steps=accumulation, **ours
+    )
+    stock = capture(
+        model_dir, tmp_path / "trl", stock=trl, gradient_accumulation_steps=accumulation
+    )
     assert_same(mine["grads"], stock["grads"])
 
 
@@ -105,7 +140,9 @@ IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"
 
 
 @pytest.mark.parametrize("is_mode", IS_MODES)
-@pytest.mark.parametrize(("ours", "trl"), TRL_EQUIVALENTS[:3], ids=lambda d: "-".join(map(str, d.values())))
+@pytest.mark.parametrize(
+    ("ours", "trl"), TRL_EQUIVALENTS[:3], ids=lambda d: "-".join(map(str, d.values()))
+)
 def test_the_vllm_importance_sampling_correction_is_kept(model_dir, tmp_path, ours, trl, is_mode):
     """With sampling log-probabilities as vLLM returns them, TRL computes an importance-sampling
     ratio in every mode; the project loss applies it exactly as stock TRL's does."""
@@ -120,11 +157,25 @@ def test_the_vllm_importance_sampling_correction_is_kept(model_dir, tmp_path, ou
 
 @pytest.mark.parametrize("mode", AGGREGATIONS)
 def test_accumulation_steps_do_not_change_the_gradient(model_dir, tmp_path, mode):
-    one = capture(model_dir, tmp_path / "1", std_scaling="population", std_eps=1e-4, aggregation=mode)
-    two = capture(model_dir, tmp_path / "2", std_scaling="population", std_eps=1e-4, aggregation=mode,
-                  gradient_accumulation_steps=2)  # fmt: skip
-    four = capture(model_dir, tmp_path / "4", std_scaling="population", std_eps=1e-4, aggregation=mode,
-                   gradient_accumulation_steps=4)  # fmt: skip
+    one = capture(
+        model_dir, tmp_path / "1", std_scaling="population", std_eps=1e-4, aggregation=mode
+    )
+    two = capture(
+        model_dir,
+        tmp_path / "2",
+        std_scaling="population",
+        std_eps=1e-4,
+        aggregation=mode,
+        gradient_accumulation_steps=2,
+    )
+    four = capture(
+        model_dir,
+        tmp_path / "4",
+        std_scaling="population",
+        std_eps=1e-4,
+        aggregation=mode,
+        gradient_accumulation_steps=4,
+    )
     assert_same(two["grads"], one["grads"])
     assert_same(four["grads"], one["grads"])
 
@@ -132,14 +183,25 @@ def test_accumulation_steps_do_not_change_the_gradient(model_dir, tmp_path, mode
 def test_two_processes_give_the_gradient_of_one(model_dir, tmp_path):
     objectives = [
         {"std_scaling": s, "std_eps": 1e-4, "aggregation": m, "gradient_accumulation_steps": ga}
-        for s, m, ga in [("sample", "sequence_mean", 1), ("population", "token_mean", 2),
-                         ("batch", "group_token_mean", 1), ("none", "constant", 2)]
-    ]  # fmt: skip
-    from grpo_ablation.launch import accelerate_command, free_port
+        for s, m, ga in [
+            ("sample", "sequence_mean", 1),
+            ("population", "token_mean", 2),
+            ("batch", "group_token_mean", 1),
+            ("none", "constant", 2),
+        ]
+    ]
+    from grpo_ablation.training.launch import accelerate_command, free_port
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
-    script = [str(Path(__file__).parent / "conformance.py"), "--model", str(model_dir),
-              "--out", str(tmp_path), "--objectives", json.dumps(objectives)]  # fmt: skip
+    script = [
+        str(Path(__file__).parent / "conformance.py"),
+        "--model",
+        str(model_dir),
+        "--out",
+        str(tmp_path),
+        "--objectives",
+        json.dumps(objectives),
+    ]
     # The launcher the train rule uses for two CPU processes.
     cmd = accelerate_command(script, 2, "ddp", "cpu", "float32", free_port())
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)

@@ -14,8 +14,8 @@ import torch
 from conformance import G, digit_reward
 from safetensors.torch import load_file
 
-from grpo_ablation.rollout_log import ROLLOUT_FIELDS, read_rollouts
-from grpo_ablation.train import TrainingConfig, train
+from grpo_ablation.training.rollout_log import ROLLOUT_FIELDS, read_rollouts
+from grpo_ablation.training.train import TrainingConfig, train
 
 torch.set_num_threads(1)
 TINY = dict(group_size=G, prompts_per_step=2, max_completion_length=6, save_steps=2)
@@ -28,18 +28,34 @@ def test_every_completion_is_a_row_and_groups_stay_whole(setup, tmp_path):
     assert set(ROLLOUT_FIELDS) <= set(rows.columns)
     assert len(rows) == 4 * 2 * G
     for (_step, _group), members in rows.groupby(["step", "group_index"]):
-        assert members["prompt_id"].nunique() == 1 and sorted(members["completion_index"]) == list(range(G))
+        assert members["prompt_id"].nunique() == 1 and sorted(members["completion_index"]) == list(
+            range(G)
+        )
         assert members["group_category"].nunique() == 1
         if members["group_category"].iloc[0] in ("all_correct", "all_incorrect"):
             assert (members["advantage"] == 0).all()
     assert (rows["correct"] == (rows["reward"] >= 1.0)).all()
     metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2, 3, 4]
-    for key in ("groups/all_correct", "groups/all_incorrect", "groups/mixed", "groups/failed_scoring",
-                "ratio_clip/low", "ratio_clip/high", "truncation_rate", "length/correct",
-                "length/incorrect", "groups/zero_std_fraction", "loss", "entropy", "grad_norm"):  # fmt: skip
+    for key in (
+        "groups/all_correct",
+        "groups/all_incorrect",
+        "groups/mixed",
+        "groups/failed_scoring",
+        "ratio_clip/low",
+        "ratio_clip/high",
+        "truncation_rate",
+        "length/correct",
+        "length/incorrect",
+        "groups/zero_std_fraction",
+        "loss",
+        "entropy",
+        "grad_norm",
+    ):
         assert key in metrics[0], key
-    assert not any("clipped" in k for m in metrics for k in m), "truncation is never called clipping"
+    assert not any("clipped" in k for m in metrics for k in m), (
+        "truncation is never called clipping"
+    )
     truncated = rows.groupby("step")["truncated"].mean().tolist()
     assert [m["truncation_rate"] for m in metrics] == pytest.approx(truncated)
     budget = json.loads((tmp_path / "budget.json").read_text())
@@ -81,9 +97,24 @@ def test_a_reward_that_fails_on_some_samples_marks_only_those(setup, tmp_path):
 
 def _driver(model, data, out, training, sleep=0.0):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "run_driver", "--model", str(model), "--data", str(data),
-           "--out", str(out), "--training", json.dumps(training), "--sleep", str(sleep)]  # fmt: skip
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "run_driver",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--training",
+        json.dumps(training),
+        "--sleep",
+        str(sleep),
+    ]
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_a_run_killed_mid_way_resumes_to_the_same_result(setup, tmp_path):
@@ -109,4 +140,6 @@ def test_a_run_killed_mid_way_resumes_to_the_same_result(setup, tmp_path):
     wa = load_file(ref / "checkpoints" / "checkpoint-12" / "model.safetensors")
     wb = load_file(run / "checkpoints" / "checkpoint-12" / "model.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
-    assert json.loads((run / "budget.json").read_text())["attempts"] == 1 + 0  # only the finishing attempt
+    assert (
+        json.loads((run / "budget.json").read_text())["attempts"] == 1 + 0
+    )  # only the finishing attempt

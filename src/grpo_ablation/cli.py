@@ -29,7 +29,7 @@ def cmd_splits(a: argparse.Namespace) -> None:
 
 def cmd_prefetch(a: argparse.Namespace) -> None:
     """Fill the Hugging Face cache on the submit host: model, data set, built-in benchmark data."""
-    from grpo_ablation.prefetch import prefetch
+    from grpo_ablation.policy.prefetch import prefetch
 
     record = prefetch(json.loads(a.config))
     a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -38,13 +38,18 @@ def cmd_prefetch(a: argparse.Namespace) -> None:
 
 
 def cmd_base_policy(a: argparse.Namespace) -> None:
-    from grpo_ablation.pretrained import build_base_policy
+    from grpo_ablation.policy.pretrained import build_base_policy
     from grpo_ablation.tasks import get_task
 
     a.out.mkdir(parents=True, exist_ok=True)
     _threads(a.threads)
-    info = build_base_policy(json.loads(a.base), get_task(json.loads(a.task)), a.splits,
-                             a.out / "model", json.loads(a.compute))  # fmt: skip
+    info = build_base_policy(
+        json.loads(a.base),
+        get_task(json.loads(a.task)),
+        a.splits,
+        a.out / "model",
+        json.loads(a.compute),
+    )
     (a.out / "base_policy.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
@@ -77,31 +82,46 @@ def _fault_callbacks() -> list[Any]:
 
 def cmd_train(a: argparse.Namespace) -> None:
     from grpo_ablation.compute import resolve_device
-    from grpo_ablation.launch import relaunch
     from grpo_ablation.settings import from_dict
-    from grpo_ablation.train import TrainingConfig, train
+    from grpo_ablation.training.launch import relaunch
+    from grpo_ablation.training.train import TrainingConfig, train
 
     compute = json.loads(a.compute)
     processes = int(compute.get("processes_per_train_job", 1))
     # N > 1: this process becomes `accelerate launch` of the same command (N copies of it).
-    relaunch([sys.argv[0], *sys.argv[1:]], processes, compute.get("accelerate_config", "ddp"),
-             resolve_device(compute["device"]), compute["dtype"])  # fmt: skip
+    relaunch(
+        [sys.argv[0], *sys.argv[1:]],
+        processes,
+        compute.get("accelerate_config", "ddp"),
+        resolve_device(compute["device"]),
+        compute["dtype"],
+    )
     # The job's threads are shared by its processes.
     _threads(max(1, a.threads // int(os.environ.get("WORLD_SIZE", 1))))
     cfg = from_dict(TrainingConfig, json.loads(a.training), "training")
     model, revision = _base_model(a.base)
-    train(model, a.data, a.out, cfg, json.loads(a.task), callbacks=_fault_callbacks(),
-          device=compute["device"], dtype=compute["dtype"], revision=revision,
-          keep_optimizer_state=compute["keep_optimizer_state"])  # fmt: skip
+    train(
+        model,
+        a.data,
+        a.out,
+        cfg,
+        json.loads(a.task),
+        callbacks=_fault_callbacks(),
+        device=compute["device"],
+        dtype=compute["dtype"],
+        revision=revision,
+        keep_optimizer_state=compute["keep_optimizer_state"],
+    )
 
 
 def cmd_eval_tasks(a: argparse.Namespace) -> None:
-    from grpo_ablation.evaluate import write_split_tasks
+    from grpo_ablation.evaluation.evaluate import write_split_tasks
     from grpo_ablation.tasks import get_task
 
     task = get_task(json.loads(a.task))
-    write_split_tasks(a.data, a.tasks, task.kind, json.loads(a.evaluation), task.answer_rule,
-                      task.chat_template)  # fmt: skip
+    write_split_tasks(
+        a.data, a.tasks, task.kind, json.loads(a.evaluation), task.answer_rule, task.chat_template
+    )
 
 
 def _fail_first_attempt() -> None:
@@ -113,7 +133,7 @@ def _fail_first_attempt() -> None:
 
 def cmd_evaluate(a: argparse.Namespace) -> None:
     from grpo_ablation.compute import resolve_device
-    from grpo_ablation.evaluate import evaluate_checkpoints
+    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
 
     _fail_first_attempt()
     _threads(a.threads)
@@ -125,12 +145,23 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
     else:
         info = json.loads((a.run / "run_info.json").read_text())
         checkpoints = [(s, a.run / "checkpoints" / f"checkpoint-{s}") for s in info["checkpoints"]]
-    options = dict(batch_size=ev["batch_size"], device=resolve_device(ev["device"]), dtype=ev["dtype"],
-                   seed=ev["seed"], limit=ev["limit"], revision=revision,
-                   backend=ev.get("backend", "hf"))  # fmt: skip
+    options = dict(
+        batch_size=ev["batch_size"],
+        device=resolve_device(ev["device"]),
+        dtype=ev["dtype"],
+        seed=ev["seed"],
+        limit=ev["limit"],
+        revision=revision,
+        backend=ev.get("backend", "hf"),
+    )
     # External benchmarks (lm-eval's own gsm8k, ...) score the test-split checkpoints only.
-    evaluate_checkpoints(checkpoints, a.tasks / "test", a.out / "test",
-                         external=ev.get("external_benchmarks") or None, **options)  # fmt: skip
+    evaluate_checkpoints(
+        checkpoints,
+        a.tasks / "test",
+        a.out / "test",
+        external=ev.get("external_benchmarks") or None,
+        **options,
+    )
     evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", a.out / "validation", **options)
 
 
@@ -149,14 +180,14 @@ def cmd_select(a: argparse.Namespace) -> None:
 
 
 def cmd_calculations(a: argparse.Namespace) -> None:
-    from grpo_ablation.calculations import write_sheet
+    from grpo_ablation.objective.calculations import write_sheet
 
     for path in write_sheet(a.out):
         print(path)
 
 
 def cmd_diagnostics(a: argparse.Namespace) -> None:
-    from grpo_ablation.diagnostics import write_run_diagnostics
+    from grpo_ablation.analysis.diagnostics import write_run_diagnostics
 
     for path in write_run_diagnostics(a.run, a.out):
         print(path)
@@ -168,7 +199,7 @@ def _report_inputs(a: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
 
 
 def cmd_tables(a: argparse.Namespace) -> None:
-    from grpo_ablation.tables import write_tables
+    from grpo_ablation.analysis.tables import write_tables
 
     config, selection = _report_inputs(a)
     for path in write_tables(a.exp, config, selection, a.out):
@@ -176,7 +207,7 @@ def cmd_tables(a: argparse.Namespace) -> None:
 
 
 def cmd_figures(a: argparse.Namespace) -> None:
-    from grpo_ablation.figures import write_figures
+    from grpo_ablation.analysis.figures import write_figures
 
     config, selection = _report_inputs(a)
     for path in write_figures(a.exp, config, selection, a.out, a.stage):
@@ -184,7 +215,7 @@ def cmd_figures(a: argparse.Namespace) -> None:
 
 
 def cmd_token_weights(a: argparse.Namespace) -> None:
-    from grpo_ablation.figures import write_weight_figure
+    from grpo_ablation.analysis.figures import write_weight_figure
 
     for path in write_weight_figure(a.out):
         print(path)
@@ -206,14 +237,20 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_splits)
 
     p = sub.add_parser("prefetch", help="fill the Hugging Face cache (runs on the submit host)")
-    p.add_argument("--config", required=True, help="sections task, base_policy, evaluation, stand_in as JSON")
+    p.add_argument(
+        "--config", required=True, help="sections task, base_policy, evaluation, stand_in as JSON"
+    )
     p.add_argument("--out", type=Path, required=True, help="the prefetch record (JSON)")
     p.set_defaults(func=cmd_prefetch)
 
-    p = sub.add_parser("base-policy", help="build and warm-start the base policy (or name a hub model)")
+    p = sub.add_parser(
+        "base-policy", help="build and warm-start the base policy (or name a hub model)"
+    )
     p.add_argument("--base", required=True, help="base_policy config as JSON")
     p.add_argument("--task", required=True, help="task config as JSON")
-    p.add_argument("--compute", default='{"device": "auto", "dtype": "float32"}', help="compute config as JSON")
+    p.add_argument(
+        "--compute", default='{"device": "auto", "dtype": "float32"}', help="compute config as JSON"
+    )
     p.add_argument("--splits", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--threads", type=int, default=1)
@@ -256,20 +293,30 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("out", type=Path)
     p.set_defaults(func=cmd_calculations)
 
-    p = sub.add_parser("diagnostics", help="per-step and per-run diagnostics of one run's rollout log")
+    p = sub.add_parser(
+        "diagnostics", help="per-step and per-run diagnostics of one run's rollout log"
+    )
     p.add_argument("--run", type=Path, required=True, help="run directory")
     p.add_argument("--out", type=Path, required=True)
     p.set_defaults(func=cmd_diagnostics)
 
-    for name, func, what in (("tables", cmd_tables, "result and objective tables (CSV, Markdown, LaTeX)"),
-                             ("figures", cmd_figures, "every figure (PNG and PDF)")):  # fmt: skip
+    for name, func, what in (
+        ("tables", cmd_tables, "result and objective tables (CSV, Markdown, LaTeX)"),
+        ("figures", cmd_figures, "every figure (PNG and PDF)"),
+    ):
         p = sub.add_parser(name, help=what)
         p.add_argument("--exp", type=Path, required=True, help="experiment directory")
-        p.add_argument("--config", required=True, help="config sections seeds, stages, training as JSON")
-        p.add_argument("--selection", type=Path, help="selection/stage1.json (when stage 2 needs it)")
+        p.add_argument(
+            "--config", required=True, help="config sections seeds, stages, training as JSON"
+        )
+        p.add_argument(
+            "--selection", type=Path, help="selection/stage1.json (when stage 2 needs it)"
+        )
         p.add_argument("--out", type=Path, required=True)
         if name == "figures":
-            p.add_argument("--stage", help="only this stage's figures, written directly under --out")
+            p.add_argument(
+                "--stage", help="only this stage's figures, written directly under --out"
+            )
         p.set_defaults(func=func)
 
     p = sub.add_parser("token-weights", help="figure of the worked example's per-token weights")
@@ -279,14 +326,16 @@ def main(argv: list[str] | None = None) -> None:
     a = parser.parse_args(argv)
     # External benchmarks load lm-eval's whole task index: they evaluate in their own process.
     if a.command == "evaluate" and not json.loads(a.evaluation).get("external_benchmarks"):
-        from grpo_ablation import eval_worker
+        from grpo_ablation.evaluation import worker as eval_worker
 
         if eval_worker.wanted():
             try:
                 raise SystemExit(eval_worker.run_job(sys.argv[1:] if argv is None else argv))
             except eval_worker.WorkerUnavailable as exc:
-                print(f"evaluation worker unavailable, evaluating in this process: {exc}",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    f"evaluation worker unavailable, evaluating in this process: {exc}",
+                    file=sys.stderr,
+                )
     a.func(a)
 
 

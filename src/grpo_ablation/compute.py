@@ -72,8 +72,11 @@ def device_info(device: str, dtype: str) -> dict[str, Any]:
         try:
             out = subprocess.run(
                 ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=30, check=True,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            )
             info["driver_version"] = out.stdout.strip().splitlines()[0]
         except (OSError, subprocess.SubprocessError, IndexError):
             info["driver_version"] = "unknown (nvidia-smi unavailable)"

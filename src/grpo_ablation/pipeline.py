@@ -15,7 +15,7 @@ from typing import Any
 
 from grpo_ablation.choices import AGGREGATIONS, SCALINGS
 from grpo_ablation.tasks import get_task
-from grpo_ablation.train import TrainingConfig
+from grpo_ablation.training.train import TrainingConfig
 
 STAGES = ("std_scaling", "aggregation", "group_size")
 FROM_STAGE1 = "from_stage1"
@@ -91,7 +91,9 @@ def nominal_budget(cfg: TrainingConfig) -> dict[str, Any]:
 def baseline(config: dict[str, Any]) -> Cell:
     s = config["stages"]
     return Cell(
-        s["std_scaling"]["reference"], s["std_scaling"]["aggregation"], config["training"]["group_size"]
+        s["std_scaling"]["reference"],
+        s["std_scaling"]["aggregation"],
+        config["training"]["group_size"],
     )
 
 
@@ -109,7 +111,9 @@ def stage_cells(config: dict[str, Any], stage: str, stage1_winner: str | None = 
         std = s["std_scaling"]
         if std == FROM_STAGE1:
             if stage1_winner is None:
-                raise DesignError("stage 'aggregation' takes std scaling from stage 1: no winner yet")
+                raise DesignError(
+                    "stage 'aggregation' takes std scaling from stage 1: no winner yet"
+                )
             std = stage1_winner
         return [Cell(std, v, G) for v in s["values"]]
     if stage == "group_size":
@@ -122,7 +126,9 @@ def stage_cells(config: dict[str, Any], stage: str, stage1_winner: str | None = 
 
 def reference_cell(config: dict[str, Any], stage: str, cells: list[Cell]) -> Cell:
     ref = config["stages"][stage]["reference"]
-    attr = {"std_scaling": "std_scaling", "aggregation": "aggregation", "group_size": "group_size"}[stage]
+    attr = {"std_scaling": "std_scaling", "aggregation": "aggregation", "group_size": "group_size"}[
+        stage
+    ]
     for cell in cells:
         if str(getattr(cell, attr)) == str(ref):
             return cell
@@ -151,9 +157,7 @@ def select_winner(summaries: dict[str, list[dict[str, Any]]], metric: str) -> di
     ``summaries`` maps a cell's std scaling to the validation results of its seeds. Ties go to
     the value listed first (dicts keep the config's order), so the choice is deterministic.
     """
-    means = {
-        k: sum(r[metric] for r in rs) / len(rs) for k, rs in summaries.items() if rs
-    }
+    means = {k: sum(r[metric] for r in rs) / len(rs) for k, rs in summaries.items() if rs}
     if not means:
         raise DesignError("no validation results to select a stage-1 winner from")
     best = max(means, key=lambda k: (means[k], -list(means).index(k)))
@@ -204,12 +208,18 @@ def check_design(config: dict[str, Any]) -> None:
             continue
         if stage == "aggregation" and config["stages"][stage]["std_scaling"] == FROM_STAGE1:
             if not config["stages"]["std_scaling"]["enabled"]:
-                raise DesignError("stages.aggregation.std_scaling is from_stage1 but stage 1 is disabled")
+                raise DesignError(
+                    "stages.aggregation.std_scaling is from_stage1 but stage 1 is disabled"
+                )
             # every possible winner must give a consistent stage
             for std in config["stages"]["std_scaling"]["values"]:
                 cells = stage_cells(config, stage, std)
                 check_matched_budgets(config, stage, cells)
-            reference_cell(config, stage, stage_cells(config, stage, config["stages"]["std_scaling"]["values"][0]))
+            reference_cell(
+                config,
+                stage,
+                stage_cells(config, stage, config["stages"]["std_scaling"]["values"][0]),
+            )
             continue
         cells = stage_cells(config, stage)
         check_matched_budgets(config, stage, cells)

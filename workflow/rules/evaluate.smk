@@ -2,7 +2,7 @@
 # base policy as step 0, and the final checkpoint on the validation split (used for selection
 # between stages only). One job per run evaluates all its checkpoints (imports paid once); on a
 # workstation the job hands its work to the local evaluation worker, which pays the imports once
-# per machine (src/grpo_ablation/eval_worker.py; GRPO_EVAL_WORKER=off to evaluate in the job).
+# per machine (src/grpo_ablation/evaluation/worker.py; GRPO_EVAL_WORKER=off to evaluate in the job).
 
 
 rule eval_tasks:

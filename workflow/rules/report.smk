@@ -4,8 +4,8 @@
 #     snakemake --cores 2 --configfile config/<name>.yaml figures
 # figures.py is an input of the figure rules, so editing it is enough to rebuild them; add
 # `--forcerun stage_figures token_weight_figure` to rebuild them without any edit.
-from grpo_ablation import tables
-from grpo_ablation.figures import STAGE_FIGURES
+from grpo_ablation.analysis import tables
+from grpo_ablation.analysis.figures import STAGE_FIGURES
 
 # The config sections the tables and figures need (no paths, so params never name outputs).
 REPORT_CONFIG = json.dumps({k: config[k] for k in ("seeds", "stages", "training")}, sort_keys=True)
@@ -13,8 +13,8 @@ STAGES_ON = [s for s in pipeline.STAGES if config["stages"][s]["enabled"]]
 # The plotting and table code are inputs, so editing them rebuilds what they draw. Checkout paths,
 # not workflow.source_path (a fresh cache copy on every invocation, which would always look new).
 SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
-FIGURE_CODE = str(SRC / "figures.py")
-TABLE_CODE = [str(SRC / "tables.py"), str(SRC / "stats.py")]
+FIGURE_CODE = str(SRC / "analysis" / "figures.py")
+TABLE_CODE = [str(SRC / "analysis" / "tables.py"), str(SRC / "analysis" / "stats.py")]
 
 
 wildcard_constraints:
@@ -22,7 +22,7 @@ wildcard_constraints:
 
 
 # Helpers are lambdas: `snakemake --lint` wants no function definitions next to rules, and the
-# logic they call lives in grpo_ablation.tables (testable without Snakemake).
+# logic they call lives in grpo_ablation.analysis.tables (testable without Snakemake).
 NEEDS_SELECTION = (
     config["stages"]["aggregation"]["enabled"]
     and config["stages"]["aggregation"]["std_scaling"] == pipeline.FROM_STAGE1

@@ -23,7 +23,12 @@ Prompt = str | list[Message]
 
 def is_conversation(prompt: Prompt) -> bool:
     """TRL's test (``trl.data_utils.is_conversational``): a list whose first item has a role."""
-    return isinstance(prompt, list) and bool(prompt) and isinstance(prompt[0], dict) and "role" in prompt[0]
+    return (
+        isinstance(prompt, list)
+        and bool(prompt)
+        and isinstance(prompt[0], dict)
+        and "role" in prompt[0]
+    )
 
 
 def render_prompt(
@@ -47,7 +52,9 @@ def render_prompt(
     """
     if not is_conversation(prompt):
         if not isinstance(prompt, str):
-            raise TypeError(f"prompt must be a string or a list of messages, got {type(prompt).__name__}")
+            raise TypeError(
+                f"prompt must be a string or a list of messages, got {type(prompt).__name__}"
+            )
         return prompt
     return tokenizer.apply_chat_template(
         prompt,
@@ -116,7 +123,9 @@ def warm_start_pretrained(
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, warmup_steps)))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / max(1, warmup_steps))
+    )
 
     order: list[int] = []
     losses: list[float] = []

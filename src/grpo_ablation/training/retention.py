@@ -14,7 +14,7 @@ are needed only to resume, and a run resumes from its newest complete checkpoint
   ``args.output_dir``; the checkpoint just saved, newer ones, and any without
   ``trainer_state.json`` (being written, or left half-written by a killed run) are never touched.
   ``policy="all"`` keeps everything (the callback does nothing).
-* ``checkpoint_disk_bytes`` and ``python -m grpo_ablation.retention`` state the disk needs.
+* ``checkpoint_disk_bytes`` and ``python -m grpo_ablation.training.retention`` state the disk needs.
 
 What is deleted (names from the transformers 5.24 / accelerate Trainer source):
 ``optimizer.pt`` and ``scheduler.pt`` (``Trainer._save_optimizer_and_scheduler``),
@@ -188,10 +188,18 @@ def main(argv: list[str] | None = None) -> None:
         "of each run vs in all of them (AdamW: two moments per parameter, in the parameter dtype)."
     )
     parser.add_argument("--n-params", type=int, required=True, help="parameters of the policy")
-    parser.add_argument("--dtype", choices=sorted(DTYPE_BYTES), default="float32",
-                        help="dtype of the saved weights and of the parameters")  # fmt: skip
-    parser.add_argument("--optimizer-dtype", choices=sorted(DTYPE_BYTES), default=None,
-                        help="dtype of AdamW's moments (default: --dtype, as torch's AdamW)")  # fmt: skip
+    parser.add_argument(
+        "--dtype",
+        choices=sorted(DTYPE_BYTES),
+        default="float32",
+        help="dtype of the saved weights and of the parameters",
+    )
+    parser.add_argument(
+        "--optimizer-dtype",
+        choices=sorted(DTYPE_BYTES),
+        default=None,
+        help="dtype of AdamW's moments (default: --dtype, as torch's AdamW)",
+    )
     parser.add_argument("--checkpoints-per-run", type=int, required=True)
     parser.add_argument("--runs", type=int, required=True)
     a = parser.parse_args(argv)

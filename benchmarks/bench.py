@@ -21,14 +21,20 @@ import torch
 def _tiny_setup(root: Path, n_layer: int = 2, n_embd: int = 64) -> tuple[Path, list[dict]]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from grpo_ablation.tokenizer import build_char_tokenizer
+    from grpo_ablation.policy.tokenizer import build_char_tokenizer
 
     tok = build_char_tokenizer()
     torch.manual_seed(0)
     cfg = GPT2Config(
-        n_layer=n_layer, n_embd=n_embd, n_head=4, n_positions=32, vocab_size=len(tok),
-        bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-    )  # fmt: skip
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=4,
+        n_positions=32,
+        vocab_size=len(tok),
+        bos_token_id=tok.eos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     model = GPT2LMHeadModel(cfg)
     model.generation_config.pad_token_id = tok.pad_token_id
     model.save_pretrained(root / "model")
@@ -42,7 +48,9 @@ def _tiny_setup(root: Path, n_layer: int = 2, n_embd: int = 64) -> tuple[Path, l
 
 
 def _reward(prompts, completions, answer, **kwargs):
-    return [1.0 if c.strip(".").startswith(a) else 0.0 for c, a in zip(completions, answer, strict=True)]
+    return [
+        1.0 if c.strip(".").startswith(a) else 0.0 for c, a in zip(completions, answer, strict=True)
+    ]
 
 
 def _one_run(kind: str, model_dir: Path, rows: list[dict], out: Path, steps: int) -> float:
@@ -51,20 +59,34 @@ def _one_run(kind: str, model_dir: Path, rows: list[dict], out: Path, steps: int
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_ablation.trainer import AblationGRPOTrainer
+    from grpo_ablation.training.trainer import AblationGRPOTrainer
 
     args = GRPOConfig(
-        output_dir=str(out), per_device_train_batch_size=32, num_generations=8,
-        max_completion_length=10, max_steps=steps, learning_rate=5e-4, save_strategy="no",
-        report_to="none", use_cpu=True, bf16=False, seed=0, disable_tqdm=True, logging_steps=1,
-        disable_dropout=True, log_level="error",
-        loss_type="grpo", scale_rewards="group" if kind == "stock" else "none",
-    )  # fmt: skip
+        output_dir=str(out),
+        per_device_train_batch_size=32,
+        num_generations=8,
+        max_completion_length=10,
+        max_steps=steps,
+        learning_rate=5e-4,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        disable_tqdm=True,
+        logging_steps=1,
+        disable_dropout=True,
+        log_level="error",
+        loss_type="grpo",
+        scale_rewards="group" if kind == "stock" else "none",
+    )
     common: dict[str, Any] = dict(
         model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
-        args=args, train_dataset=Dataset.from_list(rows),
-        processing_class=AutoTokenizer.from_pretrained(model_dir), reward_funcs=_reward,
-    )  # fmt: skip
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+        reward_funcs=_reward,
+    )
     if kind == "stock":
         trainer = GRPOTrainer(**common)
     else:
@@ -86,12 +108,17 @@ def trainer_overhead(steps: int = 60, repeats: int = 6) -> dict[str, Any]:
         root = Path(tmp)
         model_dir, rows = _tiny_setup(root)
         with contextlib.redirect_stdout(io.StringIO()):
-            _one_run("stock", model_dir, rows, root / "warmup", 5)  # first-call costs out of the way
+            _one_run(
+                "stock", model_dir, rows, root / "warmup", 5
+            )  # first-call costs out of the way
         for r in range(repeats):
             # alternate which trainer goes first, so drift within a pair does not favour either
             order = ("stock", "ours") if r % 2 == 0 else ("ours", "stock")
             with contextlib.redirect_stdout(io.StringIO()):
-                sps = {kind: _one_run(kind, model_dir, rows, root / f"{kind}{r}", steps) for kind in order}
+                sps = {
+                    kind: _one_run(kind, model_dir, rows, root / f"{kind}{r}", steps)
+                    for kind in order
+                }
             stock_sps.append(sps["stock"])
             ours_sps.append(sps["ours"])
             ratios.append(sps["ours"] / sps["stock"])
@@ -122,8 +149,18 @@ def dag_scaling(sizes: tuple[int, ...] = (10, 100, 1000, 5000)) -> dict[str, Any
             cfg = {**base, "seeds": list(range(seeds)), "results_dir": tmp}
             path = Path(tmp) / f"grid{seeds}.yaml"
             path.write_text(yaml.safe_dump(cfg))
-            cmd = [sys.executable, "-m", "snakemake", "-n", "--quiet", "all", "--cores", "2",
-                   "--configfile", str(path)]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "-n",
+                "--quiet",
+                "all",
+                "--cores",
+                "2",
+                "--configfile",
+                str(path),
+            ]
             started = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True)
             elapsed = time.perf_counter() - started
@@ -157,9 +194,17 @@ def read_job_benchmarks(exp_dir: Path):
         last = frame.iloc[-1]
         end = path.stat().st_mtime
         rule = path.relative_to(root).parts[0].removesuffix(".tsv")
-        rows.append({"rule": rule, "job": str(path.relative_to(root)), "wall_s": float(last["s"]),
-                     "cpu_s": float(last["cpu_time"]), "max_rss_mb": float(last["max_rss"]),
-                     "end": end, "start": end - float(last["s"])})  # fmt: skip
+        rows.append(
+            {
+                "rule": rule,
+                "job": str(path.relative_to(root)),
+                "wall_s": float(last["s"]),
+                "cpu_s": float(last["cpu_time"]),
+                "max_rss_mb": float(last["max_rss"]),
+                "end": end,
+                "start": end - float(last["s"]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -167,7 +212,9 @@ def pipeline_overhead(exp_dir: Path, cores: int = 2) -> dict[str, Any]:
     """Wall time of a finished pipeline against the sum of its jobs' compute, and core use."""
     jobs = read_job_benchmarks(exp_dir)
     if jobs.empty:
-        raise FileNotFoundError(f"no benchmark files under {exp_dir}/benchmarks: run the pipeline first")
+        raise FileNotFoundError(
+            f"no benchmark files under {exp_dir}/benchmarks: run the pipeline first"
+        )
     wall = jobs["end"].max() - jobs["start"].min()
     return {
         "benchmark": "pipeline_overhead",
@@ -204,9 +251,15 @@ def evaluation_overhead(exp_dir: Path) -> dict[str, Any]:
     for job in jobs[jobs["rule"] == "evaluate"].itertuples():
         timings = _timings(_eval_dir(exp_dir, job.job))
         gen = sum(t["generate_s"] for t in timings)
-        rows.append({"job": job.job, "wall_s": job.wall_s, "generate_s": gen,
-                     "in_worker": all(t.get("in_worker", False) for t in timings),
-                     "outside_generation": 1 - gen / job.wall_s})  # fmt: skip
+        rows.append(
+            {
+                "job": job.job,
+                "wall_s": job.wall_s,
+                "generate_s": gen,
+                "in_worker": all(t.get("in_worker", False) for t in timings),
+                "outside_generation": 1 - gen / job.wall_s,
+            }
+        )
     shares = [r["outside_generation"] for r in rows]
     total_wall = sum(r["wall_s"] for r in rows)
     return {
@@ -235,18 +288,37 @@ def evaluation_modes(exp_dir: Path, repeats: int = 3) -> dict[str, Any]:
 
     run = next(p.parent for p in sorted((exp_dir / "runs").rglob("run_info.json")))
     first = json.loads(next((exp_dir / "eval" / "base" / "test").rglob("results.json")).read_text())
-    evaluation = {"batch_size": first["batch_size"], "device": first["device"],
-                  "dtype": first["dtype"], "seed": first["seeds"]["random_seed"],
-                  "limit": first["limit"], "external_benchmarks": []}  # fmt: skip
-    cli = Path(__file__).resolve().parents[2] / "workflow" / "scripts" / "grpo.py"
+    evaluation = {
+        "batch_size": first["batch_size"],
+        "device": first["device"],
+        "dtype": first["dtype"],
+        "seed": first["seeds"]["random_seed"],
+        "limit": first["limit"],
+        "external_benchmarks": [],
+    }
+    cli = Path(__file__).resolve().parents[1] / "workflow" / "scripts" / "grpo.py"
 
     def evaluate(out: Path, env: dict[str, str]) -> float:
         """Wall seconds of one evaluation job, as the rule runs it."""
         started = time.perf_counter()
-        subprocess.run([sys.executable, str(cli), "evaluate", "--run", str(run),
-                        "--tasks", str(exp_dir / "tasks"), "--out", str(out),
-                        "--evaluation", json.dumps(evaluation)], env=env,
-                       capture_output=True, check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                str(cli),
+                "evaluate",
+                "--run",
+                str(run),
+                "--tasks",
+                str(exp_dir / "tasks"),
+                "--out",
+                str(out),
+                "--evaluation",
+                json.dumps(evaluation),
+            ],
+            env=env,
+            capture_output=True,
+            check=True,
+        )
         return time.perf_counter() - started
 
     rows = []
@@ -256,20 +328,33 @@ def evaluation_modes(exp_dir: Path, repeats: int = 3) -> dict[str, Any]:
                 out = Path(tmp) / f"{mode}{i}"
                 worker_tmp = Path(tmp) / (f"cold{i}" if mode == "cold_worker" else "warm")
                 worker_tmp.mkdir(exist_ok=True)
-                env = {**os.environ, "TMPDIR": str(worker_tmp), "GRPO_EVAL_WORKER_IDLE": "600",
-                       "GRPO_EVAL_WORKER": "off" if mode == "in_process" else "on"}  # fmt: skip
+                env = {
+                    **os.environ,
+                    "TMPDIR": str(worker_tmp),
+                    "GRPO_EVAL_WORKER_IDLE": "600",
+                    "GRPO_EVAL_WORKER": "off" if mode == "in_process" else "on",
+                }
                 if mode == "warm_worker" and i == 0:  # start the shared worker outside the timing
                     evaluate(Path(tmp) / "warm-up", env)
                 wall = evaluate(out, env)
                 gen = sum(timing["generate_s"] for timing in _timings(out))
-                rows.append({"mode": mode, "repeat": i, "wall_s": wall, "generate_s": gen,
-                             "outside_generation": 1 - gen / wall})  # fmt: skip
-        from grpo_ablation.eval_worker import stop
+                rows.append(
+                    {
+                        "mode": mode,
+                        "repeat": i,
+                        "wall_s": wall,
+                        "generate_s": gen,
+                        "outside_generation": 1 - gen / wall,
+                    }
+                )
+        from grpo_ablation.evaluation.worker import stop
 
         for sock in Path(tmp).rglob("*.sock"):
             stop(sock)
-    median = {m: statistics.median(r["outside_generation"] for r in rows if r["mode"] == m)
-              for m in ("in_process", "cold_worker", "warm_worker")}  # fmt: skip
+    median = {
+        m: statistics.median(r["outside_generation"] for r in rows if r["mode"] == m)
+        for m in ("in_process", "cold_worker", "warm_worker")
+    }
     return {
         "benchmark": "evaluation_modes",
         "what": "share outside generation of one run's evaluation job (median), by mode",
@@ -288,8 +373,12 @@ def memory(exp_dir: Path) -> dict[str, Any]:
         child = [t.get("max_rss_mb", 0.0) for t in _timings(_eval_dir(exp_dir, job["job"]))]
         jobs.loc[i, "max_rss_mb"] = max([job["max_rss_mb"], *child])
     peak = jobs.groupby("rule")["max_rss_mb"].max().sort_values(ascending=False)
-    return {"benchmark": "memory", "what": "peak RSS per rule (MB)", "experiment": str(exp_dir),
-            "peak_rss_mb": {k: float(v) for k, v in peak.items()}}  # fmt: skip
+    return {
+        "benchmark": "memory",
+        "what": "peak RSS per rule (MB)",
+        "experiment": str(exp_dir),
+        "peak_rss_mb": {k: float(v) for k, v in peak.items()},
+    }
 
 
 PACK = 8  # evaluation jobs per allocation in the packed run (profiles/slurm: group-components)
@@ -316,10 +405,18 @@ def packed_evaluation(
     before = evaluation_overhead(exp)
     # The evaluation rules are the group "evaluation": unpacked, one allocation per job.
     submitted = _submissions(logs, "group_evaluation")
-    done = subprocess.run([*snakemake, "--forcerun", "evaluate", "evaluate_base", *PACKING_FLAGS],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)  # fmt: skip
+    done = subprocess.run(
+        [*snakemake, "--forcerun", "evaluate", "evaluate_base", *PACKING_FLAGS],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if done.returncode:
-        raise RuntimeError(f"packed evaluation run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"packed evaluation run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     after = evaluation_overhead(exp)
     jobs = len(before["jobs"])  # the base policy's (benchmarks/evaluate/base.tsv) included
     return {
@@ -329,48 +426,75 @@ def packed_evaluation(
         "evaluation_jobs": jobs,
         "sbatch_before": submitted,
         "sbatch_after": _submissions(logs, "group_evaluation") - submitted,
-        "median_outside_generation": {"one per allocation": before["median_outside_generation"],
-                                      "packed": after["median_outside_generation"]},
-        "pooled_outside_generation": {"one per allocation": before["pooled_outside_generation"],
-                                      "packed": after["pooled_outside_generation"]},
-        "jobs_in_worker": {"one per allocation": before["jobs_in_worker"], "packed": after["jobs_in_worker"]},
-        "job_wall_s": {"one per allocation": sorted(r["wall_s"] for r in before["jobs"]),
-                       "packed": sorted(r["wall_s"] for r in after["jobs"])},
+        "median_outside_generation": {
+            "one per allocation": before["median_outside_generation"],
+            "packed": after["median_outside_generation"],
+        },
+        "pooled_outside_generation": {
+            "one per allocation": before["pooled_outside_generation"],
+            "packed": after["pooled_outside_generation"],
+        },
+        "jobs_in_worker": {
+            "one per allocation": before["jobs_in_worker"],
+            "packed": after["jobs_in_worker"],
+        },
+        "job_wall_s": {
+            "one per allocation": sorted(r["wall_s"] for r in before["jobs"]),
+            "packed": sorted(r["wall_s"] for r in after["jobs"]),
+        },
     }
 
 
 def slurm_packing() -> dict[str, Any]:
     """Bring up the single-node SLURM, run the smoke config (one seed) through the SLURM
     profile, then its evaluation jobs packed (``packed_evaluation``). Needs root and Debian's
-    slurm packages (``grpo_ablation.local_slurm``); otherwise says why it was skipped."""
+    slurm packages (``benchmarks.local_slurm``); otherwise says why it was skipped."""
     import os
     import subprocess
     import sys
     import tempfile
 
-    from grpo_ablation.local_slurm import Cluster, unavailable_reason
+    from benchmarks.local_slurm import Cluster, unavailable_reason
 
     reason = unavailable_reason()
     if reason:
         return {"benchmark": "slurm_packed_evaluation", "skipped": reason}
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         results, logs = tmp / "results", tmp / "slurm_logs"
         override = tmp / "one_seed.yaml"
         override.write_text(f"results_dir: {results}\nseeds: [0]\n")
-        cmd = [str(Path(sys.executable).with_name("snakemake")), "--profile", "slurm",
-               "--configfile", str(root / "config/smoke.yaml"), str(override),
-               "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
-               "--slurm-keep-successful-logs", "--slurm-logdir", str(logs)]  # fmt: skip
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-               "OMP_NUM_THREADS": "1"}  # fmt: skip
+        cmd = [
+            str(Path(sys.executable).with_name("snakemake")),
+            "--profile",
+            "slurm",
+            "--configfile",
+            str(root / "config/smoke.yaml"),
+            str(override),
+            "--slurm-status-command",
+            "squeue",
+            "--slurm-init-seconds-before-status-checks",
+            "2",
+            "--slurm-keep-successful-logs",
+            "--slurm-logdir",
+            str(logs),
+        ]
+        env = {
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "OMP_NUM_THREADS": "1",
+        }
         cluster = Cluster(tmp / "slurm")
         cluster.up()
         try:
-            done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1800)
+            done = subprocess.run(
+                cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1800
+            )
             if done.returncode:
-                raise RuntimeError(f"SLURM run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+                raise RuntimeError(
+                    f"SLURM run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+                )
             return packed_evaluation(cmd, results / "smoke", logs, env, root)
         finally:
             cluster.down()
@@ -388,8 +512,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("results/bench"))
     parser.add_argument("--only", nargs="*", default=None, help="benchmarks to run")
-    parser.add_argument("--experiment", type=Path, default=Path("results/default"),
-                        help="a finished pipeline run, for the pipeline, evaluation and memory figures")  # fmt: skip
+    parser.add_argument(
+        "--experiment",
+        type=Path,
+        default=Path("results/default"),
+        help="a finished pipeline run, for the pipeline, evaluation and memory figures",
+    )
     a = parser.parse_args()
     torch.set_num_threads(1)
     suite = {
@@ -438,29 +566,57 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 add(name, f"dry run of {row['jobs']} jobs (s)", row["dry_run_s"], r["target"])
         elif name == "pipeline_overhead":
             add(name, "pipeline wall time (s)", r["pipeline_wall_s"])
-            add(name, "job slots busy (sum of job wall / cores x wall)", r["slot_utilisation"], r["target"])
+            add(
+                name,
+                "job slots busy (sum of job wall / cores x wall)",
+                r["slot_utilisation"],
+                r["target"],
+            )
             add(name, "CPU time / (cores x wall), sampled by Snakemake", r["cpu_utilisation"])
         elif name == "evaluation_overhead":
-            add(name, "share of an evaluation job outside generation (median)",
-                r["median_outside_generation"], r["target"])  # fmt: skip
-            add(name, "same, pooled over all evaluation jobs (worker start-up included)",
-                r["pooled_outside_generation"], r["target"])  # fmt: skip
+            add(
+                name,
+                "share of an evaluation job outside generation (median)",
+                r["median_outside_generation"],
+                r["target"],
+            )
+            add(
+                name,
+                "same, pooled over all evaluation jobs (worker start-up included)",
+                r["pooled_outside_generation"],
+                r["target"],
+            )
         elif name == "evaluation_modes":
             for mode, share in r["median_outside_generation"].items():
-                add(name, f"one run's evaluation job outside generation, {mode} (median)",
-                    share, r["target"])  # fmt: skip
+                add(
+                    name,
+                    f"one run's evaluation job outside generation, {mode} (median)",
+                    share,
+                    r["target"],
+                )
         elif name == "memory":
             for rule, mb in r["peak_rss_mb"].items():
                 add(name, f"peak RSS of rule {rule} (MB)", mb)
         elif name == "slurm_packed_evaluation" and "skipped" in r:
             add(name, "skipped", r["skipped"])
         elif name == "slurm_packed_evaluation":
-            add(name, f"sbatch submissions for {r['evaluation_jobs']} evaluation jobs: one each / packed",
-                f"{r['sbatch_before']} / {r['sbatch_after']}", r["target"])  # fmt: skip
+            add(
+                name,
+                f"sbatch submissions for {r['evaluation_jobs']} evaluation jobs: one each / packed",
+                f"{r['sbatch_before']} / {r['sbatch_after']}",
+                r["target"],
+            )
             for how in ("one per allocation", "packed"):
-                add(name, f"evaluation job outside generation, {how} (median / pooled)",
-                    f"{r['median_outside_generation'][how]:.3g} / {r['pooled_outside_generation'][how]:.3g}")  # fmt: skip
-                add(name, f"evaluation job wall s, {how}", " ".join(f"{w:.2f}" for w in r["job_wall_s"][how]))
+                add(
+                    name,
+                    f"evaluation job outside generation, {how} (median / pooled)",
+                    f"{r['median_outside_generation'][how]:.3g} / {r['pooled_outside_generation'][how]:.3g}",
+                )
+                add(
+                    name,
+                    f"evaluation job wall s, {how}",
+                    " ".join(f"{w:.2f}" for w in r["job_wall_s"][how]),
+                )
     return rows
 
 

@@ -20,11 +20,12 @@ import time
 from pathlib import Path
 
 ETC = Path("/etc/slurm")
-MARKER = "# written by grpo-ablation tests/test_slurm.py"  # (grpo_ablation.local_slurm)
+MARKER = "# written by grpo-ablation tests/test_slurm.py"  # (benchmarks.local_slurm)
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 # What the node advertises (config_overrides): enough for the profile's largest request.
 CPUS, MEMORY_MB = 16, 131072
 GPU_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/urandom")
+
 
 def unavailable_reason() -> str | None:
     """Why a cluster cannot be brought up here (None when it can); installs SLURM if missing."""
@@ -34,8 +35,9 @@ def unavailable_reason() -> str | None:
         if shutil.which("apt-get") is None:
             return "slurmctld is not installed and apt-get is unavailable"
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        done = subprocess.run(["apt-get", "install", "-y", "-qq", *PACKAGES], env=env,
-                              capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            ["apt-get", "install", "-y", "-qq", *PACKAGES], env=env, capture_output=True, text=True
+        )
         if done.returncode or shutil.which("slurmctld") is None:
             return f"apt-get install {' '.join(PACKAGES)} failed: {done.stderr[-500:]}"
     conf = ETC / "slurm.conf"
@@ -44,6 +46,8 @@ def unavailable_reason() -> str | None:
     if subprocess.run(["pgrep", "-x", "slurmctld"], capture_output=True).returncode == 0:
         return "a slurmctld is already running here; refusing to start a second one"
     return None
+
+
 class Cluster:
     """Start with :meth:`up`, stop with :meth:`down` (which removes the files it wrote)."""
 
@@ -105,19 +109,25 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
             )
         deadline = time.time() + timeout
         while time.time() < deadline:
-            state = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True)
+            state = subprocess.run(
+                ["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True
+            )
             if state.returncode == 0 and state.stdout.strip() in ("idle", "mixed", "allocated"):
                 break
             time.sleep(1)
         else:
             self.down()
             raise RuntimeError(f"SLURM node did not come up; see {self.ctld_log}")
-        subprocess.run(["scontrol", "update", f"NodeName={self.node}", f"Gres=gpu:{len(GPU_FILES)}"], check=True)
+        subprocess.run(
+            ["scontrol", "update", f"NodeName={self.node}", f"Gres=gpu:{len(GPU_FILES)}"],
+            check=True,
+        )
 
     def jobs(self) -> list[dict[str, str]]:
         """Jobs slurmctld still knows (squeue: no accounting database here)."""
-        out = subprocess.run(["squeue", "-h", "-o", "%i|%T|%j|%k"], capture_output=True,
-                             text=True, check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            ["squeue", "-h", "-o", "%i|%T|%j|%k"], capture_output=True, text=True, check=True
+        ).stdout
         keys = ("id", "state", "name", "comment")
         return [dict(zip(keys, line.split("|", 3), strict=True)) for line in out.splitlines()]
 

@@ -50,8 +50,8 @@ def prefetch(config: dict[str, Any]) -> dict[str, Any]:
 
 def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
     """Write the stand-in data set at ``task.dataset_path`` and model at ``base_policy.name``."""
-    from grpo_ablation.math_task import MathTask, _rows
-    from grpo_ablation.standin import build_standin_model, write_gsm8k_standin
+    from grpo_ablation.policy.standin import build_standin_model, write_gsm8k_standin
+    from grpo_ablation.tasks.math import MathTask, _rows
 
     spec = config["stand_in"]
     task = get_task(config["task"])
@@ -65,11 +65,18 @@ def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
         # The tokenizer learns the words of the prompts, the answers and the chat scaffolding.
         rows = _rows(task, "train") + _rows(task, "test")
         pairs = task.sft_pairs(rows)
-        corpus = [f"{r['prompt']} {completion}" for r, (_, completion) in zip(rows, pairs, strict=True)]
+        corpus = [
+            f"{r['prompt']} {completion}" for r, (_, completion) in zip(rows, pairs, strict=True)
+        ]
         corpus += _solutions(data)
         corpus.append("system user assistant You are a helpful assistant.")
-        build_standin_model(model, corpus, seed=spec["seed"], hidden_size=spec["hidden_size"],
-                            num_layers=spec["num_layers"])  # fmt: skip
+        build_standin_model(
+            model,
+            corpus,
+            seed=spec["seed"],
+            hidden_size=spec["hidden_size"],
+            num_layers=spec["num_layers"],
+        )
     return {"dataset": str(data.resolve()), "model": str(model.resolve())}
 
 

@@ -18,20 +18,32 @@ from typing import Any
 import pandas as pd
 
 from grpo_ablation import pipeline
-from grpo_ablation.objective import GROUP_CATEGORIES
+from grpo_ablation.analysis.stats import Interval, format_interval, paired_interval, t_interval
+from grpo_ablation.objective.formulas import GROUP_CATEGORIES
 from grpo_ablation.pipeline import Cell
-from grpo_ablation.stats import Interval, format_interval, paired_interval, t_interval
 
 ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_mean_at_k"}
 BASE_LABEL = "base policy (step 0)"
 # Per-run quantities summarised as mean [95% t interval] over seeds.
 RUN_QUANTITIES = (
-    "greedy_final", "greedy_best", "sampled_final", "sampled_best",
-    "length_correct", "length_incorrect", "length_correct_late", "length_incorrect_late",
-    "test_length_incorrect", "truncation_rate", "ratio_clip_low", "ratio_clip_high",
-    *(f"fraction_{c}" for c in GROUP_CATEGORIES), "zero_std_fraction",
-    "weight_share_homogeneous", "generated_tokens", "wall_time_s",
-)  # fmt: skip
+    "greedy_final",
+    "greedy_best",
+    "sampled_final",
+    "sampled_best",
+    "length_correct",
+    "length_incorrect",
+    "length_correct_late",
+    "length_incorrect_late",
+    "test_length_incorrect",
+    "truncation_rate",
+    "ratio_clip_low",
+    "ratio_clip_high",
+    *(f"fraction_{c}" for c in GROUP_CATEGORIES),
+    "zero_std_fraction",
+    "weight_share_homogeneous",
+    "generated_tokens",
+    "wall_time_s",
+)
 PAIRED = ("greedy_final", "sampled_final", "length_incorrect_late", "test_length_incorrect")
 # lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
 # labelled as such, never the headline.
@@ -43,8 +55,10 @@ EXTERNAL_LABEL = "external benchmark, its own protocol"
 
 def _externals(checkpoint: dict[str, Any]) -> dict[str, float]:
     """``external_<task>`` -> value of one checkpoint's external benchmarks (NaN when missing)."""
-    return {f"{EXTERNAL_PREFIX}{task}": math.nan if e.get("value") is None else float(e["value"])
-            for task, e in checkpoint.get("external_benchmarks", {}).items()}  # fmt: skip
+    return {
+        f"{EXTERNAL_PREFIX}{task}": math.nan if e.get("value") is None else float(e["value"])
+        for task, e in checkpoint.get("external_benchmarks", {}).items()
+    }
 
 
 # -- the design --------------------------------------------------------------------------------
@@ -90,12 +104,16 @@ def report_inputs(
 def stage_objective(config: dict[str, Any], stage: str) -> str:
     """One line naming what a stage varies and what it holds fixed (for figure captions)."""
     s, t = config["stages"][stage], config["training"]
-    fixed = (f"std ε={t['std_eps']}, β={t['beta']}, clip ε=({t['clip_eps_low']}, {t['clip_eps_high']}), "
-             f"max completion length {t['max_completion_length']}, {t['max_steps']} optimizer steps, "
-             f"{pipeline.completions_per_step(config)} completions per step")  # fmt: skip
+    fixed = (
+        f"std ε={t['std_eps']}, β={t['beta']}, clip ε=({t['clip_eps_low']}, {t['clip_eps_high']}), "
+        f"max completion length {t['max_completion_length']}, {t['max_steps']} optimizer steps, "
+        f"{pipeline.completions_per_step(config)} completions per step"
+    )
     G = t["group_size"]
     if stage == "std_scaling":
-        return f"std scaling varies over {s['values']}; aggregation {s['aggregation']}, G={G}, {fixed}"
+        return (
+            f"std scaling varies over {s['values']}; aggregation {s['aggregation']}, G={G}, {fixed}"
+        )
     if stage == "aggregation":
         std = s["std_scaling"]
         std = "the stage-1 winner on validation" if std == pipeline.FROM_STAGE1 else std
@@ -118,9 +136,16 @@ def load_curves(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> 
         for seed in seeds:
             ckpts = _checkpoints(exp / f"eval/{r['cell']}/seed={seed}/test/summary.json")
             for is_base, c in [(True, base), *((False, c) for c in ckpts)]:
-                out.append({"stage": r["stage"], "cell": r["cell"], "seed": int(seed),
-                            "step": 0 if is_base else int(c["step"]), "is_base": is_base,
-                            **{k: c[v] for k, v in ACCURACY.items()}})  # fmt: skip
+                out.append(
+                    {
+                        "stage": r["stage"],
+                        "cell": r["cell"],
+                        "seed": int(seed),
+                        "step": 0 if is_base else int(c["step"]),
+                        "is_base": is_base,
+                        **{k: c[v] for k, v in ACCURACY.items()},
+                    }
+                )
     return pd.DataFrame(out)
 
 
@@ -140,7 +165,9 @@ def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd
     for r in rows:
         for seed in seeds:
             ckpts = _checkpoints(exp / f"eval/{r['cell']}/seed={seed}/test/summary.json")
-            diag = json.loads((exp / f"diagnostics/{r['cell']}/seed={seed}/summary.json").read_text())
+            diag = json.loads(
+                (exp / f"diagnostics/{r['cell']}/seed={seed}/summary.json").read_text()
+            )
             final = max(ckpts, key=lambda c: c["step"])
             row: dict[str, Any] = {**r, "seed": int(seed), "final_step": int(final["step"])}
             for name, key in ACCURACY.items():
@@ -172,16 +199,26 @@ def results_table(runs: pd.DataFrame, base: dict[str, float]) -> pd.DataFrame:
     seeds of every quantity, and the paired difference to the stage's reference cell."""
     table = []
     for stage, of_stage in runs.groupby("stage", sort=False):
-        base_row: dict[str, Any] = {"stage": stage, "cell": BASE_LABEL, "is_reference": False,
-                                    "reference": "", "n_seeds": 0}  # fmt: skip
+        base_row: dict[str, Any] = {
+            "stage": stage,
+            "cell": BASE_LABEL,
+            "is_reference": False,
+            "reference": "",
+            "n_seeds": 0,
+        }
         for name, value in base.items():
             _put(base_row, f"{name}_final", Interval(value, math.nan, math.nan, 1))
         table.append(base_row)
         ref_path = of_stage["reference"].iloc[0]
         ref = of_stage[of_stage["cell"] == ref_path].set_index("seed")
         for cell, of_cell in of_stage.groupby("cell", sort=False):
-            row: dict[str, Any] = {"stage": stage, "cell": cell, "is_reference": cell == ref_path,
-                                   "reference": ref_path, "n_seeds": of_cell["seed"].nunique()}  # fmt: skip
+            row: dict[str, Any] = {
+                "stage": stage,
+                "cell": cell,
+                "is_reference": cell == ref_path,
+                "reference": ref_path,
+                "n_seeds": of_cell["seed"].nunique(),
+            }
             external = sorted(c for c in of_cell.columns if c.startswith(EXTERNAL_PREFIX))
             for q in (*RUN_QUANTITIES, *external):
                 if q in of_cell:
@@ -220,14 +257,27 @@ DISPLAY = {  # column of the Markdown/LaTeX table -> (quantity, how to show it)
 
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
     """Formatted strings for Markdown and LaTeX; intervals read ``mean [low, high]``."""
-    external = sorted({c[: -len("_final_mean")] for c in table.columns
-                       if c.startswith(EXTERNAL_PREFIX) and c.endswith("_final_mean")})  # fmt: skip
-    columns = {**DISPLAY, **{f"{q[len(EXTERNAL_PREFIX):]} ({EXTERNAL_LABEL})": (f"{q}_final", "interval")
-                             for q in external}}  # fmt: skip
+    external = sorted(
+        {
+            c[: -len("_final_mean")]
+            for c in table.columns
+            if c.startswith(EXTERNAL_PREFIX) and c.endswith("_final_mean")
+        }
+    )
+    columns = {
+        **DISPLAY,
+        **{
+            f"{q[len(EXTERNAL_PREFIX) :]} ({EXTERNAL_LABEL})": (f"{q}_final", "interval")
+            for q in external
+        },
+    }
     out = []
     for _, r in table.iterrows():
-        row = {"stage": r["stage"], "cell": r["cell"] + (" (ref.)" if r.get("is_reference") else ""),
-               "seeds": int(r["n_seeds"]) if r["n_seeds"] else ""}  # fmt: skip
+        row = {
+            "stage": r["stage"],
+            "cell": r["cell"] + (" (ref.)" if r.get("is_reference") else ""),
+            "seeds": int(r["n_seeds"]) if r["n_seeds"] else "",
+        }
         for col, (q, how) in columns.items():
             mean = r.get(f"{q}_mean", math.nan)
             if mean is None or (isinstance(mean, float) and math.isnan(mean)):
@@ -261,9 +311,14 @@ def objectives_table(exp: Path, cells: Iterable[str], seeds: Iterable[int]) -> p
     for cell in dict.fromkeys(cells):
         runs = [exp / f"runs/{cell}/seed={s}" for s in seeds]
         records = {(r / "objective.json").read_text() for r in runs}
-        out.append({"cell": cell, "label": Cell.parse(cell).label(),
-                    "same_across_seeds": len(records) == 1,
-                    "objective": (runs[0] / "objective.md").read_text().strip()})  # fmt: skip
+        out.append(
+            {
+                "cell": cell,
+                "label": Cell.parse(cell).label(),
+                "same_across_seeds": len(records) == 1,
+                "objective": (runs[0] / "objective.md").read_text().strip(),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -278,24 +333,47 @@ def to_markdown(frame: pd.DataFrame) -> str:
     return "\n".join([head, rule, *body]) + "\n"
 
 
-_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-        "Δ": r"$\Delta$", "≥": r"$\geq$", "·": r"$\cdot$"}  # fmt: skip
+_TEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "Δ": r"$\Delta$",
+    "≥": r"$\geq$",
+    "·": r"$\cdot$",
+}
 
 
 def tex_escape(text: Any) -> str:
     return "".join(_TEX.get(ch, ch) for ch in str(text))
 
 
-def to_latex(frame: pd.DataFrame, caption: str, label: str, wrap: dict[str, str] | None = None) -> str:
+def to_latex(
+    frame: pd.DataFrame, caption: str, label: str, wrap: dict[str, str] | None = None
+) -> str:
     """A booktabs ``table``; ``wrap`` gives p{} widths for long text columns."""
     wrap = wrap or {}
     spec = "".join(f"p{{{wrap[c]}}}" if c in wrap else "l" for c in frame.columns)
-    lines = [r"\begin{table}[htbp]", r"\centering", r"\scriptsize",
-             rf"\caption{{{tex_escape(caption)}}}", rf"\label{{{label}}}",
-             rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-             " & ".join(tex_escape(c) for c in frame.columns) + r" \\", r"\midrule"]  # fmt: skip
-    lines += [" & ".join(tex_escape(v) for v in row) + r" \\" for row in frame.itertuples(index=False)]
+    lines = [
+        r"\begin{table}[htbp]",
+        r"\centering",
+        r"\scriptsize",
+        rf"\caption{{{tex_escape(caption)}}}",
+        rf"\label{{{label}}}",
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+        " & ".join(tex_escape(c) for c in frame.columns) + r" \\",
+        r"\midrule",
+    ]
+    lines += [
+        " & ".join(tex_escape(v) for v in row) + r" \\" for row in frame.itertuples(index=False)
+    ]
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
@@ -328,7 +406,9 @@ def scoring_flags(table: pd.DataFrame) -> list[str]:
     ]
 
 
-def write_tables(exp: Path, config: dict[str, Any], selection: Path | None, out: Path) -> list[Path]:
+def write_tables(
+    exp: Path, config: dict[str, Any], selection: Path | None, out: Path
+) -> list[Path]:
     """results.{csv,md,tex} and objectives.{csv,md,tex} under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     rows = design(config, winner_of(selection))

@@ -67,7 +67,7 @@ def correct(references, predictions):
     return sum(is_correct(t, gold) for t in texts) / len(texts)
 '''
 ANSWER_RULES: dict[str, str] = {
-    "full_match_digits": '''"""Answer rule full_match_digits (written by grpo_ablation.evaluate).
+    "full_match_digits": '''"""Answer rule full_match_digits (written by grpo_ablation.evaluation.evaluate).
 
 The completion, whitespace stripped, must be zero or more '.' then one or more digits and nothing
 else; the digits are compared with the target as strings ("055" is not "55", "55.3" is invalid).
@@ -85,8 +85,9 @@ def extract(text):
 
 def is_correct(text, gold):
     return extract(text) == str(gold).strip()
-''' + _METRIC,
-    "math_verify": '''"""Answer rule math_verify (written by grpo_ablation.evaluate).
+'''
+    + _METRIC,
+    "math_verify": '''"""Answer rule math_verify (written by grpo_ablation.evaluation.evaluate).
 
 math-verify parses the completion and the target (as \\\\boxed{target}) and checks equivalence; a
 completion it cannot parse, or a verifier error or timeout, counts as incorrect here.
@@ -117,7 +118,8 @@ def is_correct(text, gold):
         return bool(verify(target, pred, timeout_seconds=TIMEOUT_S))
     except Exception:
         return False
-''' + _METRIC,
+'''
+    + _METRIC,
 }
 
 
@@ -145,7 +147,7 @@ def _task_yaml(
     filters: list[str],
 ) -> str:
     lines = [
-        "# Written by grpo_ablation.evaluate.write_task; do not edit by hand.",
+        "# Written by grpo_ablation.evaluation.evaluate.write_task; do not edit by hand.",
         f"task: {task}",
         "dataset_path: json",
         "dataset_kwargs:",
@@ -199,7 +201,9 @@ def write_task(
     if k < 1 or temperature <= 0:
         raise ValueError(f"sampled task needs k >= 1 and temperature > 0, got {k=}, {temperature=}")
     if answer_rule not in ANSWER_RULES:
-        raise ValueError(f"unknown answer rule {answer_rule!r}; expected one of {list(ANSWER_RULES)}")
+        raise ValueError(
+            f"unknown answer rule {answer_rule!r}; expected one of {list(ANSWER_RULES)}"
+        )
     test_jsonl = Path(test_jsonl).resolve()
     if not test_jsonl.is_file():
         raise FileNotFoundError(test_jsonl)
@@ -208,8 +212,13 @@ def write_task(
     greedy, sampled = f"{name}_greedy", f"{name}_sampled"
     greedy_gen = ["do_sample: false", f"max_gen_toks: {max_gen_toks}"]
     # top_k 0 / top_p 1: plain temperature sampling, not transformers' default top-k 50.
-    sampled_gen = ["do_sample: true", f"temperature: {float(temperature)}", "top_k: 0",
-                   "top_p: 1.0", f"max_gen_toks: {max_gen_toks}"]  # fmt: skip
+    sampled_gen = [
+        "do_sample: true",
+        f"temperature: {float(temperature)}",
+        "top_k: 0",
+        "top_p: 1.0",
+        f"max_gen_toks: {max_gen_toks}",
+    ]
     (task_dir / f"{greedy}.yaml").write_text(
         _task_yaml(greedy, test_jsonl, greedy_gen, repeats=1, filters=["take_first"])
     )
@@ -234,14 +243,25 @@ def write_task(
 
 
 def write_split_tasks(
-    data: Path, tasks: Path, prefix: str, evaluation: dict[str, Any], answer_rule: str,
+    data: Path,
+    tasks: Path,
+    prefix: str,
+    evaluation: dict[str, Any],
+    answer_rule: str,
     chat_template: bool,
 ) -> None:
     """The test and validation tasks of a splits folder, as the evaluation section says."""
     for split in ("test", "validation"):
-        write_task(Path(data) / f"{split}.jsonl", Path(tasks) / split, f"{prefix}_{split}",
-                   evaluation["max_gen_toks"], evaluation["k"], evaluation["temperature"],
-                   answer_rule=answer_rule, chat_template=chat_template)  # fmt: skip
+        write_task(
+            Path(data) / f"{split}.jsonl",
+            Path(tasks) / split,
+            f"{prefix}_{split}",
+            evaluation["max_gen_toks"],
+            evaluation["k"],
+            evaluation["temperature"],
+            answer_rule=answer_rule,
+            chat_template=chat_template,
+        )
 
 
 def _versions() -> dict[str, str]:
@@ -255,8 +275,13 @@ def _versions() -> dict[str, str]:
 
 
 def _load_lm(
-    path: Path | str, device: str, batch_size: int, dtype: str, revision: str | None = None,
-    backend: str = "hf", seed: int = 0,
+    path: Path | str,
+    device: str,
+    batch_size: int,
+    dtype: str,
+    revision: str | None = None,
+    backend: str = "hf",
+    seed: int = 0,
 ) -> Any:
     hub = {"revision": revision} if revision else {}
     if backend == "vllm":  # GPUs only; not run by the tests here
@@ -265,8 +290,15 @@ def _load_lm(
         if device != "cuda":
             raise ValueError("evaluation.backend 'vllm' needs compute.device cuda")
         # add_bos_token=False and the eos stop as for HFLM below; vLLM stops at the eos itself.
-        return VLLM(pretrained=str(path), dtype=dtype, batch_size=batch_size, seed=seed,
-                    add_bos_token=False, gpu_memory_utilization=0.8, **hub)  # fmt: skip
+        return VLLM(
+            pretrained=str(path),
+            dtype=dtype,
+            batch_size=batch_size,
+            seed=seed,
+            add_bos_token=False,
+            gpu_memory_utilization=0.8,
+            **hub,
+        )
     from lm_eval.models.huggingface import HFLM
 
     # add_bos_token=False: the prompt is tokenized as TRL tokenizes it (no added special tokens).
@@ -369,8 +401,13 @@ def _mean(xs: list[float]) -> float:
 
 EXTERNAL_PROTOCOL = "external benchmark, its own protocol"
 # Headline metric of a built-in task, in lm-eval's order of preference.
-_EXTERNAL_METRICS = ("exact_match,strict-match", "exact_match,flexible-extract", "math_verify,none",
-                     "exact_match,none", "acc,none")  # fmt: skip
+_EXTERNAL_METRICS = (
+    "exact_match,strict-match",
+    "exact_match,flexible-extract",
+    "math_verify,none",
+    "exact_match,none",
+    "acc,none",
+)
 
 
 def _external(lm: Any, tasks: list[str], limit: int | None, seeds: dict[str, int]) -> dict:
@@ -381,8 +418,14 @@ def _external(lm: Any, tasks: list[str], limit: int | None, seeds: dict[str, int
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    out = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), task_manager=TaskManager(),
-                                  limit=limit, verbosity="WARNING", **seeds)  # fmt: skip
+    out = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=list(tasks),
+        task_manager=TaskManager(),
+        limit=limit,
+        verbosity="WARNING",
+        **seeds,
+    )
     entries = {}
     for task in tasks:
         res = out["results"].get(task, {})
@@ -583,7 +626,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-gen-toks", type=int, default=12)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--answer-rule", default="full_match_digits", choices=sorted(ANSWER_RULES))
-    p.add_argument("--chat-template", action="store_true", help="prompts go through the chat template")
+    p.add_argument(
+        "--chat-template", action="store_true", help="prompts go through the chat template"
+    )
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--seed", type=int, default=0)
@@ -594,8 +639,16 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     torch.set_num_threads(a.threads)
-    write_task(a.test, a.task_dir, a.name, a.max_gen_toks, a.k, a.temperature,
-               answer_rule=a.answer_rule, chat_template=a.chat_template)  # fmt: skip
+    write_task(
+        a.test,
+        a.task_dir,
+        a.name,
+        a.max_gen_toks,
+        a.k,
+        a.temperature,
+        answer_rule=a.answer_rule,
+        chat_template=a.chat_template,
+    )
     results = evaluate_checkpoints(
         sorted(a.checkpoint),
         a.task_dir,

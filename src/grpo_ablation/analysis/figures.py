@@ -23,17 +23,24 @@ import seaborn as sns
 import torch
 from matplotlib.ticker import MaxNLocator
 
-from grpo_ablation import tables
-from grpo_ablation.objective import AGGREGATIONS, GROUP_CATEGORIES, token_weights
+from grpo_ablation.analysis import tables
+from grpo_ablation.analysis.stats import t_interval
+from grpo_ablation.objective.formulas import AGGREGATIONS, GROUP_CATEGORIES, token_weights
 from grpo_ablation.pipeline import Cell
-from grpo_ablation.stats import t_interval
 
 STAGE_FIGURES = ("accuracy", "groups", "length", "clip_truncation", "mixed")
 # Group categories keep fixed, non-cell colours (they are stacked inside one cell's panel).
-CATEGORY_COLOURS = {"all_correct": "#4daf4a", "mixed": "#377eb8", "all_incorrect": "#e41a1c",
-                    "failed_scoring": "#999999"}  # fmt: skip
-STAGE_TITLES = {"std_scaling": "stage 1: std scaling", "aggregation": "stage 2: length aggregation",
-                "group_size": "stage 3: group size"}  # fmt: skip
+CATEGORY_COLOURS = {
+    "all_correct": "#4daf4a",
+    "mixed": "#377eb8",
+    "all_incorrect": "#e41a1c",
+    "failed_scoring": "#999999",
+}
+STAGE_TITLES = {
+    "std_scaling": "stage 1: std scaling",
+    "aggregation": "stage 2: length aggregation",
+    "group_size": "stage 3: group size",
+}
 
 
 def cell_palette(cells: Iterable[str]) -> dict[str, tuple[float, float, float]]:
@@ -52,13 +59,28 @@ def seed_bands(frame: pd.DataFrame, x: str, y: str, by: list[str]) -> pd.DataFra
     rows = []
     for key, g in frame.groupby([*by, x], sort=True):
         iv = t_interval(g[y])
-        rows.append({**dict(zip([*by, x], key, strict=True)), "mean": iv.mean, "low": iv.low,
-                     "high": iv.high, "n": iv.n})  # fmt: skip
+        rows.append(
+            {
+                **dict(zip([*by, x], key, strict=True)),
+                "mean": iv.mean,
+                "low": iv.low,
+                "high": iv.high,
+                "n": iv.n,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def _lines(ax, frame: pd.DataFrame, x: str, y: str, palette, linestyle: str = "-",
-           label_suffix: str = "", bounds: tuple[float, float] | None = None) -> None:
+def _lines(
+    ax,
+    frame: pd.DataFrame,
+    x: str,
+    y: str,
+    palette,
+    linestyle: str = "-",
+    label_suffix: str = "",
+    bounds: tuple[float, float] | None = None,
+) -> None:
     """Mean line and t band per cell; ``bounds`` clips the band to a quantity's feasible range
     (a fraction), since t intervals over two seeds easily pass 0 or 1."""
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -70,16 +92,29 @@ def _lines(ax, frame: pd.DataFrame, x: str, y: str, palette, linestyle: str = "-
         return
     for cell, b in bands.groupby("cell", sort=True):
         colour = palette[cell]
-        ax.plot(b[x], b["mean"], color=colour, linestyle=linestyle, marker="o", markersize=2.5,
-                label=Cell.parse(cell).label() + label_suffix)  # fmt: skip
+        ax.plot(
+            b[x],
+            b["mean"],
+            color=colour,
+            linestyle=linestyle,
+            marker="o",
+            markersize=2.5,
+            label=Cell.parse(cell).label() + label_suffix,
+        )
         ax.fill_between(b[x], b["low"], b["high"], color=colour, alpha=0.18, linewidth=0)
 
 
 def _legend(fig, ax) -> None:
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(3, len(labels)), frameon=False,
-                   bbox_to_anchor=(0.5, -0.02))  # fmt: skip
+        fig.legend(
+            handles,
+            labels,
+            loc="lower center",
+            ncol=min(3, len(labels)),
+            frameon=False,
+            bbox_to_anchor=(0.5, -0.02),
+        )
         fig.tight_layout(rect=(0, 0.06 + 0.03 * math.ceil(len(labels) / 3), 1, 1))
 
 
@@ -87,7 +122,9 @@ def accuracy_figure(curves: pd.DataFrame, palette) -> plt.Figure:
     """Test accuracy vs step per cell, base policy at step 0, t bands over seeds."""
     _style()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), sharex=True)
-    for ax, (col, title) in zip(axes, [("greedy", "greedy accuracy"), ("sampled", "sampled mean@k")], strict=True):
+    for ax, (col, title) in zip(
+        axes, [("greedy", "greedy accuracy"), ("sampled", "sampled mean@k")], strict=True
+    ):
         _lines(ax, curves, "step", col, palette, bounds=(0, 1))
         ax.set(xlabel="optimizer step (0 = base policy)", ylabel=f"test {title}", title=title)
     _legend(fig, axes[0])
@@ -98,12 +135,23 @@ def groups_figure(steps: pd.DataFrame, palette) -> plt.Figure:
     """Group categories over steps, stacked, one panel per cell (mean over seeds)."""
     _style()
     cells = sorted(steps["cell"].unique())
-    fig, axes = plt.subplots(1, len(cells), figsize=(3.2 * len(cells), 3.2), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(cells), figsize=(3.2 * len(cells), 3.2), sharey=True, squeeze=False
+    )
     for ax, cell in zip(axes[0], cells, strict=True):
-        mean = steps[steps["cell"] == cell].groupby("step")[[f"fraction/{c}" for c in GROUP_CATEGORIES]].mean()
+        mean = (
+            steps[steps["cell"] == cell]
+            .groupby("step")[[f"fraction/{c}" for c in GROUP_CATEGORIES]]
+            .mean()
+        )
         order = ["all_correct", "mixed", "all_incorrect", "failed_scoring"]
-        ax.stackplot(mean.index, *[mean[f"fraction/{c}"] for c in order], labels=order,
-                     colors=[CATEGORY_COLOURS[c] for c in order], alpha=0.85)  # fmt: skip
+        ax.stackplot(
+            mean.index,
+            *[mean[f"fraction/{c}"] for c in order],
+            labels=order,
+            colors=[CATEGORY_COLOURS[c] for c in order],
+            alpha=0.85,
+        )
         ax.set_title(Cell.parse(cell).label(), color=palette[cell], fontsize=8)
         ax.set(xlabel="generation step", ylim=(0, 1))
     axes[0][0].set_ylabel("fraction of groups")
@@ -115,10 +163,23 @@ def length_figure(steps: pd.DataFrame, palette) -> plt.Figure:
     """Mean completion length over steps, correct (solid) and incorrect (dashed)."""
     _style()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), sharey=True)
-    for ax, (col, title) in zip(axes, [("length/correct", "correct"), ("length/incorrect", "incorrect")], strict=True):
-        _lines(ax, steps.dropna(subset=[col]), "step", col, palette, "-" if title == "correct" else "--",
-               bounds=(0, math.inf))
-        ax.set(xlabel="generation step", ylabel="mean completion length (tokens)", title=f"{title} completions")
+    for ax, (col, title) in zip(
+        axes, [("length/correct", "correct"), ("length/incorrect", "incorrect")], strict=True
+    ):
+        _lines(
+            ax,
+            steps.dropna(subset=[col]),
+            "step",
+            col,
+            palette,
+            "-" if title == "correct" else "--",
+            bounds=(0, math.inf),
+        )
+        ax.set(
+            xlabel="generation step",
+            ylabel="mean completion length (tokens)",
+            title=f"{title} completions",
+        )
     _legend(fig, axes[1] if not axes[0].get_legend_handles_labels()[0] else axes[0])
     return fig
 
@@ -126,12 +187,18 @@ def length_figure(steps: pd.DataFrame, palette) -> plt.Figure:
 def clip_truncation_figure(steps: pd.DataFrame, palette) -> plt.Figure:
     """Ratio clipping (PPO probability-ratio clip) and truncation (length limit): two measures."""
     _style()
-    frame = steps.assign(ratio_clip=steps["ratio_clip/low"].fillna(0) + steps["ratio_clip/high"].fillna(0))
+    frame = steps.assign(
+        ratio_clip=steps["ratio_clip/low"].fillna(0) + steps["ratio_clip/high"].fillna(0)
+    )
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), sharex=True)
     _lines(axes[0], frame, "step", "ratio_clip", palette, bounds=(0, 1))
-    axes[0].set(xlabel="generation step", ylabel="fraction of tokens", title="ratio clipping (low + high)")
+    axes[0].set(
+        xlabel="generation step", ylabel="fraction of tokens", title="ratio clipping (low + high)"
+    )
     _lines(axes[1], frame, "step", "truncation_rate", palette, bounds=(0, 1))
-    axes[1].set(xlabel="generation step", ylabel="fraction of completions", title="truncation (no eos)")
+    axes[1].set(
+        xlabel="generation step", ylabel="fraction of completions", title="truncation (no eos)"
+    )
     _legend(fig, axes[0])
     return fig
 
@@ -140,10 +207,32 @@ def mixed_figure(steps: pd.DataFrame, palette) -> plt.Figure:
     """Observed fraction of mixed groups (solid) against 1 − p̂^G − (1 − p̂)^G (dashed)."""
     _style()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    _lines(ax, steps.dropna(subset=["mixed_observed"]), "step", "mixed_observed", palette, "-", " observed", (0, 1))
-    _lines(ax, steps.dropna(subset=["mixed_predicted"]), "step", "mixed_predicted", palette, ":", " predicted", (0, 1))
-    ax.set(xlabel="generation step", ylabel="fraction of scored groups", ylim=(-0.02, 1.02),
-           title="mixed groups: observed vs predicted (per-prompt p̂)")  # fmt: skip
+    _lines(
+        ax,
+        steps.dropna(subset=["mixed_observed"]),
+        "step",
+        "mixed_observed",
+        palette,
+        "-",
+        " observed",
+        (0, 1),
+    )
+    _lines(
+        ax,
+        steps.dropna(subset=["mixed_predicted"]),
+        "step",
+        "mixed_predicted",
+        palette,
+        ":",
+        " predicted",
+        (0, 1),
+    )
+    ax.set(
+        xlabel="generation step",
+        ylabel="fraction of scored groups",
+        ylim=(-0.02, 1.02),
+        title="mixed groups: observed vs predicted (per-prompt p̂)",
+    )
     _legend(fig, ax)
     return fig
 
@@ -157,8 +246,15 @@ def worked_weights(lengths: tuple[int, ...] = (2, 8)) -> pd.DataFrame:
     for mode in AGGREGATIONS:
         w = token_weights(mask, mode, len(lengths), T)
         for i, n in enumerate(lengths):
-            rows.append({"aggregation": mode, "completion": f"length {n}", "length": n,
-                         "token_weight": float(w[i, 0]), "completion_weight": float(w[i].sum())})  # fmt: skip
+            rows.append(
+                {
+                    "aggregation": mode,
+                    "completion": f"length {n}",
+                    "length": n,
+                    "token_weight": float(w[i, 0]),
+                    "completion_weight": float(w[i].sum()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -166,12 +262,22 @@ def weight_figure(weights: pd.DataFrame) -> plt.Figure:
     """Bars of the per-token weight; not cells, so neutral colours (cell colours stay unique)."""
     _style()
     fig, ax = plt.subplots(figsize=(6, 3.4))
-    sns.barplot(weights, x="aggregation", y="token_weight", hue="completion", ax=ax,
-                palette=["#555555", "#bbbbbb"], order=list(AGGREGATIONS))  # fmt: skip
+    sns.barplot(
+        weights,
+        x="aggregation",
+        y="token_weight",
+        hue="completion",
+        ax=ax,
+        palette=["#555555", "#bbbbbb"],
+        order=list(AGGREGATIONS),
+    )
     for container in ax.containers:
         ax.bar_label(container, fmt="%.4g", fontsize=7)
-    ax.set(ylabel="weight of each token", xlabel="length aggregation",
-           title="worked example: two completions of lengths 2 and 8")
+    ax.set(
+        ylabel="weight of each token",
+        xlabel="length aggregation",
+        title="worked example: two completions of lengths 2 and 8",
+    )
     fig.tight_layout()
     return fig
 

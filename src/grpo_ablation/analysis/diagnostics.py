@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from grpo_ablation.objective import (
+from grpo_ablation.objective.formulas import (
     GROUP_CATEGORIES,
     completion_coefficients,
     mixed_group_probability,
@@ -100,17 +100,23 @@ def _align_metrics(steps: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     ``num_iterations > 1`` several optimizer steps share one batch: their ratio-clip fractions are
     averaged onto it.
     """
-    cols = [c for c in ("ratio_clip/low", "ratio_clip/high", "loss", "grad_norm", "kl", "entropy")
-            if c in metrics.columns]  # fmt: skip
+    cols = [
+        c
+        for c in ("ratio_clip/low", "ratio_clip/high", "loss", "grad_norm", "kl", "entropy")
+        if c in metrics.columns
+    ]
     if metrics.empty or not cols:
         return steps.assign(**{c: math.nan for c in ("ratio_clip/low", "ratio_clip/high")})
     m = metrics[["step", *cols]].copy()
     m["generated_at"] = m["step"] - 1
     gen = pd.DataFrame({"step": sorted(steps["step"].unique())})
     m = pd.merge_asof(
-        m.sort_values("generated_at"), gen.rename(columns={"step": "gen_step"}),
-        left_on="generated_at", right_on="gen_step", direction="backward",
-    )  # fmt: skip
+        m.sort_values("generated_at"),
+        gen.rename(columns={"step": "gen_step"}),
+        left_on="generated_at",
+        right_on="gen_step",
+        direction="backward",
+    )
     per_gen = m.groupby("gen_step")[cols].mean(numeric_only=True).reset_index()
     out = steps.merge(per_gen.rename(columns={"gen_step": "step"}), on="step", how="left")
     for c in ("ratio_clip/low", "ratio_clip/high"):
@@ -138,12 +144,18 @@ def step_diagnostics(
         # Per prompt (a prompt drawn twice in one step pools its completions).
         per_prompt = scored.groupby("prompt_id")[["n_correct", "n_scored"]].sum()
         p_hat = per_prompt["n_correct"] / per_prompt["n_scored"]
-        row["mixed_observed"] = float((scored["category"] == "mixed").mean()) if len(scored) else math.nan
+        row["mixed_observed"] = (
+            float((scored["category"] == "mixed").mean()) if len(scored) else math.nan
+        )
         row["mixed_predicted"] = (
-            float(np.mean([mixed_group_probability(p, G) for p in p_hat])) if len(p_hat) else math.nan
+            float(np.mean([mixed_group_probability(p, G) for p in p_hat]))
+            if len(p_hat)
+            else math.nan
         )
         pooled = scored["n_correct"].sum() / max(1, scored["n_scored"].sum())
-        row["mixed_predicted_pooled"] = mixed_group_probability(pooled, G) if len(scored) else math.nan
+        row["mixed_predicted_pooled"] = (
+            mixed_group_probability(pooled, G) if len(scored) else math.nan
+        )
         row["p_hat_step"] = float(pooled) if len(scored) else math.nan
 
         step_rows = rollouts[rollouts["step"] == step]
@@ -151,15 +163,21 @@ def step_diagnostics(
         bad = ~step_rows["correct"].fillna(True).astype(bool) & step_rows["reward"].notna()
         row["truncation_rate"] = float(step_rows["truncated"].astype(bool).mean())
         row["length/correct"] = float(step_rows.loc[ok, "length"].mean()) if ok.any() else math.nan
-        row["length/incorrect"] = float(step_rows.loc[bad, "length"].mean()) if bad.any() else math.nan
+        row["length/incorrect"] = (
+            float(step_rows.loc[bad, "length"].mean()) if bad.any() else math.nan
+        )
         row["length/all"] = float(step_rows["length"].mean())
         row["generated_tokens"] = int(step_rows["length"].sum())
-        shares = _token_weight_shares(step_rows, dict(zip(gs["group_index"], gs["category"], strict=True)), objective)
+        shares = _token_weight_shares(
+            step_rows, dict(zip(gs["group_index"], gs["category"], strict=True)), objective
+        )
         for cat, share in shares.items():
             row[f"weight_share/{cat}"] = share
         row["weight_share/homogeneous"] = sum(shares[c] for c in HOMOGENEOUS)
         # What multiplies the KL term on tokens that carry no comparative information.
-        row["kl_weight/homogeneous"] = float(objective.get("beta", 0.0)) * row["weight_share/homogeneous"]
+        row["kl_weight/homogeneous"] = (
+            float(objective.get("beta", 0.0)) * row["weight_share/homogeneous"]
+        )
         rows.append(row)
     steps = pd.DataFrame(rows)
     if steps.empty:
@@ -179,9 +197,19 @@ def run_summary(steps: pd.DataFrame) -> dict[str, Any]:
         out[f"fraction/{cat}"] = k / total
     zero_std_groups = float((steps["zero_std_fraction"] * steps["groups"]).sum())
     out["zero_std_fraction"] = zero_std_groups / total
-    for col in ("mixed_observed", "mixed_predicted", "mixed_predicted_pooled", "truncation_rate",
-                "ratio_clip/low", "ratio_clip/high", "length/correct", "length/incorrect",
-                "length/all", "weight_share/homogeneous", "kl_weight/homogeneous"):  # fmt: skip
+    for col in (
+        "mixed_observed",
+        "mixed_predicted",
+        "mixed_predicted_pooled",
+        "truncation_rate",
+        "ratio_clip/low",
+        "ratio_clip/high",
+        "length/correct",
+        "length/incorrect",
+        "length/all",
+        "weight_share/homogeneous",
+        "kl_weight/homogeneous",
+    ):
         vals = steps[col].dropna() if col in steps else pd.Series(dtype=float)
         out[col] = float(vals.mean()) if len(vals) else None
     # Where training ends up, not its average: lengths over the last quarter of the steps.
@@ -201,10 +229,12 @@ def read_metrics(path: Path) -> pd.DataFrame:
 
 def run_diagnostics(run: Path) -> pd.DataFrame:
     """``step_diagnostics`` of the run directory ``run``."""
-    from grpo_ablation.rollout_log import read_rollouts
+    from grpo_ablation.training.rollout_log import read_rollouts
 
     objective = json.loads((run / "objective.json").read_text())
-    return step_diagnostics(read_rollouts(run / "rollouts"), read_metrics(run / "metrics.jsonl"), objective)
+    return step_diagnostics(
+        read_rollouts(run / "rollouts"), read_metrics(run / "metrics.jsonl"), objective
+    )
 
 
 def _clean(value: Any) -> Any:

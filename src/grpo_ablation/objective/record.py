@@ -84,7 +84,9 @@ class ObjectiveRecord:
 
     def __post_init__(self) -> None:
         if self.std_scaling not in SCALINGS:
-            raise ValueError(f"unknown std scaling {self.std_scaling!r}; expected one of {SCALINGS}")
+            raise ValueError(
+                f"unknown std scaling {self.std_scaling!r}; expected one of {SCALINGS}"
+            )
         if self.aggregation not in AGGREGATIONS:
             raise ValueError(
                 f"unknown length aggregation {self.aggregation!r}; expected one of {AGGREGATIONS}"

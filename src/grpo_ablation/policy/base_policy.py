@@ -38,8 +38,14 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from grpo_ablation.task import TaskConfig, carryless_sum, extract_answer, read_split, write_splits
-from grpo_ablation.tokenizer import build_char_tokenizer
+from grpo_ablation.policy.tokenizer import build_char_tokenizer
+from grpo_ablation.tasks.addition import (
+    TaskConfig,
+    carryless_sum,
+    extract_answer,
+    read_split,
+    write_splits,
+)
 
 
 @dataclass(frozen=True)

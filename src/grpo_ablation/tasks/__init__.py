@@ -21,8 +21,8 @@ from typing import Any, Protocol
 
 # kind -> "module:class". Strings, so building the DAG imports no task code (nor torch).
 TASKS: dict[str, str] = {
-    "addition": "grpo_ablation.task:AdditionTask",
-    "math": "grpo_ablation.math_task:MathTask",
+    "addition": "grpo_ablation.tasks.addition:AdditionTask",
+    "math": "grpo_ablation.tasks.math:MathTask",
 }
 
 Prompt = str | list[dict[str, str]]

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 PRESETS = ("ddp", "zero2", "zero3", "fsdp")
-PRESET_DIR = Path(__file__).resolve().parents[2] / "config" / "accelerate"
+PRESET_DIR = Path(__file__).resolve().parents[3] / "config" / "accelerate"
 # Set by torchrun (which accelerate launch uses for several GPUs) in every process it starts.
 LAUNCHED_ENV = "LOCAL_RANK"
 
@@ -44,11 +44,31 @@ def accelerate_command(
     if device == "cpu":
         # `accelerate launch --cpu` starts ONE process whatever --num_processes says (its simple
         # launcher); torchrun starts N, and the trainer's PartialState(cpu=True) joins them (gloo).
-        return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes),
-                "--master_addr", "127.0.0.1", "--master_port", str(port), *argv]  # fmt: skip
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(processes),
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(port),
+            *argv,
+        ]
     launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
-    cmd = [launcher, "launch", "--num_processes", str(processes), "--num_machines", "1",
-           "--main_process_port", str(port), "--dynamo_backend", "no"]  # fmt: skip
+    cmd = [
+        launcher,
+        "launch",
+        "--num_processes",
+        str(processes),
+        "--num_machines",
+        "1",
+        "--main_process_port",
+        str(port),
+        "--dynamo_backend",
+        "no",
+    ]
     if preset != "ddp":
         cmd += ["--config_file", str(PRESET_DIR / f"{preset}.yaml")]
     else:

@@ -29,13 +29,13 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from grpo_ablation.objective import (
+from grpo_ablation.objective.formulas import (
     GROUP_CATEGORIES,
     completion_coefficients,
     group_advantages,
     group_categories,
 )
-from grpo_ablation.rollout_log import RolloutLog
+from grpo_ablation.training.rollout_log import RolloutLog
 
 
 class NonFiniteLossError(RuntimeError):
@@ -71,7 +71,9 @@ class SafeReward:
             for k, v in kwargs.items()
         }
         try:
-            (value,) = self.func(prompts=prompts[i : i + 1], completions=completions[i : i + 1], **sliced)
+            (value,) = self.func(
+                prompts=prompts[i : i + 1], completions=completions[i : i + 1], **sliced
+            )
             return value, None
         except Exception as exc:  # a verifier bug or timeout is a scoring failure, not a crash
             last = traceback.format_exception_only(type(exc), exc)[-1].strip()
@@ -111,7 +113,7 @@ class AblationGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose advantages and loss aggregation are the declared ones.
 
     Args beyond GRPOTrainer's: ``std_scaling``, ``std_eps``, ``aggregation`` (names from
-    ``grpo_ablation.objective``), ``success_threshold`` (reward that counts as correct),
+    ``grpo_ablation.objective.formulas``), ``success_threshold`` (reward that counts as correct),
     ``output_dir`` of rollouts and metrics (``run_dir``).
     """
 
@@ -127,7 +129,9 @@ class AblationGRPOTrainer(GRPOTrainer):
         **kwargs: Any,
     ) -> None:
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
-        self.safe_rewards = [SafeReward(f) if callable(f) and not isinstance(f, str) else f for f in funcs]
+        self.safe_rewards = [
+            SafeReward(f) if callable(f) and not isinstance(f, str) else f for f in funcs
+        ]
         super().__init__(*args, reward_funcs=self.safe_rewards, **kwargs)
         if self.args.steps_per_generation != self.args.gradient_accumulation_steps:
             raise ValueError(
@@ -169,7 +173,9 @@ class AblationGRPOTrainer(GRPOTrainer):
 
     # -- scoring -----------------------------------------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        rewards_per_func = super()._calculate_rewards(
+            inputs, prompts, completions, completion_ids_list
+        )
         failures = [None] * len(prompts)
         for func in self.safe_rewards:
             if isinstance(func, SafeReward):
@@ -264,9 +270,13 @@ class AblationGRPOTrainer(GRPOTrainer):
         m["truncation_rate"].append(truncated.float().mean().item())
         m["scoring_failure_rate"].append((~finite).float().mean().item())
         m["length/correct"].append(lengths[correct].mean().item() if correct.any() else math.nan)
-        m["length/incorrect"].append(lengths[incorrect].mean().item() if incorrect.any() else math.nan)
+        m["length/incorrect"].append(
+            lengths[incorrect].mean().item() if incorrect.any() else math.nan
+        )
         m["length/all"].append(lengths.mean().item())
-        m["accuracy/train_sampled"].append(correct.float().sum().item() / max(1, finite.sum().item()))
+        m["accuracy/train_sampled"].append(
+            correct.float().sum().item() / max(1, finite.sum().item())
+        )
 
     # -- loss --------------------------------------------------------------------------------
     def _compute_loss(self, model, inputs):
@@ -330,6 +340,8 @@ class AblationGRPOTrainer(GRPOTrainer):
             # truncation_rate and keeps "clip" for the probability ratio alone.
             row = {"step": self.state.global_step}
             row.update((k, v) for k, v in logs.items() if "clipped_ratio" not in k)
-            row = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            row = {
+                k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()
+            }
             with self.metrics_path.open("a") as fh:
                 fh.write(json.dumps(row, sort_keys=True) + "\n")

@@ -1,4 +1,4 @@
-"""Train one ablation cell: ``python -m grpo_ablation.train --model DIR --data DIR --out DIR``.
+"""Train one ablation cell: ``python -m grpo_ablation.training.train --model DIR --data DIR --out DIR``.
 
 No Snakemake needed. The run directory receives ``checkpoints/checkpoint-<step>/`` (standalone
 Hugging Face model directories with their tokenizer), ``rollouts/rank<r>.jsonl.gz``,
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.choices import AGGREGATIONS, SCALINGS
-from grpo_ablation.record import ObjectiveRecord, library_versions
+from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.settings import config_hash, from_dict
 
 GENERATION_BACKENDS = ("transformers", "vllm")
@@ -62,14 +62,18 @@ class TrainingConfig:
 
     def __post_init__(self) -> None:
         if self.std_scaling not in SCALINGS:
-            raise ValueError(f"unknown std scaling {self.std_scaling!r}; expected one of {SCALINGS}")
+            raise ValueError(
+                f"unknown std scaling {self.std_scaling!r}; expected one of {SCALINGS}"
+            )
         if self.aggregation not in AGGREGATIONS:
             raise ValueError(
                 f"unknown length aggregation {self.aggregation!r}; expected one of {AGGREGATIONS}"
             )
         if self.generation_backend not in GENERATION_BACKENDS:
-            raise ValueError(f"unknown generation backend {self.generation_backend!r}; expected one "
-                             f"of {GENERATION_BACKENDS}")  # fmt: skip
+            raise ValueError(
+                f"unknown generation backend {self.generation_backend!r}; expected one "
+                f"of {GENERATION_BACKENDS}"
+            )
         if self.group_size < 2:
             raise ValueError("group_size must be at least 2: a group of one has no baseline")
 
@@ -86,7 +90,9 @@ class TrainingConfig:
             )
         return self.generation_batch_size // split
 
-    def objective_record(self, num_processes: int, answer_rule: str = "not recorded") -> ObjectiveRecord:
+    def objective_record(
+        self, num_processes: int, answer_rule: str = "not recorded"
+    ) -> ObjectiveRecord:
         return ObjectiveRecord(
             answer_rule=answer_rule,
             std_scaling=self.std_scaling,
@@ -103,9 +109,10 @@ class TrainingConfig:
             clip_eps_high=self.clip_eps_high,
             mask_truncated_completions=self.mask_truncated_completions,
             num_iterations=self.num_iterations,
-            generation=self.generation_backend if self.generation_backend == "transformers" else
-            f"vllm colocate, importance-sampling correction {self.vllm_importance_sampling_mode}",
-        )  # fmt: skip
+            generation=self.generation_backend
+            if self.generation_backend == "transformers"
+            else f"vllm colocate, importance-sampling correction {self.vllm_importance_sampling_mode}",
+        )
 
 
 def git_commit() -> str:
@@ -131,7 +138,9 @@ def last_checkpoint(checkpoints: Path) -> Path | None:
 def _truncate_jsonl(path: Path, step: int) -> None:
     if path.exists():
         rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows if r["step"] <= step))
+        path.write_text(
+            "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows if r["step"] <= step)
+        )
 
 
 def _build_args(cfg: TrainingConfig, out: Path, num_processes: int, use_cpu: bool, dtype: str):
@@ -183,12 +192,17 @@ def _vllm_args(cfg: TrainingConfig) -> dict[str, Any]:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
-        raise ImportError("training.generation_backend is 'vllm' but vllm is not installed: "
-                          "`pip install vllm` in the GPU nodes' environment (CUDA only)")  # fmt: skip
-    return {"use_vllm": True, "vllm_mode": "colocate",
-            "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
-            "vllm_importance_sampling_correction": True,
-            "vllm_importance_sampling_mode": cfg.vllm_importance_sampling_mode}  # fmt: skip
+        raise ImportError(
+            "training.generation_backend is 'vllm' but vllm is not installed: "
+            "`pip install vllm` in the GPU nodes' environment (CUDA only)"
+        )
+    return {
+        "use_vllm": True,
+        "vllm_mode": "colocate",
+        "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
+        "vllm_importance_sampling_correction": True,
+        "vllm_importance_sampling_mode": cfg.vllm_importance_sampling_mode,
+    }
 
 
 def train(
@@ -217,9 +231,9 @@ def train(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from grpo_ablation.compute import check_dtype, device_info, resolve_device
-    from grpo_ablation.retention import KeepOptimizerStateOfNewest
     from grpo_ablation.tasks import get_task
-    from grpo_ablation.trainer import AblationGRPOTrainer
+    from grpo_ablation.training.retention import KeepOptimizerStateOfNewest
+    from grpo_ablation.training.trainer import AblationGRPOTrainer
 
     if _is_local(model_dir) and not (Path(model_dir) / "config.json").exists():
         raise FileNotFoundError(
@@ -253,7 +267,7 @@ def train(
             for partial in (out / "checkpoints").glob("checkpoint-*"):
                 if int(partial.name.split("-")[1]) > step:
                     shutil.rmtree(partial)
-        from grpo_ablation.rollout_log import RolloutLog
+        from grpo_ablation.training.rollout_log import RolloutLog
 
         RolloutLog(out / "rollouts", state.process_index).truncate_after(step)
     else:
@@ -300,8 +314,18 @@ def train(
     summary: dict[str, Any] = {}
     if state.is_main_process:
         compute = device_info(run_device, dtype)
-        summary = _finish(out, cfg, model_dir, data_dir, task.to_dict() | {"kind": task.kind},
-                          nproc, elapsed, trainer, compute, revision)  # fmt: skip
+        summary = _finish(
+            out,
+            cfg,
+            model_dir,
+            data_dir,
+            task.to_dict() | {"kind": task.kind},
+            nproc,
+            elapsed,
+            trainer,
+            compute,
+            revision,
+        )
     state.wait_for_everyone()
     return summary
 
@@ -314,9 +338,10 @@ def _split_hashes(manifest: Path) -> dict[str, str] | None:
     return {name: entry["sha256"] for name, entry in sorted(splits.items())}
 
 
-def _finish(out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer, compute,
-            revision) -> dict[str, Any]:  # fmt: skip
-    from grpo_ablation.rollout_log import read_rollouts
+def _finish(
+    out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer, compute, revision
+) -> dict[str, Any]:
+    from grpo_ablation.training.rollout_log import read_rollouts
 
     rollouts = read_rollouts(out / "rollouts")
     attempts_path = out / "wall_time.json"

@@ -48,7 +48,8 @@ IDLE_ENV = "GRPO_EVAL_WORKER_IDLE"
 SCHEDULER_ENVS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID")
 # Variables a child takes from its client (the rest of the environment is the worker's).
 FORWARDED_ENV_PREFIXES = ("GRPO_", "HF_", "TRANSFORMERS_", "CUDA_", "PYTORCH_", "TOKENIZERS_")
-PACKAGE_DIR = Path(__file__).resolve().parent
+# The whole package, nested modules included: the worker runs code from all of it.
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 180.0
 
 
@@ -72,8 +73,8 @@ def code_key() -> str:
     """Hash of the interpreter, this checkout, its sources and the batch allocation: a new version
     (or another allocation) gets a new worker."""
     h = hashlib.sha256(f"{sys.executable}\0{PACKAGE_DIR}\0{allocation()}".encode())
-    for path in sorted(PACKAGE_DIR.glob("*.py")):
-        h.update(path.name.encode())
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        h.update(str(path.relative_to(PACKAGE_DIR)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -149,8 +150,10 @@ def run_job(argv: list[str]) -> int:
             line = reader.readline()
             done = json.loads(line) if line else None
             if done is None:
-                print(f"evaluation worker child {started.get('pid')} died without a result",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    f"evaluation worker child {started.get('pid')} died without a result",
+                    file=sys.stderr,
+                )
                 return 1
             return int(done["rc"])
         finally:
@@ -192,7 +195,15 @@ def _connect_or_start() -> socket.socket:
             return conn
         log = path.with_suffix(".log")
         pid = _spawn_detached(
-            [sys.executable, "-m", "grpo_ablation.eval_worker", "serve", "--socket", str(path)], log
+            [
+                sys.executable,
+                "-m",
+                "grpo_ablation.evaluation.worker",
+                "serve",
+                "--socket",
+                str(path),
+            ],
+            log,
         )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -214,8 +225,12 @@ def _spawn_detached(cmd: list[str], log: Path) -> int:
     of the first evaluation job would be counted in that job's memory and CPU, with the children
     it forks for every later job.
     """
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(PACKAGE_DIR.parent), *filter(None, [os.environ.get("PYTHONPATH")])]))  # fmt: skip
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(PACKAGE_DIR.parent), *filter(None, [os.environ.get("PYTHONPATH")])]
+        ),
+    )
     read, write = os.pipe()
     launcher = os.fork()
     if launcher == 0:  # the intermediate process: start the daemon, report its pid, exit
@@ -223,9 +238,16 @@ def _spawn_detached(cmd: list[str], log: Path) -> int:
             os.close(read)
             # cwd: the package's parent, so `-m` cannot import a module from the job's directory.
             with open(log, "a") as out:
-                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                        stderr=subprocess.STDOUT, env=env, cwd=PACKAGE_DIR.parent,
-                                        start_new_session=True, close_fds=True)  # fmt: skip
+                proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=PACKAGE_DIR.parent,
+                    start_new_session=True,
+                    close_fds=True,
+                )
             os.write(write, str(proc.pid).encode())
         finally:
             os._exit(0)
@@ -262,7 +284,7 @@ def _preload() -> None:
     from lm_eval.tasks import TaskManager  # noqa: F401
 
     import grpo_ablation.cli
-    import grpo_ablation.evaluate  # noqa: F401
+    import grpo_ablation.evaluation.evaluate  # noqa: F401
 
 
 def serve(path: Path, idle_s: float) -> None:

@@ -29,10 +29,20 @@ from grpo_ablation.choices import (
 )
 
 __all__ = [
-    "AGGREGATIONS", "EMPTY_COMPLETION_RULE", "GROUP_CATEGORIES", "SCALINGS", "Aggregation",
-    "GroupCategory", "Scaling", "aggregate_loss", "completion_coefficients", "group_advantages",
-    "group_categories", "mixed_group_probability", "token_weights",
-]  # fmt: skip
+    "AGGREGATIONS",
+    "EMPTY_COMPLETION_RULE",
+    "GROUP_CATEGORIES",
+    "SCALINGS",
+    "Aggregation",
+    "GroupCategory",
+    "Scaling",
+    "aggregate_loss",
+    "completion_coefficients",
+    "group_advantages",
+    "group_categories",
+    "mixed_group_probability",
+    "token_weights",
+]
 
 
 def _check_choice(value: str, allowed: tuple[str, ...], what: str) -> None:

@@ -44,7 +44,9 @@ DATASETS: dict[str, dict[str, Any]] = {
     },
 }
 # The user turn (the chat template wraps it): Qwen2.5-Math's instruction for boxed answers.
-DEFAULT_TEMPLATE = "{question}\nPlease reason step by step, and put your final answer within \\boxed{}."
+DEFAULT_TEMPLATE = (
+    "{question}\nPlease reason step by step, and put your final answer within \\boxed{}."
+)
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,9 @@ class MathTask:
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
-            raise ValueError(f"unknown math dataset {self.dataset!r}; expected one of {list(DATASETS)}")
+            raise ValueError(
+                f"unknown math dataset {self.dataset!r}; expected one of {list(DATASETS)}"
+            )
         if "{question}" not in self.prompt_template:
             raise ValueError("prompt_template must contain {question}")
         if any(not 1 <= lv <= 5 for lv in self.levels):
@@ -130,7 +134,6 @@ class MathTask:
         return [(self.prompt(r), f"The answer is \\boxed{{{r['answer']}}}.") for r in rows]
 
 
-
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -174,12 +177,14 @@ def _rows(cfg: MathTask, split: str) -> list[dict[str, Any]]:
         level = difficulty(cfg.dataset, row, solution)
         if answer is None or (cfg.dataset == "math" and level not in cfg.levels):
             continue
-        rows.append({
-            "prompt_id": f"{cfg.dataset}-{split}-{idx}",
-            "prompt": cfg.prompt_template.replace("{question}", str(row[spec["question"]])),
-            "answer": answer,
-            "difficulty": level,
-        })  # fmt: skip
+        rows.append(
+            {
+                "prompt_id": f"{cfg.dataset}-{split}-{idx}",
+                "prompt": cfg.prompt_template.replace("{question}", str(row[spec["question"]])),
+                "answer": answer,
+                "difficulty": level,
+            }
+        )
     return rows
 
 
@@ -202,7 +207,7 @@ def write_splits(cfg: MathTask, out_dir: Path, splits: dict[str, list] | None = 
     """
     if splits is None:
         splits = make_splits(cfg, _rows(cfg, "train"), _rows(cfg, "test"))
-    from grpo_ablation.task import write_split_files
+    from grpo_ablation.tasks.addition import write_split_files
 
     out_dir = Path(out_dir)
     files = write_split_files({s: splits[s] for s in ("train", "validation", "test")}, out_dir)
@@ -239,14 +244,17 @@ def make_reward_function(cfg: MathTask) -> Callable[..., list[float | None]]:
         out: list[float | None] = []
         for completion, ans in zip(completions, answer, strict=True):
             try:
-                gold = parse(f"\\boxed{{{ans}}}", parsing_timeout=cfg.verifier_timeout_s,
-                             raise_on_error=True)  # fmt: skip
+                gold = parse(
+                    f"\\boxed{{{ans}}}", parsing_timeout=cfg.verifier_timeout_s, raise_on_error=True
+                )
                 if not gold:
                     raise ValueError(f"gold answer {ans!r} does not parse")
-                pred = parse(_text(completion), parsing_timeout=cfg.verifier_timeout_s,
-                             raise_on_error=True)  # fmt: skip
-                ok = bool(pred) and verify(gold, pred, timeout_seconds=cfg.verifier_timeout_s,
-                                           raise_on_error=True)  # fmt: skip
+                pred = parse(
+                    _text(completion), parsing_timeout=cfg.verifier_timeout_s, raise_on_error=True
+                )
+                ok = bool(pred) and verify(
+                    gold, pred, timeout_seconds=cfg.verifier_timeout_s, raise_on_error=True
+                )
                 out.append(1.0 if ok else 0.0)  # no extractable answer is simply incorrect
             except Exception:  # the verifier broke (timeout, sympy error): unknown, not wrong
                 out.append(None)

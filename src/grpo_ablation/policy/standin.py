@@ -13,7 +13,7 @@ the cluster code runs unchanged (only the path differs) and nothing is downloade
   template, saved with ``save_pretrained`` so the Auto classes load it with no custom code.
 
 Both are deterministic in ``seed``: the same arguments write byte-identical data files and the
-same weights. ``grpo_ablation.sft.warm_start_pretrained`` then teaches the model the answer format.
+same weights. ``grpo_ablation.policy.sft.warm_start_pretrained`` then teaches the model the answer format.
 """
 
 from __future__ import annotations
@@ -52,23 +52,47 @@ QWEN2_SPLIT = (
 )
 
 NAMES = ["Tom", "Ana", "Ben", "Mia", "Sam", "Lily", "Omar", "Zoe", "Raj", "Ella", "Leo", "Nina"]
-ITEMS = ["apples", "pencils", "marbles", "stickers", "books", "cookies", "shells", "coins",
-         "stamps", "cards", "eggs", "toys"]  # fmt: skip
+ITEMS = [
+    "apples",
+    "pencils",
+    "marbles",
+    "stickers",
+    "books",
+    "cookies",
+    "shells",
+    "coins",
+    "stamps",
+    "cards",
+    "eggs",
+    "toys",
+]
 # Each template: question text and the reasoning sentence; {n} name, {x} item, {a} {b} operands.
 TEMPLATES = [
-    ("{n} has {a} {x} and buys {b} more. How many {x} does {n} have now?",
-     "{n} has {a} + {b} = <<{a}+{b}={c}>>{c} {x} now."),
-    ("{n} picked {a} {x} in the morning and {b} {x} in the afternoon. How many {x} did {n} pick in all?",
-     "{n} picked {a} + {b} = <<{a}+{b}={c}>>{c} {x} in all."),
-    ("There are {a} {x} in a box. {n} puts {b} more {x} in the box. How many {x} are in the box?",
-     "The box has {a} + {b} = <<{a}+{b}={c}>>{c} {x}."),
-    ("{n} found {a} {x} on Monday and {b} {x} on Tuesday. How many {x} did {n} find?",
-     "{n} found {a} + {b} = <<{a}+{b}={c}>>{c} {x}."),
-    ("{n} had {a} {x}. A friend gave {n} {b} {x}. How many {x} does {n} have?",
-     "{n} has {a} + {b} = <<{a}+{b}={c}>>{c} {x}."),
-    ("A shelf holds {a} {x} and a table holds {b} {x}. How many {x} are there altogether?",
-     "There are {a} + {b} = <<{a}+{b}={c}>>{c} {x} altogether."),
-]  # fmt: skip
+    (
+        "{n} has {a} {x} and buys {b} more. How many {x} does {n} have now?",
+        "{n} has {a} + {b} = <<{a}+{b}={c}>>{c} {x} now.",
+    ),
+    (
+        "{n} picked {a} {x} in the morning and {b} {x} in the afternoon. How many {x} did {n} pick in all?",
+        "{n} picked {a} + {b} = <<{a}+{b}={c}>>{c} {x} in all.",
+    ),
+    (
+        "There are {a} {x} in a box. {n} puts {b} more {x} in the box. How many {x} are in the box?",
+        "The box has {a} + {b} = <<{a}+{b}={c}>>{c} {x}.",
+    ),
+    (
+        "{n} found {a} {x} on Monday and {b} {x} on Tuesday. How many {x} did {n} find?",
+        "{n} found {a} + {b} = <<{a}+{b}={c}>>{c} {x}.",
+    ),
+    (
+        "{n} had {a} {x}. A friend gave {n} {b} {x}. How many {x} does {n} have?",
+        "{n} has {a} + {b} = <<{a}+{b}={c}>>{c} {x}.",
+    ),
+    (
+        "A shelf holds {a} {x} and a table holds {b} {x}. How many {x} are there altogether?",
+        "There are {a} + {b} = <<{a}+{b}={c}>>{c} {x} altogether.",
+    ),
+]
 OPERANDS = range(1, 10)  # single digits; sums 2..18
 
 
@@ -89,17 +113,16 @@ def _gsm8k_rows(seed: int) -> list[dict[str, str]]:
 
 def _readme(splits: list[str]) -> str:
     """Front matter as on the hub: a ``main`` config whose ``data_files`` name each split's file."""
-    files = "".join(
-        f"  - split: {s}\n    path: main/{s}-00000-of-00001.parquet\n" for s in splits
-    )
+    files = "".join(f"  - split: {s}\n    path: main/{s}-00000-of-00001.parquet\n" for s in splits)
     return (
-        "---\nconfigs:\n- config_name: main\n  data_files:\n" + files
+        "---\nconfigs:\n- config_name: main\n  data_files:\n"
+        + files
         + "dataset_info:\n  config_name: main\n  features:\n"
         "  - name: question\n    dtype: string\n  - name: answer\n    dtype: string\n---\n\n"
         "# GSM8K stand-in\n\nSynthetic one-step addition word problems in the format of "
-        "openai/gsm8k (config `main`), written by `grpo_ablation.standin.write_gsm8k_standin` "
+        "openai/gsm8k (config `main`), written by `grpo_ablation.policy.standin.write_gsm8k_standin` "
         "for CPU tests of the cluster code path.\n"
-    )  # fmt: skip
+    )
 
 
 def write_gsm8k_standin(out_dir: Path, n_train: int, n_test: int, seed: int) -> Path:
@@ -119,8 +142,10 @@ def write_gsm8k_standin(out_dir: Path, n_train: int, n_test: int, seed: int) -> 
     splits = {"train": rows[:n_train], "test": rows[n_train : n_train + n_test]}
     out_dir = Path(out_dir)
     (out_dir / "main").mkdir(parents=True, exist_ok=True)
-    features = {"question": {"dtype": "string", "_type": "Value"},
-                "answer": {"dtype": "string", "_type": "Value"}}  # fmt: skip
+    features = {
+        "question": {"dtype": "string", "_type": "Value"},
+        "answer": {"dtype": "string", "_type": "Value"},
+    }
     schema = pa.schema(
         [("question", pa.string()), ("answer", pa.string())],
         metadata={"huggingface": json.dumps({"info": {"features": features}})},
@@ -138,10 +163,12 @@ def _train_tokenizer(corpus: list[str], vocab_size: int):
 
     core = Tokenizer(models.BPE())
     core.normalizer = normalizers.NFC()  # as Qwen2Tokenizer, which AutoTokenizer rebuilds it with
-    core.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])  # fmt: skip
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -185,7 +212,9 @@ def build_standin_model(
         Qwen2ForCausalLM,
     )
 
-    scaffold = [f"{IM_START}{role}\n{DEFAULT_SYSTEM}{IM_END}\n" for role in ("system", "user", "assistant")]
+    scaffold = [
+        f"{IM_START}{role}\n{DEFAULT_SYSTEM}{IM_END}\n" for role in ("system", "user", "assistant")
+    ]
     core = _train_tokenizer([*scaffold, *corpus], vocab_size)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,

@@ -1,4 +1,4 @@
-"""The worked numbers, computed by the library: ``python -m grpo_ablation.calculations OUT_DIR``.
+"""The worked numbers, computed by the library: ``python -m grpo_ablation.objective.calculations OUT_DIR``.
 
 Writes ``calculations.md`` and ``calculations.csv`` so users see the conventions side by side.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from grpo_ablation.objective import (
+from grpo_ablation.objective.formulas import (
     AGGREGATIONS,
     SCALINGS,
     aggregate_loss,
@@ -101,7 +101,7 @@ def write_sheet(out_dir: Path) -> tuple[Path, Path]:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["# Worked numbers (computed by grpo_ablation.objective)"]
+    lines = ["# Worked numbers (computed by grpo_ablation.objective.formulas)"]
     section = None
     for row in rows:
         if row["section"] != section:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.settings import from_dict
-from grpo_ablation.task import read_split
 from grpo_ablation.tasks import Task
+from grpo_ablation.tasks.addition import read_split
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,11 @@ def build_base_policy(
     if base.pop("kind", "local") == "hub":
         return warm_start_base(base, task, splits, out_dir, compute)
     if not task.local_base:
-        raise ValueError(f"base_policy.kind local builds a character GPT-2 for the addition task; "
-                         f"task '{task.kind}' needs base_policy.kind: hub")  # fmt: skip
-    from grpo_ablation.base_policy import BasePolicyConfig, warm_start
+        raise ValueError(
+            f"base_policy.kind local builds a character GPT-2 for the addition task; "
+            f"task '{task.kind}' needs base_policy.kind: hub"
+        )
+    from grpo_ablation.policy.base_policy import BasePolicyConfig, warm_start
 
     stats = warm_start(BasePolicyConfig.from_dict(base), splits, out_dir)
     return {"kind": "local", "model": str(out_dir), "revision": None, "stats": stats}
@@ -64,7 +66,7 @@ def warm_start_base(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from grpo_ablation.compute import resolve_device
-    from grpo_ablation.sft import warm_start_pretrained
+    from grpo_ablation.policy.sft import warm_start_pretrained
 
     local = Path(cfg.name).exists()
     hub = {} if local else {"revision": cfg.revision}
@@ -74,8 +76,15 @@ def warm_start_base(
     model.to(resolve_device(compute["device"]))
     pairs = task.sft_pairs(read_split(Path(splits) / "train.jsonl"))
     started = time.perf_counter()
-    losses = warm_start_pretrained(model, tokenizer, pairs, steps=cfg.sft_steps,
-                                   batch_size=cfg.sft_batch_size, lr=cfg.sft_lr, seed=cfg.seed)  # fmt: skip
+    losses = warm_start_pretrained(
+        model,
+        tokenizer,
+        pairs,
+        steps=cfg.sft_steps,
+        batch_size=cfg.sft_batch_size,
+        lr=cfg.sft_lr,
+        seed=cfg.seed,
+    )
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     stats = {
@@ -85,5 +94,9 @@ def warm_start_base(
         "n_parameters": sum(p.numel() for p in model.parameters()),
     }
     (out_dir / "warm_start.json").write_text(json.dumps(stats, indent=2) + "\n")
-    return info | {"model": str(out_dir), "revision": None, "warm_started_from": cfg.name,
-                   "stats": stats}  # fmt: skip
+    return info | {
+        "model": str(out_dir),
+        "revision": None,
+        "warm_started_from": cfg.name,
+        "stats": stats,
+    }

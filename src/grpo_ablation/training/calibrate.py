@@ -1,6 +1,6 @@
 """What the configured DAG will cost, measured before a user spends GPU-hours on it.
 
-    python -m grpo_ablation.calibrate --configfile config/cluster.yaml --steps 20
+    python -m grpo_ablation.training.calibrate --configfile config/cluster.yaml --steps 20
 
 runs, on this machine and with the config's model, task, device and precision, the base policy (a
 few warm-start steps if it has any), ``--steps`` training steps of the reference cell, and one
@@ -28,7 +28,7 @@ import yaml
 
 from grpo_ablation import pipeline
 
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,11 @@ def project(m: Measurement, shape: dict[str, Any]) -> dict[str, Any]:
     base_eval_s = m.eval_checkpoint_s + m.eval_validation_s
     runs = shape["runs"]
     job_s = base_s + base_eval_s + runs * (train_s + eval_s)
-    gpu_s = (base_s * shape["train_gpus"] + (base_eval_s + runs * eval_s) * shape["eval_gpus"]
-             + runs * train_s * shape["train_gpus"])  # fmt: skip
+    gpu_s = (
+        base_s * shape["train_gpus"]
+        + (base_eval_s + runs * eval_s) * shape["eval_gpus"]
+        + runs * train_s * shape["train_gpus"]
+    )
     disk = runs * (shape["checkpoints_per_run"] * m.weights_bytes + m.optimizer_bytes)
     return {
         "train_run_s": train_s,
@@ -116,34 +119,51 @@ def _peak_memory(device: str) -> tuple[int, str]:
 def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     """Run the base policy, ``steps`` training steps and one evaluation in ``work``."""
     from grpo_ablation.compute import resolve_device
-    from grpo_ablation.evaluate import evaluate_checkpoints, write_split_tasks
-    from grpo_ablation.prefetch import prefetch
+    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints, write_split_tasks
+    from grpo_ablation.policy.prefetch import prefetch
     from grpo_ablation.tasks import get_task
-    from grpo_ablation.train import last_checkpoint, train
+    from grpo_ablation.training.train import last_checkpoint, train
 
     task = get_task(config["task"])
     device = resolve_device(config["compute"]["device"])
     prefetch(config)
     data = work / "data"
     task.write_splits(data)
-    from grpo_ablation.base_policy import BasePolicyConfig
-    from grpo_ablation.pretrained import build_base_policy
+    from grpo_ablation.policy.base_policy import BasePolicyConfig
+    from grpo_ablation.policy.pretrained import build_base_policy
 
     base = dict(config["base_policy"])
-    configured = (BasePolicyConfig.from_dict({k: v for k, v in base.items() if k != "kind"}).sft_steps
-                  if base.get("kind", "local") == "local" else int(base.get("sft_steps", 0) or 0))  # fmt: skip
+    configured = (
+        BasePolicyConfig.from_dict({k: v for k, v in base.items() if k != "kind"}).sft_steps
+        if base.get("kind", "local") == "local"
+        else int(base.get("sft_steps", 0) or 0)
+    )
     sft_steps = min(steps, configured)
     started = time.perf_counter()
-    info = build_base_policy({**base, "sft_steps": sft_steps}, task, data, work / "base", config["compute"])
+    info = build_base_policy(
+        {**base, "sft_steps": sft_steps}, task, data, work / "base", config["compute"]
+    )
     model, revision = info["model"], info["revision"]
     sft_step_s = (time.perf_counter() - started) / sft_steps if sft_steps else 0.0
 
-    cfg = replace(pipeline.training_config(config, pipeline.baseline(config), seed=0),
-                  max_steps=steps, save_steps=steps)  # fmt: skip
+    cfg = replace(
+        pipeline.training_config(config, pipeline.baseline(config), seed=0),
+        max_steps=steps,
+        save_steps=steps,
+    )
     c = config["compute"]
     started = time.perf_counter()
-    summary = train(model, data, work / "run", cfg, config["task"], device=c["device"],
-                    dtype=c["dtype"], revision=revision, keep_optimizer_state="newest")  # fmt: skip
+    summary = train(
+        model,
+        data,
+        work / "run",
+        cfg,
+        config["task"],
+        device=c["device"],
+        dtype=c["dtype"],
+        revision=revision,
+        keep_optimizer_state="newest",
+    )
     wall = time.perf_counter() - started
     runtime = float(summary["budget"]["wall_time_s"])  # trainer.train() alone
     step_s = runtime / steps
@@ -157,38 +177,55 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     durations = []
     for split in ("test", "validation"):
         started = time.perf_counter()
-        evaluate_checkpoints([(steps, ckpt)], work / "tasks" / split, work / "eval" / split,
-                             batch_size=ev["batch_size"], device=device, dtype=ev["dtype"],
-                             seed=ev["seed"], limit=ev["limit"], backend=ev["backend"])  # fmt: skip
+        evaluate_checkpoints(
+            [(steps, ckpt)],
+            work / "tasks" / split,
+            work / "eval" / split,
+            batch_size=ev["batch_size"],
+            device=device,
+            dtype=ev["dtype"],
+            seed=ev["seed"],
+            limit=ev["limit"],
+            backend=ev["backend"],
+        )
         durations.append(time.perf_counter() - started)
     peak, kind_of_peak = _peak_memory(device)
     return Measurement(
-        train_setup_s=max(0.0, wall - runtime), train_step_s=step_s, sft_step_s=sft_step_s,
-        eval_checkpoint_s=durations[0], eval_validation_s=durations[1], weights_bytes=weights,
-        optimizer_bytes=optimizer, peak_memory_bytes=peak, peak_memory_kind=kind_of_peak,
-    )  # fmt: skip
+        train_setup_s=max(0.0, wall - runtime),
+        train_step_s=step_s,
+        sft_step_s=sft_step_s,
+        eval_checkpoint_s=durations[0],
+        eval_validation_s=durations[1],
+        weights_bytes=weights,
+        optimizer_bytes=optimizer,
+        peak_memory_bytes=peak,
+        peak_memory_kind=kind_of_peak,
+    )
 
 
 def report(m: Measurement, shape: dict[str, Any], p: dict[str, Any]) -> str:
     gib = 1024**3
-    return "\n".join([
-        f"seconds per training step        {m.train_step_s:.3f}  (set-up {m.train_setup_s:.1f} s per run)",
-        f"seconds per warm-start step      {m.sft_step_s:.3f}",
-        f"evaluation of one checkpoint     {m.eval_checkpoint_s:.1f} s on test, "
-        f"{m.eval_validation_s:.1f} s on validation",
-        f"peak memory ({m.peak_memory_kind})".ljust(33) + f"{m.peak_memory_bytes / gib:.2f} GiB",
-        f"checkpoint size                  {m.weights_bytes / gib:.3f} GiB weights + "
-        f"{m.optimizer_bytes / gib:.3f} GiB optimizer state",
-        f"DAG as configured                {shape['runs']} runs ({shape['cells']} cells), "
-        f"{shape['max_steps']} steps and {shape['checkpoints_per_run']} checkpoints each",
-        f"projected job-hours              {p['job_hours']:.2f}",
-        f"projected GPU-hours              {p['gpu_hours']:.2f}  ({shape['train_gpus']} GPU(s) "
-        f"per train job, {shape['eval_gpus']} per evaluation job)",
-        f"projected wall time              {p['wall_hours_one_job_at_a_time']:.2f} h one job at a "
-        f"time, {p['wall_hours_critical_path']:.2f} h along the critical path",
-        f"projected checkpoint disk        {p['checkpoint_disk_bytes'] / 1e9:.2f} GB "
-        "(optimizer state in the newest checkpoint of each run)",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"seconds per training step        {m.train_step_s:.3f}  (set-up {m.train_setup_s:.1f} s per run)",
+            f"seconds per warm-start step      {m.sft_step_s:.3f}",
+            f"evaluation of one checkpoint     {m.eval_checkpoint_s:.1f} s on test, "
+            f"{m.eval_validation_s:.1f} s on validation",
+            f"peak memory ({m.peak_memory_kind})".ljust(33)
+            + f"{m.peak_memory_bytes / gib:.2f} GiB",
+            f"checkpoint size                  {m.weights_bytes / gib:.3f} GiB weights + "
+            f"{m.optimizer_bytes / gib:.3f} GiB optimizer state",
+            f"DAG as configured                {shape['runs']} runs ({shape['cells']} cells), "
+            f"{shape['max_steps']} steps and {shape['checkpoints_per_run']} checkpoints each",
+            f"projected job-hours              {p['job_hours']:.2f}",
+            f"projected GPU-hours              {p['gpu_hours']:.2f}  ({shape['train_gpus']} GPU(s) "
+            f"per train job, {shape['eval_gpus']} per evaluation job)",
+            f"projected wall time              {p['wall_hours_one_job_at_a_time']:.2f} h one job at a "
+            f"time, {p['wall_hours_critical_path']:.2f} h along the critical path",
+            f"projected checkpoint disk        {p['checkpoint_disk_bytes'] / 1e9:.2f} GB "
+            "(optimizer state in the newest checkpoint of each run)",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -196,7 +233,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--configfile", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=20, help="training steps to time")
     parser.add_argument("--out", type=Path, help="write the measurement and projection as JSON")
-    parser.add_argument("--work", type=Path, help="keep the calibration run here (default: a temp dir)")
+    parser.add_argument(
+        "--work", type=Path, help="keep the calibration run here (default: a temp dir)"
+    )
     a = parser.parse_args(argv)
     if a.steps < 1:
         parser.error("--steps must be at least 1")
@@ -208,8 +247,13 @@ def main(argv: list[str] | None = None) -> None:
     print(report(m, shape, p))
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
-        record = {"measured": asdict(m), "dag": shape, "projection": p, "steps": a.steps,
-                  "config": str(a.configfile)}  # fmt: skip
+        record = {
+            "measured": asdict(m),
+            "dag": shape,
+            "projection": p,
+            "steps": a.steps,
+            "config": str(a.configfile),
+        }
         a.out.write_text(json.dumps(record, indent=2) + "\n")
 
 

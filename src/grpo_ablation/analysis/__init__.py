@@ -1,0 +1,1 @@
+"""From run outputs to conclusions: diagnostics, intervals, tables, figures."""

@@ -1,0 +1,1 @@
+"""Lm-eval evaluation under the training protocol, and the evaluation worker."""

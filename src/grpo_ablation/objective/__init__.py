@@ -1,0 +1,1 @@
+"""The objective's pure functions, its record and the worked numbers."""

@@ -1,0 +1,1 @@
+"""Training runs: the TRL trainer subclass, the run entry point, launch, retention, cost."""
