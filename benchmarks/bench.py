@@ -148,7 +148,7 @@ def dag_scaling(sizes: tuple[int, ...] = (10, 100, 1000, 5000)) -> dict[str, Any
         def dry_run(seeds: int) -> tuple[int, float]:
             cfg = {**base, "seeds": list(range(seeds)), "results_dir": tmp}
             path = Path(tmp) / f"grid{seeds}.yaml"
-            path.write_text(yaml.safe_dump(cfg))
+            path.write_text(yaml.safe_dump(cfg, sort_keys=False))
             cmd = [
                 sys.executable,
                 "-m",

@@ -36,7 +36,7 @@ def run_draw(seed: int, results: Path) -> Path:
     config["base_policy"]["seed"] = seed
     path = results / f"base{seed}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     snakemake = Path(sys.executable).with_name("snakemake")
     subprocess.run(
         [str(snakemake), "--cores", "2", "--configfile", str(path)], cwd=ROOT, check=True

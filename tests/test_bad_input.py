@@ -35,7 +35,7 @@ def dry_run(tmp_path: Path, **changes) -> subprocess.CompletedProcess:
             node = node.setdefault(key, {})
         node[leaf] = value
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg))
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.run(
         [str(SNAKEMAKE), "-n", "--cores", "1", "--configfile", str(path)],
@@ -91,8 +91,8 @@ def test_an_unknown_training_key_is_named(tmp_path):
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("stages__std_scaling__values", ["sample", "stdev"]),
-        ("stages__aggregation__values", ["sequence_mean", "tokenmean"]),
+        ("stages__std_scaling__vary", {"std_scaling": ["sample", "stdev"]}),
+        ("stages__aggregation__vary", {"aggregation": ["sequence_mean", "tokenmean"]}),
         ("training__std_scaling", "stdev"),
         ("training__aggregation", "tokenmean"),
     ],
@@ -100,7 +100,7 @@ def test_an_unknown_training_key_is_named(tmp_path):
 def test_an_invalid_std_scaling_or_aggregation_name_is_named(tmp_path, key, value):
     done = dry_run(tmp_path, **{key: value})
     assert done.returncode != 0
-    bad = value[-1] if isinstance(value, list) else value
+    bad = next(iter(value.values()))[-1] if isinstance(value, dict) else value
     assert bad in done.stderr + done.stdout
 
 
@@ -120,12 +120,13 @@ def test_nominal_budgets_that_differ_within_a_stage_are_refused(monkeypatch):
         lr_scheduler_type="constant",
         warmup_steps=0,
     )
-    cells = [pipeline.Cell("sample", "sequence_mean", 4), pipeline.Cell("none", "sequence_mean", 4)]
+    stage = pipeline.get_stage(cfg, "std_scaling")
+    cells = [pipeline.make_cell(cfg, {"std_scaling": v}) for v in ("sample", "none")]
     real = pipeline.training_config
 
     def drifting(config, cell, seed):  # one cell silently trains longer
         tc = real(config, cell, seed)
-        if cell.std_scaling == "none":
+        if cell["std_scaling"] == "none":
             tc.max_steps += 1
         return tc
 
@@ -133,11 +134,11 @@ def test_nominal_budgets_that_differ_within_a_stage_are_refused(monkeypatch):
     with pytest.raises(
         pipeline.DesignError, match="nominal budgets differ within stage 'std_scaling'"
     ):
-        pipeline.check_matched_budgets(cfg, "std_scaling", cells)
+        pipeline.check_matched_budgets(cfg, stage, cells)
 
 
 def test_a_group_size_that_breaks_the_fixed_budget_is_refused(tmp_path):
-    done = dry_run(tmp_path, stages__group_size__values=[3, 4])
+    done = dry_run(tmp_path, stages__group_size__vary={"group_size": [3, 4]})
     assert done.returncode != 0
     assert "G=3 does not divide the 8 completions per step" in done.stderr + done.stdout
 

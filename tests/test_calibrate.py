@@ -65,7 +65,7 @@ def test_calibrating_the_cluster_shaped_config_on_cpu(tmp_path):
     config["task"]["dataset_path"] = str(tmp_path / "hub/gsm8k")
     config["base_policy"]["name"] = str(tmp_path / "hub/qwen2-tiny")
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     main(["--configfile", str(path), "--steps", "3", "--out", str(tmp_path / "calibration.json")])
     record = json.loads((tmp_path / "calibration.json").read_text())
     m, p = record["measured"], record["projection"]

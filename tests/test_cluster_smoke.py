@@ -33,7 +33,7 @@ def run(tmp_path_factory) -> dict:
     config["task"]["dataset_path"] = str(root / "hub/gsm8k")
     config["base_policy"]["name"] = str(root / "hub/qwen2-tiny")
     path = root / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     snakemake(path, timeout=1200, unset=OFFLINE)
     snakemake(path, "--report", str(root / "report.html"), unset=OFFLINE)
     exp = root / "results" / config["experiment"]

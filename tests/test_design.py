@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from grpo_ablation import pipeline
-from grpo_ablation.pipeline import Cell, DesignError
+from grpo_ablation.axes import path_regex
+from grpo_ablation.pipeline import DesignError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,57 +25,115 @@ def default_config() -> dict:
     return config
 
 
+def cells(config: dict, stage: str, winners: dict | None = None) -> list:
+    return pipeline.stage_cells(config, stage, winners)
+
+
 def test_a_cell_is_a_path_and_back():
-    cell = Cell("population", "sequence_mean", 8)
+    config = default_config()
+    cell = pipeline.make_cell(config, {"std_scaling": "population"})
     assert cell.path == "std=population/agg=sequence_mean/G=8"
-    assert Cell.parse(cell.path) == cell
+    assert pipeline.parse_cell(config, cell.path) == cell
+    assert cell["beta"] == 0.0 and cell["num_iterations"] == 1
+
+
+def test_an_axis_is_named_in_a_path_only_off_its_default():
+    """The three first axes are always named; beta and mu only where a cell departs from the
+    baseline, so adding an axis leaves every existing path (and run directory) as it was."""
+    config = default_config()
+    kl = pipeline.make_cell(config, {"beta": 0.04, "std_scaling": "none"})
+    assert kl.path == "std=none/agg=sequence_mean/G=8/beta=0.04"
+    assert pipeline.make_cell(config, {"beta": 0}).path == "std=sample/agg=sequence_mean/G=8"
+    mu = pipeline.make_cell(config, {"num_iterations": 4})
+    assert mu.path == "std=sample/agg=sequence_mean/G=8/mu=4"
+    assert pipeline.parse_cell(config, mu.path) == mu
+    assert re.fullmatch(path_regex(), kl.path) and re.fullmatch(path_regex(), mu.path)
+    assert not re.fullmatch(path_regex(), "std=sample/agg=sequence_mean/G=8/mu=4/beta=0.1")
+    assert pipeline.cell_label(kl.path) == "none / sequence_mean / G=8 / beta=0.04"
 
 
 def test_stage_one_varies_std_scaling_and_stage_two_aggregation():
     config = default_config()
-    s1 = pipeline.stage_cells(config, "std_scaling")
-    s2 = pipeline.stage_cells(config, "aggregation")
-    assert [c.std_scaling for c in s1] == ["none", "population", "sample", "batch"]
-    assert {c.aggregation for c in s1} == {"sequence_mean"}
-    assert [c.aggregation for c in s2] == [
+    s1, s2 = cells(config, "std_scaling"), cells(config, "aggregation")
+    assert [c["std_scaling"] for c in s1] == ["none", "population", "sample", "batch"]
+    assert {c["aggregation"] for c in s1} == {"sequence_mean"}
+    assert [c["aggregation"] for c in s2] == [
         "sequence_mean",
         "token_mean",
         "group_token_mean",
         "constant",
     ]
-    assert {c.std_scaling for c in s2} == {"sample"}
+    assert {c["std_scaling"] for c in s2} == {"sample"}
     # the baseline belongs to both stages and is one cell, trained once
     assert len(set(s1) | set(s2)) == 7
-    assert pipeline.reference_cell(config, "std_scaling", s1) == pipeline.reference_cell(
-        config, "aggregation", s2
-    )
+    st1, st2 = pipeline.get_stage(config, "std_scaling"), pipeline.get_stage(config, "aggregation")
+    assert pipeline.reference_of(st1, s1[0], s1) == pipeline.reference_of(st2, s2[0], s2)
 
 
 def test_stage_two_can_take_the_stage_one_winner():
     config = default_config()
-    config["stages"]["aggregation"]["std_scaling"] = pipeline.FROM_STAGE1
+    config["stages"]["aggregation"]["fixed"] = {"std_scaling": {"winner_of": "std_scaling"}}
     with pytest.raises(DesignError, match="no winner yet"):
-        pipeline.stage_cells(config, "aggregation")
-    assert {c.std_scaling for c in pipeline.stage_cells(config, "aggregation", "batch")} == {
-        "batch"
-    }
+        cells(config, "aggregation")
+    taken = cells(config, "aggregation", {"std_scaling": "batch"})
+    assert {c["std_scaling"] for c in taken} == {"batch"}
+    pipeline.check_design(config)
+
+
+def test_a_winner_must_come_from_another_stage_that_varies_that_axis():
+    config = default_config()
+    config["stages"]["aggregation"]["fixed"] = {"std_scaling": {"winner_of": "stage_3"}}
+    with pytest.raises(DesignError, match="'stage_3', which must be another enabled stage"):
+        pipeline.check_design(config)
+    config["stages"]["aggregation"]["fixed"] = {"std_scaling": {"winner_of": "group_size"}}
+    with pytest.raises(DesignError, match="must vary std_scaling alone"):
+        pipeline.check_design(config)
 
 
 def test_group_size_stage_holds_completions_per_step_fixed():
     config = default_config()
-    config["stages"]["group_size"]["enabled"] = True
-    cells = pipeline.stage_cells(config, "group_size")
-    runs = [pipeline.training_config(config, c, seed=0) for c in cells]
+    g = cells(config, "group_size")
+    runs = [pipeline.training_config(config, c, seed=0) for c in g]
     assert [(r.group_size, r.prompts_per_step) for r in runs] == [(4, 8), (8, 4), (16, 2)]
     assert len({r.generation_batch_size for r in runs}) == 1
-    pipeline.check_matched_budgets(config, "group_size", cells)
+    pipeline.check_matched_budgets(config, pipeline.get_stage(config, "group_size"), g)
 
 
 def test_a_group_size_that_does_not_divide_the_budget_is_refused():
     config = default_config()
-    config["stages"]["group_size"].update(enabled=True, values=[4, 6], reference=4)
+    config["stages"]["group_size"].update(vary={"group_size": [4, 6]}, reference=4)
     with pytest.raises(DesignError, match="G=6 does not divide the 32 completions"):
         pipeline.check_design(config)
+
+
+def test_the_kl_stage_crosses_beta_with_std_scaling_against_beta_zero():
+    config = default_config()
+    stage = pipeline.get_stage(config, "kl")
+    kl = cells(config, stage)
+    assert [(c["beta"], c["std_scaling"]) for c in kl] == [
+        (b, s) for b in (0.0, 0.01, 0.04) for s in ("none", "sample")
+    ]
+    # each cell is compared with beta = 0 at its own std scaling
+    for c in kl:
+        ref = pipeline.reference_of(stage, c, kl)
+        assert ref["beta"] == 0.0 and ref["std_scaling"] == c["std_scaling"]
+    assert {pipeline.training_config(config, c, 0).beta for c in kl} == {0.0, 0.01, 0.04}
+
+
+def test_the_update_epochs_stage_matches_completions_not_optimizer_steps():
+    """mu optimizer steps per generation batch: mu times the steps, the same completions, and
+    checkpoints at the same completion counts."""
+    config = default_config()
+    stage = pipeline.get_stage(config, "update_epochs")
+    mu = cells(config, stage)
+    runs = [pipeline.training_config(config, c, 0) for c in mu]
+    assert [(r.num_iterations, r.max_steps, r.save_steps) for r in runs] == [
+        (1, 200, 50),
+        (2, 400, 100),
+        (4, 800, 200),
+    ]
+    budget = pipeline.check_matched_budgets(config, stage, mu)
+    assert budget["completions"] == 200 * 32 and "optimizer_steps" not in budget
 
 
 def test_the_stage_one_winner_is_chosen_on_validation_with_ties_to_the_first():
@@ -86,18 +145,56 @@ def test_the_stage_one_winner_is_chosen_on_validation_with_ties_to_the_first():
 
 def test_every_run_of_a_stage_has_the_same_nominal_budget_and_its_own_seed():
     config = default_config()
-    for stage in ("std_scaling", "aggregation"):
-        cells = pipeline.stage_cells(config, stage)
-        budget = pipeline.check_matched_budgets(config, stage, cells)
+    for name in ("std_scaling", "aggregation", "kl"):
+        stage = pipeline.get_stage(config, name)
+        budget = pipeline.check_matched_budgets(config, stage, cells(config, stage))
         assert budget["completions"] == 200 * 32 and budget["optimizer_steps"] == 200
-    assert pipeline.training_config(config, cells[0], seed=2).seed == 2
+    assert pipeline.training_config(config, cells(config, "kl")[0], seed=2).seed == 2
 
 
 def test_a_reference_outside_the_stage_is_refused():
     config = copy.deepcopy(default_config())
-    config["stages"]["std_scaling"]["values"] = ["none", "population"]
+    config["stages"]["std_scaling"]["vary"] = {"std_scaling": ["none", "population"]}
     with pytest.raises(DesignError, match="reference='sample' is not among"):
         pipeline.check_design(config)
+
+
+@pytest.mark.parametrize(
+    ("stage", "message"),
+    [
+        ({"vary": {"temperature": [1.0]}, "reference": 1.0}, "unknown axis 'temperature'"),
+        (
+            {"vary": {"std_scaling": ["populaton"]}, "reference": "populaton"},
+            "unknown std scaling 'populaton'",
+        ),
+        ({"vary": {"beta": [0.0, -1.0]}, "reference": 0.0}, "must be >= 0.0"),
+        ({"vary": {"num_iterations": [1, 1.5]}, "reference": 1}, "must be an integer"),
+        (
+            {"vary": {"beta": [0.0]}, "fixed": {"beta": 0.1}, "reference": 0.0},
+            "both varied and fixed",
+        ),
+    ],
+)
+def test_a_wrong_stage_is_refused_naming_the_axis(stage, message):
+    config = default_config()
+    config["stages"]["extra"] = stage
+    with pytest.raises(DesignError, match=re.escape(message)):
+        pipeline.check_design(config)
+
+
+def test_training_section_values_of_an_axis_are_checked():
+    config = default_config()
+    config["training"]["aggregation"] = "tokenmean"
+    with pytest.raises(DesignError, match=r"training\.aggregation: unknown length aggregation"):
+        pipeline.check_design(config)
+
+
+def test_captions_and_titles_are_derived_from_the_axes():
+    config = default_config()
+    assert pipeline.stage_title(config, "kl") == "stage 4: KL coefficient β × std scaling"
+    caption = pipeline.stage_caption(config, "update_epochs")
+    assert caption.startswith("update epochs μ over ['1', '2', '4'] (reference 1);")
+    assert "std scaling sample" in caption and "KL coefficient β 0" in caption
 
 
 def _pins(lines: list[str]) -> dict[str, str]:

@@ -31,7 +31,7 @@ def _config(path: Path, results: Path) -> Path:
     cfg = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
     cfg.update(results_dir=str(results), seeds=[0])
     cfg["training"].update(max_steps=STEPS, save_steps=2)
-    path.write_text(yaml.safe_dump(cfg))
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     return path
 
 

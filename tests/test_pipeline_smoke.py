@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis.figures import STAGE_FIGURES
+from grpo_ablation.analysis import STAGE_FIGURES
 from grpo_ablation.analysis.tables import BASE_LABEL
 
 pytestmark = pytest.mark.slow
@@ -37,25 +37,23 @@ def design(smoke_pipeline):
 
     config = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
     validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))  # fills the defaults
-    winner = json.loads((smoke_pipeline.exp / "selection/stage1.json").read_text())["winner"]
+    winners = pipeline.read_winners([smoke_pipeline.exp / "selection/std_scaling.json"])
     stages = {
-        s: pipeline.stage_cells(config, s, winner)
-        for s in pipeline.STAGES
-        if config["stages"][s]["enabled"]
+        s.name: (s, pipeline.stage_cells(config, s, winners)) for s in pipeline.stages(config)
     }
     return config, stages
 
 
 def runs(design):
     config, stages = design
-    cells = dict.fromkeys(c.path for cs in stages.values() for c in cs)
+    cells = dict.fromkeys(c.path for _, cs in stages.values() for c in cs)
     return [(c, s) for c in cells for s in config["seeds"]]
 
 
 def test_every_run_has_its_record_budget_rollouts_and_evaluations(smoke_pipeline, design):
     exp = smoke_pipeline.exp
     check(exp / "data/manifest.json", "manifest")
-    check(exp / "selection/stage1.json", "selection")
+    check(exp / "selection/std_scaling.json", "selection")
     for split in ("test", "validation"):
         check(exp / f"eval/base/{split}/summary.json", "eval_summary")
     for cell, seed in runs(design):
@@ -103,11 +101,11 @@ def test_csv_outputs_have_their_columns(smoke_pipeline, design):
 def test_results_table_has_one_row_per_cell_per_stage_and_the_base_policy(smoke_pipeline, design):
     config, stages = design
     table = pd.read_csv(smoke_pipeline.exp / "tables/results.csv")
-    for stage, cells in stages.items():
-        rows = table[table["stage"] == stage]
+    for name, (stage, cells) in stages.items():
+        rows = table[table["stage"] == name]
         assert sorted(rows["cell"]) == sorted([BASE_LABEL, *(c.path for c in cells)])
-        ref = pipeline.reference_cell(config, stage, cells).path
-        assert rows.loc[rows["is_reference"], "cell"].tolist() == [ref]
+        refs = {pipeline.reference_of(stage, c, cells).path for c in cells}
+        assert sorted(rows.loc[rows["is_reference"], "cell"]) == sorted(refs)
         trained = rows[rows["cell"] != BASE_LABEL]
         assert (trained["n_seeds"] == len(config["seeds"])).all()
         assert trained["greedy_final_diff_n"].eq(len(config["seeds"])).all()
@@ -201,7 +199,7 @@ def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
     config = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
     config.update(results_dir=str(tmp_path), compute={"processes_per_train_job": 2})
     path = tmp_path / "two.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     snakemake(path)
     infos = sorted((tmp_path / "smoke/runs").rglob("run_info.json"))
     assert len(infos) == len(list(smoke_pipeline.exp.glob("runs/**/run_info.json")))

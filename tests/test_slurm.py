@@ -27,7 +27,7 @@ LOCAL_RULES = (
     "splits",
     "calculations",
     "eval_tasks",
-    "select_stage1",
+    "select",
     "all",
     "tables",
     "stage_figures",

@@ -5,7 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from grpo_ablation.analysis import figures, tables
+from grpo_ablation import pipeline
+from grpo_ablation.analysis import STAGE_FIGURES, figures, tables
 from grpo_ablation.objective.formulas import GROUP_CATEGORIES
 
 REF, OTHER = "std=sample/agg=sequence_mean/G=4", "std=population/agg=sequence_mean/G=4"
@@ -23,18 +24,16 @@ CONFIG = {
     },
     "stages": {
         "std_scaling": {
-            "enabled": True,
-            "values": ["sample", "population"],
+            "vary": {"std_scaling": ["sample", "population"]},
+            "fixed": {"aggregation": "sequence_mean"},
             "reference": "sample",
-            "aggregation": "sequence_mean",
         },
         "aggregation": {
-            "enabled": True,
-            "values": ["sequence_mean", "constant"],
+            "vary": {"aggregation": ["sequence_mean", "constant"]},
+            "fixed": {"std_scaling": {"winner_of": "std_scaling"}},
             "reference": "sequence_mean",
-            "std_scaling": "from_stage1",
         },
-        "group_size": {"enabled": False, "values": [2, 4], "reference": 4},
+        "group_size": {"enabled": False, "vary": {"group_size": [2, 4]}, "reference": 4},
     },
 }
 
@@ -124,7 +123,7 @@ def test_markdown_and_latex_render_every_row():
 
 
 def test_design_lists_every_stage_with_its_reference_and_the_stage1_winner():
-    rows = tables.design(CONFIG, "population")
+    rows = pipeline.design_rows(CONFIG, {"std_scaling": "population"})
     assert [(r["stage"], r["cell"]) for r in rows] == [
         ("std_scaling", REF),
         ("std_scaling", OTHER),
@@ -132,28 +131,30 @@ def test_design_lists_every_stage_with_its_reference_and_the_stage1_winner():
         ("aggregation", "std=population/agg=constant/G=4"),
     ]
     assert {r["reference"] for r in rows if r["stage"] == "std_scaling"} == {REF}
-    assert [r["stage"] for r in tables.design(CONFIG, None, ["std_scaling"])] == ["std_scaling"] * 2
+    only = pipeline.design_rows(CONFIG, None, ["std_scaling"])
+    assert [r["stage"] for r in only] == ["std_scaling"] * 2
 
 
 def test_report_inputs_ask_for_the_selection_only_when_needed():
-    files = tables.report_inputs("E", {"std_scaling": [REF]}, [0, 1], selection=False)
+    files = pipeline.report_inputs("E", {"std_scaling": [REF]}, [0, 1], sources=[])
     assert files["evals"] == [
         f"E/eval/{REF}/seed=0/test/summary.json",
         f"E/eval/{REF}/seed=1/test/summary.json",
     ]
     assert "selection" not in files and len(files["diagnostics"]) == 4
-    assert (
-        tables.report_inputs("E", {}, [0], selection=True)["selection"] == "E/selection/stage1.json"
-    )
+    files = pipeline.report_inputs("E", {}, [0], sources=["std_scaling"])
+    assert files["selection"] == ["E/selection/std_scaling.json"]
 
 
 def test_stage_objective_names_what_varies_and_what_is_fixed():
-    text = tables.stage_objective(CONFIG, "aggregation")
-    assert "aggregation varies" in text and "stage-1 winner" in text and "β=0.0" in text
+    text = pipeline.stage_caption(CONFIG, "aggregation")
+    assert text.startswith("length aggregation over ['sequence_mean', 'constant']")
+    assert "std scaling the winner of stage 'std_scaling' on validation" in text
+    assert "KL coefficient β 0" in text
 
 
 def test_palette_gives_each_cell_one_colour_whatever_the_order():
-    cells = figures.design_cells(CONFIG)
+    cells = pipeline.all_cells(CONFIG)
     assert len(cells) == 4  # stage-2 cells for both possible winners, known before any result
     a, b = figures.cell_palette(cells), figures.cell_palette(list(reversed(cells)))
     assert a == b and len(set(a.values())) == len(cells)
@@ -204,10 +205,10 @@ def synthetic_frames():
 
 def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
     curves, steps = synthetic_frames()
-    palette = figures.cell_palette(figures.design_cells(CONFIG))
+    palette = figures.cell_palette(pipeline.all_cells(CONFIG))
     paths = figures.write_stage_figures(curves, steps, "std_scaling", palette, tmp_path)
     assert sorted(p.name for p in paths) == sorted(
-        f"{k}.{e}" for k in figures.STAGE_FIGURES for e in ("png", "pdf")
+        f"{k}.{e}" for k in STAGE_FIGURES for e in ("png", "pdf")
     )
     assert all(p.stat().st_size > 1000 for p in paths)
     paths = figures.write_weight_figure(tmp_path)
@@ -219,10 +220,8 @@ def test_accuracy_figure_draws_each_cell_in_its_palette_colour():
     palette = figures.cell_palette([REF, OTHER, "std=none/agg=constant/G=4"])
     fig = figures.accuracy_figure(curves, palette)
     colours = {line.get_label(): line.get_color() for line in fig.axes[0].get_lines()}
-    from grpo_ablation.pipeline import Cell
-
-    assert colours[Cell.parse(REF).label()] == palette[REF]
-    assert colours[Cell.parse(OTHER).label()] == palette[OTHER]
+    assert colours[pipeline.cell_label(REF)] == palette[REF]
+    assert colours[pipeline.cell_label(OTHER)] == palette[OTHER]
 
 
 def test_cells_whose_groups_failed_scoring_are_flagged():

@@ -166,14 +166,17 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
 
 
 def cmd_select(a: argparse.Namespace) -> None:
-    from grpo_ablation.pipeline import select_winner
+    from grpo_ablation import pipeline
+    from grpo_ablation.axes import BY_NAME
 
+    config = json.loads(a.config)
+    stage = pipeline.get_stage(config, a.stage)
     by_value: dict[str, list[dict[str, Any]]] = {}
     for path in a.inputs:
-        std = next(seg.split("=", 1)[1] for seg in Path(path).parts if seg.startswith("std="))
+        cell = pipeline.parse_cell(config, path.split("/eval/", 1)[1].split("/seed=", 1)[0])
         final = json.loads(Path(path).read_text())["checkpoints"][-1]
-        by_value.setdefault(std, []).append(final)
-    choice = select_winner(by_value, a.metric)
+        by_value.setdefault(BY_NAME[stage.primary].spell(cell[stage.primary]), []).append(final)
+    choice = pipeline.select_winner(by_value, stage.selection_metric, stage.name)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(choice, indent=2) + "\n")
     print(json.dumps(choice))
@@ -193,24 +196,25 @@ def cmd_diagnostics(a: argparse.Namespace) -> None:
         print(path)
 
 
-def _report_inputs(a: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
-    selection = a.selection if a.selection and a.selection.exists() else None
-    return json.loads(a.config), selection
+def _report_inputs(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    from grpo_ablation.pipeline import read_winners
+
+    return json.loads(a.config), read_winners([p for p in a.selection if p.exists()])
 
 
 def cmd_tables(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.tables import write_tables
 
-    config, selection = _report_inputs(a)
-    for path in write_tables(a.exp, config, selection, a.out):
+    config, winners = _report_inputs(a)
+    for path in write_tables(a.exp, config, winners, a.out):
         print(path)
 
 
 def cmd_figures(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.figures import write_figures
 
-    config, selection = _report_inputs(a)
-    for path in write_figures(a.exp, config, selection, a.out, a.stage):
+    config, winners = _report_inputs(a)
+    for path in write_figures(a.exp, config, winners, a.out, a.stage):
         print(path)
 
 
@@ -283,8 +287,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("select", help="choose the stage-1 winner on the validation split")
-    p.add_argument("--metric", required=True)
+    p = sub.add_parser("select", help="choose a stage's winner on the validation split")
+    p.add_argument("--stage", required=True)
+    p.add_argument("--config", required=True, help="config sections stages, training as JSON")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("inputs", nargs="+")
     p.set_defaults(func=cmd_select)
@@ -310,7 +315,11 @@ def main(argv: list[str] | None = None) -> None:
             "--config", required=True, help="config sections seeds, stages, training as JSON"
         )
         p.add_argument(
-            "--selection", type=Path, help="selection/stage1.json (when stage 2 needs it)"
+            "--selection",
+            type=Path,
+            action="append",
+            default=[],
+            help="selection/<stage>.json of a stage whose winner another stage takes (repeatable)",
         )
         p.add_argument("--out", type=Path, required=True)
         if name == "figures":

@@ -1,82 +1,246 @@
 """The ablation design as pure functions of the validated config: stages, cells, budgets, paths.
 
-The Snakefile calls these; they know nothing of Snakemake, so tests can check the design without
-running a workflow. A cell is spelled as key=value path segments
-(``std=population/agg=sequence_mean/G=8``); a cell shared by two stages is one directory, so it is
-trained once.
+A *stage* is declared in the config: the axes it varies (``vary``, crossed when there are
+several; the first is the stage's *primary* axis), values it holds (``fixed``, possibly the
+validation winner of an earlier stage), and the primary axis's *reference* value each cell is
+compared with. Every other axis stays at the baseline, the shared ``training`` section. Nothing
+here is specific to a stage or an axis: axes are declared in ``grpo_ablation.axes``.
+
+A cell is spelled as key=value path segments (``std=population/agg=sequence_mean/G=8``); a cell
+shared by two stages is one directory, so it is trained once. The Snakefile calls these functions;
+they know nothing of Snakemake and import neither torch nor matplotlib.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.choices import AGGREGATIONS, SCALINGS
+from grpo_ablation.axes import AXES, BY_NAME, DesignError, axis, cell_path, defaults, parse_path
+from grpo_ablation.settings import from_dict
 from grpo_ablation.tasks import get_task
 from grpo_ablation.training.train import TrainingConfig
 
-STAGES = ("std_scaling", "aggregation", "group_size")
-FROM_STAGE1 = "from_stage1"
+__all__ = ["Cell", "DesignError", "Stage", "WinnerOf"]
+
+TRAINING_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrainingConfig)}
+SELECTION_METRICS = ("greedy_accuracy", "sampled_mean_at_k")
 
 
 @dataclass(frozen=True, order=True)
 class Cell:
-    std_scaling: str
-    aggregation: str
-    group_size: int
+    """One combination of axis values; ``path`` names the axes as ``grpo_ablation.axes`` says."""
 
-    @property
-    def path(self) -> str:
-        return f"std={self.std_scaling}/agg={self.aggregation}/G={self.group_size}"
+    path: str
+    values: tuple[tuple[str, Any], ...] = field(compare=False)
 
-    @classmethod
-    def parse(cls, path: str) -> Cell:
-        parts = dict(seg.split("=", 1) for seg in path.strip("/").split("/"))
-        return cls(parts["std"], parts["agg"], int(parts["G"]))
+    def __getitem__(self, axis_name: str) -> Any:
+        return dict(self.values)[axis_name]
 
     def label(self) -> str:
-        return f"{self.std_scaling} / {self.aggregation} / G={self.group_size}"
+        return cell_label(self.path)
 
 
-class DesignError(ValueError):
-    """The ablation design in the config is inconsistent (named in the message)."""
+def cell_label(path: str) -> str:
+    """``sample / sequence_mean / G=8 / β=0.04``: choices by name, numbers with their key."""
+    by_key = {a.key: a for a in AXES}
+    parts = []
+    for segment in path.strip("/").split("/"):
+        key, _, value = segment.partition("=")
+        a = by_key.get(key)
+        parts.append(value if a is not None and a.choices else segment)
+    return " / ".join(parts)
 
 
+@dataclass(frozen=True)
+class WinnerOf:
+    """A fixed value taken from an earlier stage's winner on the validation split."""
+
+    stage: str
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    vary: dict[str, tuple[Any, ...]]  # axis -> values, config order; the first is primary
+    fixed: dict[str, Any]  # axis -> value or WinnerOf
+    reference: Any
+    selection_metric: str = "greedy_accuracy"
+
+    @property
+    def primary(self) -> str:
+        return next(iter(self.vary))
+
+    def sources(self) -> list[str]:
+        """The stages whose winners this one takes."""
+        return [v.stage for v in self.fixed.values() if isinstance(v, WinnerOf)]
+
+
+def _stage(name: str, spec: dict[str, Any]) -> Stage:
+    where = f"stages.{name}"
+    vary_spec = spec.get("vary") or {}
+    if not isinstance(vary_spec, dict) or not vary_spec:
+        raise DesignError(f"{where}.vary must map at least one axis to its values")
+    vary: dict[str, tuple[Any, ...]] = {}
+    for ax, values in vary_spec.items():
+        a = axis(ax, f"{where}.vary")
+        if not isinstance(values, list) or not values:
+            raise DesignError(f"{where}.vary.{ax} must be a non-empty list of values")
+        coerced = tuple(a.coerce(v, f"{where}.vary.{ax}") for v in values)
+        if len(set(coerced)) < len(coerced):
+            raise DesignError(f"{where}.vary.{ax} lists a value twice: {values}")
+        vary[ax] = coerced
+    fixed: dict[str, Any] = {}
+    for ax, value in (spec.get("fixed") or {}).items():
+        a = axis(ax, f"{where}.fixed")
+        if ax in vary:
+            raise DesignError(f"{where}: axis {ax!r} is both varied and fixed")
+        if isinstance(value, dict):
+            if set(value) != {"winner_of"}:
+                raise DesignError(f"{where}.fixed.{ax}: expected a value or {{winner_of: <stage>}}")
+            fixed[ax] = WinnerOf(str(value["winner_of"]))
+        else:
+            fixed[ax] = a.coerce(value, f"{where}.fixed.{ax}")
+    primary = next(iter(vary))
+    reference = axis(primary).coerce(spec.get("reference"), f"{where}.reference")
+    if reference not in vary[primary]:
+        raise DesignError(
+            f"{where}.reference={spec.get('reference')!r} is not among the stage's values "
+            f"{list(vary[primary])}"
+        )
+    return Stage(name, vary, fixed, reference, spec.get("selection_metric", "greedy_accuracy"))
+
+
+def all_stages(config: dict[str, Any]) -> list[Stage]:
+    return [_stage(name, spec) for name, spec in config["stages"].items()]
+
+
+def stages(config: dict[str, Any]) -> list[Stage]:
+    """The enabled stages, in config order."""
+    return [
+        _stage(name, spec) for name, spec in config["stages"].items() if spec.get("enabled", True)
+    ]
+
+
+def get_stage(config: dict[str, Any], name: str) -> Stage:
+    for s in all_stages(config):
+        if s.name == name:
+            return s
+    raise DesignError(f"unknown stage {name!r}; the config declares {list(config['stages'])}")
+
+
+def stage_names(config: dict[str, Any]) -> list[str]:
+    return [s.name for s in stages(config)]
+
+
+# -- cells -------------------------------------------------------------------------------------
+def axis_defaults(config: dict[str, Any]) -> dict[str, Any]:
+    """The baseline: every axis at the shared training section's value."""
+    return defaults(config["training"], TRAINING_DEFAULTS)
+
+
+def make_cell(config: dict[str, Any], values: dict[str, Any]) -> Cell:
+    base = axis_defaults(config)
+    full = {**base, **values}
+    return Cell(cell_path(full, base), tuple((a.name, full[a.name]) for a in AXES))
+
+
+def parse_cell(config: dict[str, Any], path: str) -> Cell:
+    return make_cell(config, parse_path(path, axis_defaults(config)))
+
+
+def baseline(config: dict[str, Any]) -> Cell:
+    return make_cell(config, {})
+
+
+def stage_cells(
+    config: dict[str, Any], stage: str | Stage, winners: dict[str, Any] | None = None
+) -> list[Cell]:
+    """The cells of one stage: the product of its varied values (first axis outermost), its fixed
+    values, every other axis at the baseline. ``winners`` maps a source stage to its winner."""
+    s = stage if isinstance(stage, Stage) else get_stage(config, stage)
+    held: dict[str, Any] = {}
+    for ax, value in s.fixed.items():
+        if isinstance(value, WinnerOf):
+            if not winners or value.stage not in winners:
+                raise DesignError(
+                    f"stage {s.name!r} takes {ax} from stage {value.stage!r}: no winner yet"
+                )
+            value = axis(ax).coerce(winners[value.stage], f"winner of stage {value.stage!r}")
+        held[ax] = value
+    return [
+        make_cell(config, {**held, **dict(zip(s.vary, combo, strict=True))})
+        for combo in itertools.product(*s.vary.values())
+    ]
+
+
+def reference_of(stage: Stage, cell: Cell, cells: list[Cell]) -> Cell:
+    """The cell ``cell`` is compared with: the same values, the primary axis at the reference."""
+    want = {**dict(cell.values), stage.primary: stage.reference}
+    for c in cells:
+        if dict(c.values) == want:
+            return c
+    raise DesignError(f"stage {stage.name!r}: no reference cell for {cell.path}")
+
+
+def design_rows(
+    config: dict[str, Any], winners: dict[str, Any] | None = None, only: list[str] | None = None
+) -> list[dict[str, str]]:
+    """(stage, cell, reference) of every enabled stage (or of ``only``), in config order; a cell
+    may appear in several stages."""
+    rows = []
+    for s in stages(config):
+        if only and s.name not in only:
+            continue
+        cells = stage_cells(config, s, winners)
+        rows += [
+            {"stage": s.name, "cell": c.path, "reference": reference_of(s, c, cells).path}
+            for c in cells
+        ]
+    return rows
+
+
+def possible_winners(config: dict[str, Any], stage: Stage) -> list[dict[str, Any]]:
+    """Every winners mapping a stage can see (one per combination of its sources' values)."""
+    options = [
+        [(src, v) for v in get_stage(config, src).vary[get_stage(config, src).primary]]
+        for src in stage.sources()
+    ]
+    return [dict(combo) for combo in itertools.product(*options)] or [{}]
+
+
+def all_cells(config: dict[str, Any]) -> list[str]:
+    """Every cell path the config can produce, whichever winners are chosen (fixes the palette)."""
+    paths: dict[str, None] = {}
+    for s in stages(config):
+        for winners in possible_winners(config, s):
+            paths.update(dict.fromkeys(c.path for c in stage_cells(config, s, winners)))
+    return sorted(paths)
+
+
+# -- runs --------------------------------------------------------------------------------------
 def completions_per_step(config: dict[str, Any]) -> int:
-    t = config["training"]
+    t = {**TRAINING_DEFAULTS, **config["training"]}
     return int(t["prompts_per_step"]) * int(t["group_size"])
 
 
 def training_config(config: dict[str, Any], cell: Cell, seed: int) -> TrainingConfig:
-    """The full TrainingConfig of one run: shared fields, the cell's three choices, the seed.
-
-    The completion budget per step is fixed, so a larger G means fewer prompts per step.
-    """
-    shared = {k: v for k, v in config["training"].items() if k != "seed"}
-    budget = completions_per_step(config)
-    if budget % cell.group_size:
-        raise DesignError(
-            f"G={cell.group_size} does not divide the {budget} completions per step "
-            "(training.prompts_per_step x training.group_size)"
-        )
-    shared.update(
-        std_scaling=cell.std_scaling,
-        aggregation=cell.aggregation,
-        group_size=cell.group_size,
-        prompts_per_step=budget // cell.group_size,
-        seed=seed,
-    )
-    known = {f.name for f in fields(TrainingConfig)}
-    unknown = sorted(set(shared) - known)
-    if unknown:
-        raise DesignError(f"unknown key(s) {unknown} in config section 'training'")
-    return TrainingConfig(**shared)
+    """The full TrainingConfig of one run: the shared section, each axis's value entered as its
+    declaration says (G and μ keep the completion budget matched), the seed."""
+    shared = {**TRAINING_DEFAULTS, **{k: v for k, v in config["training"].items() if k != "seed"}}
+    training = dict(shared)
+    for a in AXES:
+        a.apply(training, shared, cell[a.name])
+    training["seed"] = seed
+    return from_dict(TrainingConfig, training, "training")
 
 
 def nominal_budget(cfg: TrainingConfig) -> dict[str, Any]:
-    """What a run is allowed to spend; cells within a stage must agree on every entry."""
+    """What a run is allowed to spend; cells within a stage must agree on every entry, apart from
+    those the varied axes change by design (``Axis.rescales``)."""
     return {
         "completions": cfg.max_steps // cfg.num_iterations * cfg.generation_batch_size,
         "optimizer_steps": cfg.max_steps,
@@ -88,87 +252,92 @@ def nominal_budget(cfg: TrainingConfig) -> dict[str, Any]:
     }
 
 
-def baseline(config: dict[str, Any]) -> Cell:
-    s = config["stages"]
-    return Cell(
-        s["std_scaling"]["reference"],
-        s["std_scaling"]["aggregation"],
-        config["training"]["group_size"],
-    )
-
-
-def stage_cells(config: dict[str, Any], stage: str, stage1_winner: str | None = None) -> list[Cell]:
-    """The cells of one stage, in the order the config lists their values."""
-    s = config["stages"][stage]
-    if not s.get("enabled", True):
-        return []
-    G = config["training"]["group_size"]
-    if stage == "std_scaling":
-        _check(s["values"], SCALINGS, "stages.std_scaling.values")
-        return [Cell(v, s["aggregation"], G) for v in s["values"]]
-    if stage == "aggregation":
-        _check(s["values"], AGGREGATIONS, "stages.aggregation.values")
-        std = s["std_scaling"]
-        if std == FROM_STAGE1:
-            if stage1_winner is None:
-                raise DesignError(
-                    "stage 'aggregation' takes std scaling from stage 1: no winner yet"
-                )
-            std = stage1_winner
-        return [Cell(std, v, G) for v in s["values"]]
-    if stage == "group_size":
-        base = baseline(config)
-        std = s.get("std_scaling") or base.std_scaling
-        agg = s.get("aggregation") or base.aggregation
-        return [Cell(std, agg, int(g)) for g in s["values"]]
-    raise DesignError(f"unknown stage {stage!r}; expected one of {STAGES}")
-
-
-def reference_cell(config: dict[str, Any], stage: str, cells: list[Cell]) -> Cell:
-    ref = config["stages"][stage]["reference"]
-    attr = {"std_scaling": "std_scaling", "aggregation": "aggregation", "group_size": "group_size"}[
-        stage
-    ]
-    for cell in cells:
-        if str(getattr(cell, attr)) == str(ref):
-            return cell
-    raise DesignError(f"stages.{stage}.reference={ref!r} is not among the stage's values")
-
-
-def check_matched_budgets(config: dict[str, Any], stage: str, cells: list[Cell]) -> dict[str, Any]:
+def check_matched_budgets(
+    config: dict[str, Any], stage: Stage, cells: list[Cell]
+) -> dict[str, Any]:
     """Refuse a stage whose cells would spend different nominal budgets."""
-    budgets = {c.path: nominal_budget(training_config(config, c, 0)) for c in cells}
-    distinct = {json.dumps(b, sort_keys=True) for b in budgets.values()}
-    if len(distinct) > 1:
+    free = {entry for ax in stage.vary for entry in BY_NAME[ax].rescales}
+    budgets = {
+        c.path: {
+            k: v for k, v in nominal_budget(training_config(config, c, 0)).items() if k not in free
+        }
+        for c in cells
+    }
+    if len({json.dumps(b, sort_keys=True) for b in budgets.values()}) > 1:
         lines = "; ".join(f"{p}: {b}" for p, b in budgets.items())
-        raise DesignError(f"nominal budgets differ within stage '{stage}': {lines}")
+        raise DesignError(f"nominal budgets differ within stage '{stage.name}': {lines}")
     return next(iter(budgets.values()), {})
 
 
-def _check(values: list[str], allowed: tuple[str, ...], where: str) -> None:
-    bad = [v for v in values if v not in allowed]
-    if bad:
-        raise DesignError(f"{where}: unknown value(s) {bad}; expected among {list(allowed)}")
+def select_winner(
+    summaries: dict[str, list[dict[str, Any]]], metric: str, stage: str = ""
+) -> dict[str, Any]:
+    """A stage's winner on the validation split: highest mean over seeds of ``metric``.
 
-
-def select_winner(summaries: dict[str, list[dict[str, Any]]], metric: str) -> dict[str, Any]:
-    """Stage-1 winner on the validation split: highest mean over seeds of ``metric``.
-
-    ``summaries`` maps a cell's std scaling to the validation results of its seeds. Ties go to
-    the value listed first (dicts keep the config's order), so the choice is deterministic.
+    ``summaries`` maps a value of the stage's primary axis to the validation results of its seeds.
+    Ties go to the value listed first (dicts keep the config's order), so the choice is
+    deterministic.
     """
     means = {k: sum(r[metric] for r in rs) / len(rs) for k, rs in summaries.items() if rs}
     if not means:
-        raise DesignError("no validation results to select a stage-1 winner from")
+        raise DesignError(f"no validation results to select a winner of stage {stage!r} from")
     best = max(means, key=lambda k: (means[k], -list(means).index(k)))
-    return {"winner": best, "metric": metric, "split": "validation", "means": means}
+    return {"stage": stage, "winner": best, "metric": metric, "split": "validation", "means": means}
+
+
+# -- checks ------------------------------------------------------------------------------------
+def check_design(config: dict[str, Any]) -> None:
+    """Everything the DAG can check before any job runs: names, references, winners' sources,
+    matched budgets, each run's training configuration."""
+    evaluation_config(config)
+    axis_defaults(config)
+    declared = all_stages(config)
+    enabled = set(stage_names(config))
+    for s in declared:
+        if s.selection_metric not in SELECTION_METRICS:
+            raise DesignError(
+                f"stages.{s.name}.selection_metric={s.selection_metric!r}; expected one of "
+                f"{list(SELECTION_METRICS)}"
+            )
+        if s.name not in enabled:
+            continue
+        for ax, value in s.fixed.items():
+            if not isinstance(value, WinnerOf):
+                continue
+            src = value.stage
+            if src not in enabled or src == s.name:
+                raise DesignError(
+                    f"stages.{s.name}.fixed.{ax} takes the winner of stage {src!r}, which must be "
+                    "another enabled stage"
+                )
+            _check_no_cycle(config, s.name)
+            source = get_stage(config, src)
+            if len(source.vary) != 1 or source.primary != ax:
+                raise DesignError(
+                    f"stages.{s.name}.fixed.{ax}: stage {src!r} must vary {ax} alone to have a winner"
+                )
+        for winners in possible_winners(config, s):
+            cells = stage_cells(config, s, winners)
+            check_matched_budgets(config, s, cells)
+            for cell in cells:
+                reference_of(s, cell, cells)
+
+
+def _check_no_cycle(config: dict[str, Any], start: str) -> None:
+    seen, todo = {start}, list(get_stage(config, start).sources())
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            raise DesignError(f"stages take each other's winners in a cycle through {name!r}")
+        seen.add(name)
+        todo += get_stage(config, name).sources()
 
 
 def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
     """The evaluation section as jobs need it: training's generation length and the compute
     section's device and precision filled in (one answer protocol for training and evaluation)."""
     ev = dict(config["evaluation"])
-    length = int(config["training"]["max_completion_length"])
+    length = int({**TRAINING_DEFAULTS, **config["training"]}["max_completion_length"])
     if ev.get("max_gen_toks") not in (None, length):
         raise DesignError(
             f"evaluation.max_gen_toks={ev['max_gen_toks']} differs from training.max_completion_length="
@@ -194,39 +363,73 @@ def experiment_dir(config: dict[str, Any]) -> Path:
     return Path(config.get("results_dir", "results")) / config["experiment"]
 
 
-def asdict_config(cfg: TrainingConfig) -> dict[str, Any]:
-    from dataclasses import asdict
+# -- what the report reads and says --------------------------------------------------------------
+def selection_path(exp: str | Path, stage: str) -> str:
+    return f"{exp}/selection/{stage}.json"
 
-    return asdict(cfg)
+
+def report_inputs(
+    exp: str, cells_by_stage: dict[str, list[str]], seeds: list[int], sources: list[str]
+) -> dict[str, Any]:
+    """The files the tables and figures read (Snakemake input): every run's test evaluation and
+    diagnostics, and the selections of the stages whose winners others take."""
+    cells = dict.fromkeys(c for cs in cells_by_stage.values() for c in cs)
+    files: dict[str, Any] = {
+        "evals": [f"{exp}/eval/{c}/seed={s}/test/summary.json" for c in cells for s in seeds],
+        "diagnostics": [
+            f"{exp}/diagnostics/{c}/seed={s}/{f}"
+            for c in cells
+            for s in seeds
+            for f in ("steps.csv", "summary.json")
+        ],
+    }
+    if sources:
+        files["selection"] = [selection_path(exp, s) for s in sources]
+    return files
 
 
-def check_design(config: dict[str, Any]) -> None:
-    """Everything the DAG can check before any job runs: names, references, matched budgets."""
-    evaluation_config(config)
-    for stage in STAGES:
-        if not config["stages"][stage]["enabled"]:
+def read_winners(paths: list[Path]) -> dict[str, Any]:
+    """Source stage -> winner, from the selection files."""
+    out = {}
+    for p in paths:
+        data = json.loads(Path(p).read_text())
+        out[data["stage"]] = data["winner"]
+    return out
+
+
+def stage_title(config: dict[str, Any], name: str) -> str:
+    """``stage 4: KL coefficient β × std scaling`` (position among the declared stages)."""
+    order = [s.name for s in all_stages(config)]
+    s = get_stage(config, name)
+    return f"stage {order.index(name) + 1}: " + " × ".join(BY_NAME[ax].label for ax in s.vary)
+
+
+def stage_caption(config: dict[str, Any], name: str) -> str:
+    """One line naming what a stage varies and what it holds fixed (figure captions), from the
+    axis declarations."""
+    s = get_stage(config, name)
+    varied = " crossed with ".join(
+        f"{BY_NAME[ax].label} over {[BY_NAME[ax].spell(v) for v in vs]}"
+        for ax, vs in s.vary.items()
+    )
+    base = axis_defaults(config)
+    held = []
+    for a in AXES:
+        if a.name in s.vary:
             continue
-        if stage == "aggregation" and config["stages"][stage]["std_scaling"] == FROM_STAGE1:
-            if not config["stages"]["std_scaling"]["enabled"]:
-                raise DesignError(
-                    "stages.aggregation.std_scaling is from_stage1 but stage 1 is disabled"
-                )
-            # every possible winner must give a consistent stage
-            for std in config["stages"]["std_scaling"]["values"]:
-                cells = stage_cells(config, stage, std)
-                check_matched_budgets(config, stage, cells)
-            reference_cell(
-                config,
-                stage,
-                stage_cells(config, stage, config["stages"]["std_scaling"]["values"][0]),
-            )
-            continue
-        cells = stage_cells(config, stage)
-        check_matched_budgets(config, stage, cells)
-        reference_cell(config, stage, cells)
-        for cell in cells:
-            training_config(config, cell, 0)
-
-
-def read_json(path: Path | str) -> Any:
-    return json.loads(Path(path).read_text())
+        value = s.fixed.get(a.name, base[a.name])
+        text = (
+            f"the winner of stage '{value.stage}' on validation"
+            if isinstance(value, WinnerOf)
+            else a.spell(value)
+        )
+        held.append(f"{a.label} {text}")
+    t = {**TRAINING_DEFAULTS, **config["training"]}
+    rest = (
+        f"std ε={t['std_eps']}, clip ε=({t['clip_eps_low']}, {t['clip_eps_high']}), "
+        f"max completion length {t['max_completion_length']}, {completions_per_step(config)} "
+        f"completions per step over {t['max_steps'] // int(t['num_iterations'])} generation steps"
+    )
+    return (
+        f"{varied} (reference {BY_NAME[s.primary].spell(s.reference)}); {', '.join(held)}, {rest}"
+    )

@@ -1,12 +1,13 @@
 # Config validation, the design (stages, cells, seeds) and the paths every rule shares.
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from grpo_ablation import pipeline
-from grpo_ablation.pipeline import Cell
+from grpo_ablation.axes import path_regex
 
 
 # `--config 'seeds=[0,1,2,3,4]'` hands the seeds over as strings.
@@ -37,7 +38,7 @@ CLI = str(Path(workflow.current_basedir, "..", "scripts", "grpo.py").resolve())
 
 
 wildcard_constraints:
-    cell=r"std=[^/]+/agg=[^/]+/G=\d+",
+    cell=path_regex(),
     seed=r"\d+",
 
 
@@ -51,25 +52,21 @@ def folder(key, up=1, of="output"):
     return find
 
 
-def run_dir(cell, seed):
-    return f"{EXP}/runs/{cell}/seed={seed}"
-
-
 def eval_summary(cell, seed):
     return f"{EXP}/eval/{cell}/seed={seed}/test/summary.json"
 
 
-def stage1_winner():
-    """Stage 2 may take its std scaling from stage 1: read the recorded choice (a checkpoint)."""
-    if config["stages"]["aggregation"]["std_scaling"] != pipeline.FROM_STAGE1:
-        return None
-    path = checkpoints.select_stage1.get().output[0]
-    return json.loads(Path(path).read_text())["winner"]
+def winners_for(stage):
+    """The winners a stage takes from earlier stages, read from their selections (checkpoints)."""
+    out = {}
+    for src in pipeline.get_stage(config, stage).sources():
+        path = checkpoints.select.get(stage=src).output[0]
+        out[src] = json.loads(Path(path).read_text())["winner"]
+    return out
 
 
 def cells_of(stage):
-    winner = stage1_winner() if stage == "aggregation" else None
-    return pipeline.stage_cells(config, stage, winner)
+    return pipeline.stage_cells(config, stage, winners_for(stage))
 
 
 def stage_evals(stage):
@@ -77,15 +74,16 @@ def stage_evals(stage):
 
 
 def training_json(wildcards):
-    cfg = pipeline.training_config(config, Cell.parse(wildcards.cell), int(wildcards.seed))
-    return json.dumps(pipeline.asdict_config(cfg), sort_keys=True)
+    cfg = pipeline.training_config(
+        config, pipeline.parse_cell(config, wildcards.cell), int(wildcards.seed)
+    )
+    return json.dumps(asdict(cfg), sort_keys=True)
 
 
 def all_targets(wildcards):
     targets = [f"{EXP}/calculations/calculations.md", f"{EXP}/eval/base/test/summary.json"]
-    for stage in pipeline.STAGES:
-        if config["stages"][stage]["enabled"]:
-            targets += stage_evals(stage)
+    for stage in pipeline.stage_names(config):
+        targets += stage_evals(stage)
     targets += report_targets()
     return targets
 
@@ -98,7 +96,7 @@ localrules:
     splits,
     calculations,
     eval_tasks,
-    select_stage1,
+    select,
     tables,
     stage_figures,
     token_weight_figure,

@@ -99,23 +99,25 @@ rule evaluate:
         " --evaluation {params.evaluation:q} --threads {threads} > {log} 2>&1"
 
 
-checkpoint select_stage1:
+checkpoint select:
+    # A stage's winner on the validation split, for the stages that take it (`winner_of`).
     input:
         lambda wc: [
             f"{EXP}/eval/{c.path}/seed={s}/validation/summary.json"
-            for c in pipeline.stage_cells(config, "std_scaling")
+            for c in cells_of(wc.stage)
             for s in SEEDS
         ],
     output:
-        f"{EXP}/selection/stage1.json",
+        f"{EXP}/selection/{{stage}}.json",
     params:
         cli=CLI,
-        metric=config["stages"]["aggregation"]["selection_metric"],
+        config=json.dumps({k: config[k] for k in ("stages", "training")}, sort_keys=True),
     conda:
         "../../envs/grpo.yaml"
     log:
-        f"{EXP}/logs/select_stage1.log",
+        f"{EXP}/logs/select/{{stage}}.log",
     benchmark:
-        f"{EXP}/benchmarks/select_stage1.tsv"
+        f"{EXP}/benchmarks/select/{{stage}}.tsv"
     shell:
-        "python {params.cli} select --metric {params.metric} --out {output} {input} > {log} 2>&1"
+        "python {params.cli} select --stage {wildcards.stage} --config {params.config:q}"
+        " --out {output} {input} > {log} 2>&1"

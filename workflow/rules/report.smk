@@ -4,12 +4,11 @@
 #     snakemake --cores 2 --configfile config/<name>.yaml figures
 # figures.py is an input of the figure rules, so editing it is enough to rebuild them; add
 # `--forcerun stage_figures token_weight_figure` to rebuild them without any edit.
-from grpo_ablation.analysis import tables
-from grpo_ablation.analysis.figures import STAGE_FIGURES
+from grpo_ablation.analysis import STAGE_FIGURES
 
 # The config sections the tables and figures need (no paths, so params never name outputs).
 REPORT_CONFIG = json.dumps({k: config[k] for k in ("seeds", "stages", "training")}, sort_keys=True)
-STAGES_ON = [s for s in pipeline.STAGES if config["stages"][s]["enabled"]]
+STAGES_ON = pipeline.stage_names(config)
 # The plotting and table code are inputs, so editing them rebuilds what they draw. Checkout paths,
 # not workflow.source_path (a fresh cache copy on every invocation, which would always look new).
 SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
@@ -18,23 +17,19 @@ TABLE_CODE = [str(SRC / "analysis" / "tables.py"), str(SRC / "analysis" / "stats
 
 
 wildcard_constraints:
-    stage="|".join(pipeline.STAGES),
+    stage="|".join(pipeline.stage_names(config)) or "no_stage",
 
 
 # Helpers are lambdas: `snakemake --lint` wants no function definitions next to rules, and the
-# logic they call lives in grpo_ablation.analysis.tables (testable without Snakemake).
-NEEDS_SELECTION = (
-    config["stages"]["aggregation"]["enabled"]
-    and config["stages"]["aggregation"]["std_scaling"] == pipeline.FROM_STAGE1
-)
-results_of = lambda stages: tables.report_inputs(
+# logic they call lives in grpo_ablation.pipeline (testable without Snakemake).
+results_of = lambda stages: pipeline.report_inputs(
     EXP,
     {s: [c.path for c in cells_of(s)] for s in stages},
     SEEDS,
-    NEEDS_SELECTION and "aggregation" in stages,
+    [src for s in stages for src in pipeline.get_stage(config, s).sources()],
 )
-selection_arg = lambda wildcards, input: (
-    f"--selection {input.selection}" if "selection" in input.keys() else ""
+selection_arg = lambda wildcards, input: " ".join(
+    f"--selection {path}" for path in (input.selection if "selection" in input.keys() else [])
 )
 
 
@@ -121,7 +116,7 @@ rule stage_figures:
         config=REPORT_CONFIG,
         exp=folder("base", up=4, of="input"),
         selection=selection_arg,
-        objective=lambda wildcards: tables.stage_objective(config, wildcards.stage),
+        objective=lambda wildcards: pipeline.stage_caption(config, wildcards.stage),
         out=folder("accuracy"),
     conda:
         "../../envs/grpo.yaml"

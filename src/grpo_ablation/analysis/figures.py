@@ -23,23 +23,17 @@ import seaborn as sns
 import torch
 from matplotlib.ticker import MaxNLocator
 
+from grpo_ablation import pipeline
 from grpo_ablation.analysis import tables
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.objective.formulas import AGGREGATIONS, GROUP_CATEGORIES, token_weights
-from grpo_ablation.pipeline import Cell
 
-STAGE_FIGURES = ("accuracy", "groups", "length", "clip_truncation", "mixed")
 # Group categories keep fixed, non-cell colours (they are stacked inside one cell's panel).
 CATEGORY_COLOURS = {
     "all_correct": "#4daf4a",
     "mixed": "#377eb8",
     "all_incorrect": "#e41a1c",
     "failed_scoring": "#999999",
-}
-STAGE_TITLES = {
-    "std_scaling": "stage 1: std scaling",
-    "aggregation": "stage 2: length aggregation",
-    "group_size": "stage 3: group size",
 }
 
 
@@ -99,7 +93,7 @@ def _lines(
             linestyle=linestyle,
             marker="o",
             markersize=2.5,
-            label=Cell.parse(cell).label() + label_suffix,
+            label=pipeline.cell_label(cell) + label_suffix,
         )
         ax.fill_between(b[x], b["low"], b["high"], color=colour, alpha=0.18, linewidth=0)
 
@@ -152,7 +146,7 @@ def groups_figure(steps: pd.DataFrame, palette) -> plt.Figure:
             colors=[CATEGORY_COLOURS[c] for c in order],
             alpha=0.85,
         )
-        ax.set_title(Cell.parse(cell).label(), color=palette[cell], fontsize=8)
+        ax.set_title(pipeline.cell_label(cell), color=palette[cell], fontsize=8)
         ax.set(xlabel="generation step", ylim=(0, 1))
     axes[0][0].set_ylabel("fraction of groups")
     _legend(fig, axes[0][0])
@@ -292,7 +286,7 @@ def save(fig: plt.Figure, stem: Path) -> list[Path]:
 
 
 def write_stage_figures(
-    curves: pd.DataFrame, steps: pd.DataFrame, stage: str, palette, out: Path
+    curves: pd.DataFrame, steps: pd.DataFrame, stage: str, palette, out: Path, title: str = ""
 ) -> list[Path]:
     """``out/<kind>.{png,pdf}`` for every kind of STAGE_FIGURES, for one stage's cells."""
     c, s = curves[curves["stage"] == stage], steps[steps["stage"] == stage]
@@ -305,7 +299,7 @@ def write_stage_figures(
     }
     paths: list[Path] = []
     for kind, fig in made.items():
-        fig.suptitle(STAGE_TITLES.get(stage, stage), fontsize=9, y=1.0)
+        fig.suptitle(title or stage, fontsize=9, y=1.0)
         paths += save(fig, out / kind)
     return paths
 
@@ -317,28 +311,20 @@ def write_weight_figure(out: Path) -> list[Path]:
     return save(weight_figure(weights), out / "token_weights")
 
 
-def design_cells(config: dict[str, Any]) -> list[str]:
-    """Every cell the config can produce, whichever stage-1 winner is chosen, so the palette (and
-    so each cell's colour) is fixed by the config before any result exists."""
-    cells: set[str] = set()
-    winners = config["stages"]["std_scaling"]["values"] or [None]
-    for winner in winners:
-        cells |= {r["cell"] for r in tables.design(config, winner)}
-    return sorted(cells)
-
-
 def write_figures(
-    exp: Path, config: dict[str, Any], selection: Path | None, out: Path, stage: str | None = None
+    exp: Path, config: dict[str, Any], winners: dict[str, Any], out: Path, stage: str | None = None
 ) -> list[Path]:
     """``out/<kind>.{png,pdf}`` for ``stage``, or ``out/<stage>/<kind>.{png,pdf}`` for every
     stage; the palette comes from the config, so separate calls agree on colours."""
-    rows = tables.design(config, tables.winner_of(selection), [stage] if stage else None)
+    rows = pipeline.design_rows(config, winners, [stage] if stage else None)
     seeds = [int(s) for s in config["seeds"]]
     curves, steps = tables.load_curves(exp, rows, seeds), tables.load_steps(exp, rows, seeds)
-    palette = cell_palette(design_cells(config))
+    palette = cell_palette(pipeline.all_cells(config))
     if stage is not None:
-        return write_stage_figures(curves, steps, stage, palette, out)
+        title = pipeline.stage_title(config, stage)
+        return write_stage_figures(curves, steps, stage, palette, out, title)
     paths = []
     for name in dict.fromkeys(r["stage"] for r in rows):
-        paths += write_stage_figures(curves, steps, name, palette, out / name)
+        title = pipeline.stage_title(config, name)
+        paths += write_stage_figures(curves, steps, name, palette, out / name, title)
     return paths

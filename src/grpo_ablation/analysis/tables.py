@@ -19,8 +19,7 @@ import pandas as pd
 
 from grpo_ablation import pipeline
 from grpo_ablation.analysis.stats import Interval, format_interval, paired_interval, t_interval
-from grpo_ablation.objective.formulas import GROUP_CATEGORIES
-from grpo_ablation.pipeline import Cell
+from grpo_ablation.choices import GROUP_CATEGORIES
 
 ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_mean_at_k"}
 BASE_LABEL = "base policy (step 0)"
@@ -59,68 +58,6 @@ def _externals(checkpoint: dict[str, Any]) -> dict[str, float]:
         f"{EXTERNAL_PREFIX}{task}": math.nan if e.get("value") is None else float(e["value"])
         for task, e in checkpoint.get("external_benchmarks", {}).items()
     }
-
-
-# -- the design --------------------------------------------------------------------------------
-def design(
-    config: dict[str, Any], winner: str | None = None, stages: Iterable[str] | None = None
-) -> list[dict[str, Any]]:
-    """(stage, cell, reference) of every enabled stage (or of ``stages``), in config order; a
-    cell may appear in two stages."""
-    rows = []
-    for stage in pipeline.STAGES:
-        if not config["stages"][stage].get("enabled", True) or (stages and stage not in stages):
-            continue
-        cells = pipeline.stage_cells(config, stage, winner)
-        ref = pipeline.reference_cell(config, stage, cells)
-        rows += [{"stage": stage, "cell": c.path, "reference": ref.path} for c in cells]
-    return rows
-
-
-def winner_of(selection: Path | None) -> str | None:
-    return json.loads(selection.read_text())["winner"] if selection and selection.exists() else None
-
-
-def report_inputs(
-    exp: str, cells_by_stage: dict[str, list[str]], seeds: Iterable[int], selection: bool
-) -> dict[str, Any]:
-    """The files the tables and figures read (Snakemake input): every run's test evaluation and
-    diagnostics, and the stage-1 selection when stage 2 depends on it."""
-    cells = dict.fromkeys(c for cs in cells_by_stage.values() for c in cs)
-    files: dict[str, Any] = {
-        "evals": [f"{exp}/eval/{c}/seed={s}/test/summary.json" for c in cells for s in seeds],
-        "diagnostics": [
-            f"{exp}/diagnostics/{c}/seed={s}/{f}"
-            for c in cells
-            for s in seeds
-            for f in ("steps.csv", "summary.json")
-        ],
-    }
-    if selection:
-        files["selection"] = f"{exp}/selection/stage1.json"
-    return files
-
-
-def stage_objective(config: dict[str, Any], stage: str) -> str:
-    """One line naming what a stage varies and what it holds fixed (for figure captions)."""
-    s, t = config["stages"][stage], config["training"]
-    fixed = (
-        f"std ε={t['std_eps']}, β={t['beta']}, clip ε=({t['clip_eps_low']}, {t['clip_eps_high']}), "
-        f"max completion length {t['max_completion_length']}, {t['max_steps']} optimizer steps, "
-        f"{pipeline.completions_per_step(config)} completions per step"
-    )
-    G = t["group_size"]
-    if stage == "std_scaling":
-        return (
-            f"std scaling varies over {s['values']}; aggregation {s['aggregation']}, G={G}, {fixed}"
-        )
-    if stage == "aggregation":
-        std = s["std_scaling"]
-        std = "the stage-1 winner on validation" if std == pipeline.FROM_STAGE1 else std
-        return f"aggregation varies over {s['values']}; std scaling {std}, G={G}, {fixed}"
-    base = pipeline.baseline(config)
-    std, agg = s.get("std_scaling") or base.std_scaling, s.get("aggregation") or base.aggregation
-    return f"G varies over {s['values']}; std scaling {std}, aggregation {agg}, {fixed}"
 
 
 # -- loading (thin: files -> frames) -----------------------------------------------------------
@@ -314,7 +251,7 @@ def objectives_table(exp: Path, cells: Iterable[str], seeds: Iterable[int]) -> p
         out.append(
             {
                 "cell": cell,
-                "label": Cell.parse(cell).label(),
+                "label": pipeline.cell_label(cell),
                 "same_across_seeds": len(records) == 1,
                 "objective": (runs[0] / "objective.md").read_text().strip(),
             }
@@ -407,11 +344,11 @@ def scoring_flags(table: pd.DataFrame) -> list[str]:
 
 
 def write_tables(
-    exp: Path, config: dict[str, Any], selection: Path | None, out: Path
+    exp: Path, config: dict[str, Any], winners: dict[str, Any], out: Path
 ) -> list[Path]:
     """results.{csv,md,tex} and objectives.{csv,md,tex} under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    rows = design(config, winner_of(selection))
+    rows = pipeline.design_rows(config, winners)
     seeds = [int(s) for s in config["seeds"]]
     table = results_table(load_runs(exp, rows, seeds), base_accuracy(exp))
     table.to_csv(out / "results.csv", index=False)

@@ -47,17 +47,20 @@ class Measurement:
 
 
 def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
-    """Runs, checkpoints and GPUs of the DAG as configured (the stage-1 winner taken to be the
-    reference when stage 2 depends on it: the count of distinct cells is the same either way
-    unless the winner is another stage-1 cell, which adds no runs)."""
-    cells: set[str] = set()
-    for stage in pipeline.STAGES:
-        if config["stages"][stage]["enabled"]:
-            winner = config["stages"]["std_scaling"]["reference"]
-            cells |= {c.path for c in pipeline.stage_cells(config, stage, winner)}
-    t = config["training"]
-    steps, every = int(t["max_steps"]), int(t["save_steps"])
-    checkpoints = steps // every + (steps % every != 0)
+    """Runs, checkpoints and GPUs of the DAG as configured (a stage that takes another's winner
+    is counted with that stage's reference: the count of distinct cells is the same either way
+    unless the winner is another of that stage's cells, which adds no runs). Optimizer steps and
+    checkpoints are means over cells (an update-epochs stage takes more steps per run)."""
+    paths: dict[str, None] = {}
+    for s in pipeline.stages(config):
+        winners = {src: pipeline.get_stage(config, src).reference for src in s.sources()}
+        paths.update(dict.fromkeys(c.path for c in pipeline.stage_cells(config, s, winners)))
+    runs = [pipeline.training_config(config, pipeline.parse_cell(config, p), 0) for p in paths]
+    steps = sum(r.max_steps for r in runs) / max(1, len(runs))
+    checkpoints = sum(
+        r.max_steps // r.save_steps + (r.max_steps % r.save_steps != 0) for r in runs
+    ) / max(1, len(runs))
+    cells = paths
     r, c = config["resources"], config["compute"]
     return {
         "cells": len(cells),

@@ -1,0 +1,222 @@
+"""The ablated choices as data: one ``Axis`` per choice, everything else derives from ``AXES``.
+
+An axis names a field of the training configuration, the key that spells it in a cell's path
+(``std=sample``), the values it may take, and how a value enters a run's training configuration
+(most set their field; G and μ also rescale what keeps the completion budget matched). Cells, the
+``cell`` wildcard, value validation, captions and figure labels are built from these declarations.
+
+To add an axis: append one ``Axis`` below (plus the objective code that reads its field). A new
+axis is named in a cell's path only where a cell departs from its default, so every existing run
+directory keeps its path and nothing is retrained. The first three axes are always named: their
+paths predate this rule.
+
+Importable without torch or matplotlib: the DAG is built from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from grpo_ablation.choices import AGGREGATIONS, SCALINGS
+
+
+class DesignError(ValueError):
+    """The ablation design in the config is inconsistent (named in the message)."""
+
+
+# How a value enters the training section: (section being built, the shared section, value).
+Enter = Callable[[dict[str, Any], dict[str, Any], Any], None]
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str  # the field of the training configuration it sets (training.<name>)
+    key: str  # how a cell's path spells it: <key>=<value>
+    label: str  # how captions, tables and figures call it
+    kind: type  # str, int or float
+    choices: tuple[str, ...] | None = None  # the names a choice may take; None for a number
+    minimum: float | None = None
+    always_named: bool = False  # in every cell path, even at its default
+    # Nominal-budget entries this axis changes by design (the stage's budget check ignores them).
+    rescales: tuple[str, ...] = ()
+    enter: Enter | None = None  # None: set training.<name> to the value
+    # What a reader should expect when this axis varies; the calculations sheet prints it.
+    expectation: str = ""
+
+    def coerce(self, value: Any, where: str) -> Any:
+        """``value`` as this axis's type, or a DesignError naming ``where`` and what is allowed."""
+        if self.choices is not None:
+            if value not in self.choices:
+                raise DesignError(
+                    f"{where}: unknown {self.label} {value!r}; expected one of {list(self.choices)}"
+                )
+            return value
+        try:
+            if isinstance(value, bool) or (self.kind is int and float(value) != int(value)):
+                raise ValueError
+            out = self.kind(value)
+        except (TypeError, ValueError):
+            raise DesignError(
+                f"{where}: {self.label} must be a{'n integer' if self.kind is int else ' number'}, "
+                f"got {value!r}"
+            ) from None
+        if self.minimum is not None and out < self.minimum:
+            raise DesignError(f"{where}: {self.label} must be >= {self.minimum}, got {value!r}")
+        return out
+
+    def spell(self, value: Any) -> str:
+        """The value as written in a path segment (``0.04``, ``4``, ``sample``)."""
+        return f"{value:g}" if self.kind is float else str(value)
+
+    def pattern(self) -> str:
+        return r"[A-Za-z_]+" if self.choices else r"\d+" if self.kind is int else r"[0-9.e+-]+"
+
+    def apply(self, training: dict[str, Any], shared: dict[str, Any], value: Any) -> None:
+        (self.enter or _set(self.name))(training, shared, value)
+
+
+def _set(name: str) -> Enter:
+    def enter(training: dict[str, Any], shared: dict[str, Any], value: Any) -> None:
+        training[name] = value
+
+    return enter
+
+
+def _group_size(training: dict[str, Any], shared: dict[str, Any], G: int) -> None:
+    """A fixed completion budget per step: a larger G means fewer prompts per step."""
+    budget = int(shared["prompts_per_step"]) * int(shared["group_size"])
+    if budget % G:
+        raise DesignError(
+            f"G={G} does not divide the {budget} completions per step "
+            "(training.prompts_per_step x training.group_size)"
+        )
+    training.update(group_size=G, prompts_per_step=budget // G)
+
+
+def _update_epochs(training: dict[str, Any], shared: dict[str, Any], mu: int) -> None:
+    """μ optimizer steps per generation batch at a fixed number of generation batches: the run
+    samples as many completions as at the shared μ and takes μ times the optimizer steps;
+    checkpoints fall at the same completion counts."""
+    mu0 = int(shared.get("num_iterations", 1))
+    steps, save = int(shared["max_steps"]), int(shared.get("save_steps", 50))
+    if steps % mu0 or save % mu0:
+        raise DesignError(
+            f"training.max_steps={steps} and training.save_steps={save} must be multiples of "
+            f"training.num_iterations={mu0}"
+        )
+    training.update(num_iterations=mu, max_steps=steps // mu0 * mu, save_steps=save // mu0 * mu)
+
+
+AXES: tuple[Axis, ...] = (
+    Axis(
+        "std_scaling",
+        "std",
+        "std scaling",
+        str,
+        choices=SCALINGS,
+        always_named=True,
+        expectation=(
+            "with beta = 0, a constant rescaling of every advantage (population vs sample std at "
+            "a fixed G: a factor sqrt(G/(G-1))) is absorbed by Adam up to its epsilon and "
+            "gradient clipping, so population and sample cells should agree up to seed noise"
+        ),
+    ),
+    Axis(
+        "aggregation",
+        "agg",
+        "length aggregation",
+        str,
+        choices=AGGREGATIONS,
+        always_named=True,
+        expectation="aggregations weight tokens of long and short completions differently",
+    ),
+    Axis(
+        "group_size",
+        "G",
+        "group size G",
+        int,
+        minimum=2,
+        always_named=True,
+        enter=_group_size,
+        expectation="at a fixed completion budget, a larger G means fewer prompts per step",
+    ),
+    Axis(
+        "beta",
+        "beta",
+        "KL coefficient β",
+        float,
+        minimum=0.0,
+        expectation=(
+            "beta > 0 adds beta times the k3 estimate of KL to the reference policy; the "
+            "advantage scale now competes with it, so std scaling need no longer be absorbed"
+        ),
+    ),
+    Axis(
+        "num_iterations",
+        "mu",
+        "update epochs μ",
+        int,
+        minimum=1,
+        rescales=("optimizer_steps", "num_iterations"),
+        enter=_update_epochs,
+        expectation=(
+            "with mu = 1 the policy that sampled is the policy being updated, so the ratio is "
+            "exactly 1 at every token and ratio clipping never fires; with mu > 1 the later "
+            "epochs see ratios away from 1 and clipping becomes active"
+        ),
+    ),
+)
+BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
+
+
+def axis(name: str, where: str = "config") -> Axis:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise DesignError(
+            f"{where}: unknown axis {name!r}; expected one of {list(BY_NAME)}"
+        ) from None
+
+
+def defaults(training: dict[str, Any], training_defaults: dict[str, Any]) -> dict[str, Any]:
+    """Every axis's default: the shared training section's value, else the dataclass default."""
+    out = {}
+    for a in AXES:
+        value = training.get(a.name, training_defaults.get(a.name))
+        out[a.name] = a.coerce(value, f"training.{a.name}")
+    return out
+
+
+def cell_path(values: dict[str, Any], default: dict[str, Any]) -> str:
+    """``std=.../agg=.../G=...`` then ``key=value`` for every other axis off its default."""
+    return "/".join(
+        f"{a.key}={a.spell(values[a.name])}"
+        for a in AXES
+        if a.always_named or values[a.name] != default[a.name]
+    )
+
+
+def parse_path(path: str, default: dict[str, Any]) -> dict[str, Any]:
+    """The values of a cell path; axes it does not name are at their default."""
+    by_key = {a.key: a for a in AXES}
+    values = dict(default)
+    for segment in path.strip("/").split("/"):
+        key, _, text = segment.partition("=")
+        if key not in by_key:
+            raise DesignError(f"cell path {path!r}: unknown key {key!r}")
+        a = by_key[key]
+        values[a.name] = a.coerce(text, f"cell path {path!r}")
+    return values
+
+
+def path_regex() -> str:
+    """The ``cell`` wildcard: the always-named segments, then optional ones in axis order."""
+    named = [f"{a.key}={a.pattern()}" for a in AXES if a.always_named]
+    optional = [f"(?:/{a.key}={a.pattern()})?" for a in AXES if not a.always_named]
+    return "/".join(named) + "".join(optional)
+
+
+# Paths list the always-named axes first; an axis declared after them must not be always named.
+assert all(a.always_named for a in AXES[: sum(a.always_named for a in AXES)]), "always-named first"
