@@ -15,7 +15,7 @@ import yaml
 
 from grpo_ablation import pipeline
 from grpo_ablation.analysis import STAGE_FIGURES
-from grpo_ablation.analysis.tables import BASE_LABEL
+from grpo_ablation.analysis.tables import BASE_LABEL, EFFECTS
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,6 +129,29 @@ def test_figures_exist_as_png_and_pdf(smoke_pipeline, design):
         assert path.exists() and path.stat().st_size > 1000, path
 
 
+def test_effect_plots_show_the_results_tables_contrasts_and_the_reading_is_written(
+    smoke_pipeline, design
+):
+    config, stages = design
+    table = pd.read_csv(smoke_pipeline.exp / "tables/results.csv").set_index(["stage", "cell"])
+    for stage, cells in stages.items():
+        effects = pd.read_csv(smoke_pipeline.exp / f"figures/{stage}/effects.csv")
+        assert sorted(set(effects["cell"])) == sorted(c.path for c in cells)
+        assert list(dict.fromkeys(effects["quantity"])) == list(EFFECTS)
+        for _, e in effects.iterrows():
+            row = table.loc[(stage, e["cell"])]
+            for stat in ("mean", "low", "high", "n"):
+                assert e[stat] == pytest.approx(row[f"{e['quantity']}_diff_{stat}"], nan_ok=True), (
+                    stage,
+                    e["cell"],
+                    e["quantity"],
+                    stat,
+                )
+        assert (effects["n"] == len(config["seeds"])).all()
+    reading = (smoke_pipeline.exp / "figures/reading.rst").read_text()
+    assert reading.count("**Stage ") == len(stages) and "seeds" in reading
+
+
 def jobs(stdout: str) -> set[str]:
     """Rule names of the 'Job stats' table snakemake prints."""
     table = stdout.split("Job stats:", 1)[1].split("total", 1)[0] if "Job stats:" in stdout else ""
@@ -141,7 +164,12 @@ def test_figures_rebuild_alone_without_retraining(smoke_pipeline):
     trained = sorted(smoke_pipeline.exp.glob("runs/**/run_info.json"))
     before = {p: p.stat().st_mtime_ns for p in trained}
     done = smoke_pipeline.snakemake("figures", "--forcerun", "stage_figures", "token_weight_figure")
-    assert jobs(done.stdout + done.stderr) <= {"stage_figures", "token_weight_figure", "figures"}
+    assert jobs(done.stdout + done.stderr) <= {
+        "stage_figures",
+        "effects_reading",
+        "token_weight_figure",
+        "figures",
+    }
     assert "stage_figures" in jobs(done.stdout + done.stderr)
     assert {p: p.stat().st_mtime_ns for p in trained} == before
 
@@ -159,6 +187,12 @@ Promise.all(uris.map(u => new Promise(ok => { const i = new Image();
   i.onload = () => ok([i.naturalWidth, i.naturalHeight]); i.onerror = () => ok([0, 0]); i.src = u; })))
   .then(done);
 """
+
+
+def rendered(rst: str) -> list[str]:
+    """The reading's paragraphs as the browser shows them (inline markup gone, one space)."""
+    text = rst.replace("**", "").replace("``", "")
+    return [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
 
 
 def test_report_renders_in_headless_chromium_with_every_figure(smoke_pipeline, design):
@@ -181,11 +215,29 @@ def test_report_renders_in_headless_chromium_with_every_figure(smoke_pipeline, d
         text = driver.find_element("tag name", "body").text
         assert text.strip(), "the report rendered an empty page"
         sizes = driver.execute_async_script(MEASURE)
+        # The landing page's description, whether or not it is scrolled into view.
+        landing = driver.execute_script(
+            "const d = document.querySelector('.prose'); return d ? d.textContent : '';"
+        )
+        effects = driver.execute_script(
+            "const c = categories['1. Effects'] || {};"
+            "return Object.fromEntries(Object.entries(c).map(([k, v]) => [k, Object.keys(v)]));"
+        )
     finally:
         driver.quit()
     expected = len(stages) * len(STAGE_FIGURES) + 1  # + the worked token-weight example
     assert len(sizes) >= expected
     assert all(w > 0 and h > 0 for w, h in sizes), sizes
+    # The landing page opens with the reading generated from the effect numbers, and the effect
+    # plots are the first category of the menu, one subcategory per stage.
+    landing = " ".join(landing.split())
+    for paragraph in rendered((smoke_pipeline.exp / "figures/reading.rst").read_text()):
+        assert paragraph in landing, paragraph
+    menu = text.split()
+    assert menu.index("Effects") < menu.index("Appendix") < menu.index("Figures")
+    config, _ = design
+    for stage in stages:
+        assert len(effects.get(pipeline.stage_title(config, stage), [])) == 1, effects
 
 
 def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):

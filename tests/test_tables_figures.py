@@ -65,6 +65,7 @@ def run_rows(greedy: dict[str, list[float]]) -> pd.DataFrame:
                 "wall_time_s": 2.0,
             }
             row.update({f"fraction_{c}": 0.25 for c in GROUP_CATEGORIES})
+            row["fraction_mixed"] = 0.3 + g / 10
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -203,14 +204,25 @@ def synthetic_frames():
     return pd.DataFrame(curves), pd.DataFrame(steps)
 
 
+def synthetic_effects() -> pd.DataFrame:
+    runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.75]})
+    return tables.effects_table(tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}))
+
+
 def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
     curves, steps = synthetic_frames()
     palette = figures.cell_palette(pipeline.all_cells(CONFIG))
-    paths = figures.write_stage_figures(curves, steps, "std_scaling", palette, tmp_path)
-    assert sorted(p.name for p in paths) == sorted(
-        f"{k}.{e}" for k in STAGE_FIGURES for e in ("png", "pdf")
+    paths = figures.write_stage_figures(
+        curves, steps, synthetic_effects(), "std_scaling", palette, tmp_path
     )
-    assert all(p.stat().st_size > 1000 for p in paths)
+    assert sorted(p.name for p in paths) == sorted(
+        ["effects.csv", *(f"{k}.{e}" for k in STAGE_FIGURES for e in ("png", "pdf"))]
+    )
+    assert all(p.stat().st_size > 1000 for p in paths if p.suffix != ".csv")
+    written = pd.read_csv(tmp_path / "effects.csv")
+    assert list(written.columns) == tables.EFFECT_COLUMNS and len(written) == 2 * len(
+        tables.EFFECTS
+    )
     paths = figures.write_weight_figure(tmp_path)
     assert all(p.stat().st_size > 1000 for p in paths)
 
@@ -233,3 +245,139 @@ def test_cells_whose_groups_failed_scoring_are_flagged():
         f"**Scoring failed** in 100% of the groups of `{OTHER}` (mean over seeds): "
         "those groups carried no reward signal."
     ]
+
+
+def test_effects_are_the_results_tables_paired_differences():
+    runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.75]})
+    table = tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+    effects = tables.effects_table(table)
+    assert list(effects["quantity"].unique()) == list(tables.EFFECTS)
+    rows = table.set_index("cell")
+    for _, e in effects.iterrows():
+        for stat in ("mean", "low", "high", "n"):
+            expected = rows.loc[e["cell"], f"{e['quantity']}_diff_{stat}"]
+            assert e[stat] == pytest.approx(expected, nan_ok=True), (e["quantity"], stat)
+    other = effects[effects["cell"] == OTHER].set_index("quantity")
+    # greedy differences 0.1, 0.1, 0.15: mean 0.117 [0.045, 0.188], above zero
+    assert other.loc["greedy_final", "mean"] == pytest.approx(0.35 / 3)
+    assert other.loc["greedy_final", "excludes_zero"]
+    ref = effects[effects["is_reference"]]
+    assert set(ref["cell"]) == {REF} and (ref["mean"] == 0).all() and not ref["excludes_zero"].any()
+
+
+def effect_row(cell: str, quantity: str, mean: float, low: float, high: float, n: int = 3):
+    return {
+        "stage": "aggregation",
+        "stage_title": "stage 2: length aggregation",
+        "cell": cell,
+        "label": pipeline.cell_label(cell),
+        "reference": REF,
+        "is_reference": cell == REF,
+        "quantity": quantity,
+        "metric": tables.EFFECTS[quantity],
+        "mean": mean,
+        "low": low,
+        "high": high,
+        "n": n,
+        "excludes_zero": low > 0 or high < 0,
+    }
+
+
+def test_the_reading_names_the_intervals_that_exclude_zero_and_counts_the_others():
+    effects = pd.DataFrame(
+        [
+            effect_row(REF, "greedy_final", 0.0, 0.0, 0.0),
+            effect_row(REF, "length_incorrect_late", 0.0, 0.0, 0.0),
+            effect_row(OTHER, "greedy_final", 0.05, -0.02, 0.12),  # includes zero
+            effect_row(OTHER, "length_incorrect_late", -0.8, -1.2, -0.4),  # excludes it
+        ]
+    )
+    text = tables.effects_reading(effects)
+    assert text.startswith("**Stage 2: length aggregation**") and "over 3 seeds" in text
+    assert "1 of 2 contrasts" not in text and "1 of 2 contrast excludes zero" in text
+    assert (
+        "``population / sequence_mean / G=4``: lower incorrect-completion length, last ¼ of "
+        "steps (tokens), -0.80 [-1.20, -0.40]"
+    ) in text
+    assert "greedy" not in text.split("excludes zero", 1)[1].split("The other")[0]
+    assert "The other one includes zero" in text
+    assert text.count("\n\n") == 0  # one stage, one paragraph
+
+
+def test_the_reading_says_when_nothing_can_be_read():
+    none_excluding = pd.DataFrame(
+        [effect_row(REF, "greedy_final", 0, 0, 0), effect_row(OTHER, "greedy_final", 0.1, -1, 1)]
+    )
+    assert "No interval excludes zero: all 1 contrasts include it." in tables.effects_reading(
+        none_excluding
+    )
+    one_seed = pd.DataFrame(
+        [
+            effect_row(REF, "greedy_final", 0, math.nan, math.nan, 1),
+            effect_row(OTHER, "greedy_final", 0.1, math.nan, math.nan, 1),
+        ]
+    )
+    text = tables.effects_reading(one_seed)
+    assert "over 1 seed " in text and "nothing here can be read as an effect" in text
+
+
+def test_effects_figure_draws_each_contrast_at_its_mean_with_a_zero_line():
+    effects = synthetic_effects()
+    palette = figures.cell_palette([REF, OTHER])
+    fig = figures.effects_figure(effects, palette)
+    assert [ax.get_title() for ax in fig.axes] == list(tables.EFFECTS.values())
+    greedy = effects[(effects["cell"] == OTHER) & (effects["quantity"] == "greedy_final")].iloc[0]
+    xs = [x for line in fig.axes[0].get_lines() for x in line.get_xdata()]
+    assert greedy["mean"] in xs and greedy["low"] in xs and greedy["high"] in xs
+    assert any(list(line.get_xdata()) == [0, 0] for line in fig.axes[0].get_lines())  # zero line
+
+
+def test_smoothing_window_adapts_to_short_runs_and_smooths_within_each_run():
+    assert figures.smoothing_window(200) == 10
+    assert figures.smoothing_window(20) == 5
+    assert figures.smoothing_window(4) == 1  # the smoke config: left as it is
+    frame = pd.DataFrame(
+        {
+            "cell": ["a"] * 4 + ["b"] * 4,
+            "seed": [0] * 8,
+            "step": [0, 1, 2, 3] * 2,
+            "y": [0.0, 3.0, 0.0, 3.0, 10.0, 10.0, 10.0, 10.0],
+        }
+    )
+    out = figures.smooth(frame, ["y"], 3).set_index(["cell", "step"])["y"]
+    assert out["a", 1] == pytest.approx(1.0) and out["a", 0] == pytest.approx(1.5)
+    assert (out["b"] == 10).all()  # no mixing across runs
+    assert figures.smoothing_label(1) == "unsmoothed"
+    assert figures.smoothing_label(10) == "rolling mean over 10 steps"
+
+
+def test_axes_fit_the_data_not_the_interval():
+    low, high = figures.fit_limits([3.1, 4.9, 4.0])
+    assert 2.9 < low < 3.1 and 4.9 < high < 5.1
+    assert figures.fit_limits([math.nan]) is None
+    low, high = figures.fit_limits([0.0, 0.0], floor=0.0)  # a fraction that stayed at zero
+    assert -0.01 < low < 0 < high
+    _, steps = synthetic_frames()
+    steps.loc[steps["seed"] == 1, "length/incorrect"] = 9.0  # two seeds far apart: a wide band
+    fig = figures.length_figure(steps, figures.cell_palette([REF, OTHER]))
+    bottom, top = fig.axes[0].get_ylim()
+    assert bottom > 3.5 and top < 9.5  # the runs span 4..9; the t band (t = 12.7) is cut
+
+
+def test_calibration_bins_pair_predicted_and_observed_mixed_fractions():
+    steps = pd.DataFrame(
+        {
+            "cell": [REF] * 4,
+            "seed": [0, 0, 1, 1],
+            "step": [0, 1, 0, 1],
+            "mixed_predicted": [0.12, 0.18, 0.55, math.nan],
+            "mixed_observed": [0.0, 0.5, 1.0, 0.5],
+        }
+    )
+    bins = figures.calibration_bins(steps).set_index("bin")
+    assert list(bins.index) == [1, 5] and list(bins["points"]) == [2, 1]
+    assert bins.loc[1, "predicted"] == pytest.approx(0.15)
+    assert bins.loc[1, "observed"] == pytest.approx(0.25)
+    fig = figures.mixed_figure(steps.assign(stage="x"), figures.cell_palette([REF]))
+    identity = fig.axes[0].get_lines()[0]
+    assert list(identity.get_xdata()) == list(identity.get_ydata())

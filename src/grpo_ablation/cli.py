@@ -218,6 +218,12 @@ def cmd_figures(a: argparse.Namespace) -> None:
         print(path)
 
 
+def cmd_reading(a: argparse.Namespace) -> None:
+    from grpo_ablation.analysis.tables import write_reading
+
+    print(write_reading(a.effects, a.out))
+
+
 def cmd_token_weights(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.figures import write_weight_figure
 
@@ -327,6 +333,13 @@ def main(argv: list[str] | None = None) -> None:
                 "--stage", help="only this stage's figures, written directly under --out"
             )
         p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "reading", help="the report's reading of the effects (which intervals exclude zero)"
+    )
+    p.add_argument("--effects", type=Path, nargs="+", required=True, help="stages' effects.csv")
+    p.add_argument("--out", type=Path, required=True, help="the reading (reStructuredText)")
+    p.set_defaults(func=cmd_reading)
 
     p = sub.add_parser("token-weights", help="figure of the worked example's per-token weights")
     p.add_argument("--out", type=Path, required=True)

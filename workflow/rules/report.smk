@@ -7,7 +7,8 @@
 from grpo_ablation.analysis import STAGE_FIGURES
 
 # The config sections the tables and figures need (no paths, so params never name outputs).
-REPORT_CONFIG = json.dumps({k: config[k] for k in ("seeds", "stages", "training")}, sort_keys=True)
+# In config order: stages are numbered in the order the config declares them.
+REPORT_CONFIG = json.dumps({k: config[k] for k in ("seeds", "stages", "training")})
 STAGES_ON = pipeline.stage_names(config)
 # The plotting and table code are inputs, so editing them rebuilds what they draw. Checkout paths,
 # not workflow.source_path (a fresh cache copy on every invocation, which would always look new).
@@ -18,6 +19,11 @@ TABLE_CODE = [str(SRC / "analysis" / "tables.py"), str(SRC / "analysis" / "stats
 
 wildcard_constraints:
     stage="|".join(pipeline.stage_names(config)) or "no_stage",
+
+
+# The report's landing page shows the reading of the effects (generated, never hand-written); the
+# report's menu sorts categories by name, so "1. Effects" comes first.
+report: "../report/workflow.rst"
 
 
 # Helpers are lambdas: `snakemake --lint` wants no function definitions next to rules, and the
@@ -93,11 +99,13 @@ rule tables:
         " --out {params.out} > {log} 2>&1"
 
 
+# Subcategories by stage title ("stage 1: ..."), which sorts in stage order.
+stage_title = lambda wildcards: pipeline.stage_title(config, wildcards.stage)
 figure_png = lambda kind: report(
     f"{EXP}/figures/{{stage}}/{kind}.png",
     caption=f"../report/figure_{kind}.rst",
-    category="Figures",
-    subcategory="{stage}",
+    category="1. Effects" if kind == "effects" else "Figures",
+    subcategory=stage_title,
     labels={"stage": "{stage}", "figure": kind},
 )
 
@@ -105,12 +113,13 @@ figure_png = lambda kind: report(
 rule stage_figures:
     input:
         unpack(lambda wildcards: results_of([wildcards.stage])),
-        code=FIGURE_CODE,
+        code=[FIGURE_CODE, *TABLE_CODE],
         # static, so params can find the experiment folder while stage 2 waits on the checkpoint
         base=rules.evaluate_base.output.test,
     output:
         **{kind: figure_png(kind) for kind in STAGE_FIGURES},
         **{f"{kind}_pdf": f"{EXP}/figures/{{stage}}/{kind}.pdf" for kind in STAGE_FIGURES},
+        effects_csv=f"{EXP}/figures/{{stage}}/effects.csv",
     params:
         cli=CLI,
         config=REPORT_CONFIG,
@@ -127,6 +136,30 @@ rule stage_figures:
     shell:
         "python {params.cli} figures --exp {params.exp} --config {params.config:q} {params.selection}"
         " --stage {wildcards.stage} --out {params.out} > {log} 2>&1"
+
+
+rule effects_reading:
+    # One paragraph per stage from the effect plots' numbers; the report's landing page shows it.
+    input:
+        effects=[f"{EXP}/figures/{s}/effects.csv" for s in STAGES_ON],
+        code=TABLE_CODE,
+    output:
+        report(
+            f"{EXP}/figures/reading.rst",
+            caption="../report/reading.rst",
+            category="1. Effects",
+            subcategory="reading of the contrasts",
+            labels={"figure": "reading"},
+        ),
+    params:
+        cli=CLI,
+    localrule: True
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{EXP}/logs/figures/reading.log",
+    shell:
+        "python {params.cli} reading --effects {input.effects} --out {output} > {log} 2>&1"
 
 
 rule token_weight_figure:
@@ -156,6 +189,8 @@ rule token_weight_figure:
 
 FIGURE_TARGETS = [
     *(f"{EXP}/figures/{s}/{k}.{e}" for s in STAGES_ON for k in STAGE_FIGURES for e in ("png", "pdf")),
+    *(f"{EXP}/figures/{s}/effects.csv" for s in STAGES_ON),
+    *rules.effects_reading.output,
     *rules.token_weight_figure.output,
 ]
 

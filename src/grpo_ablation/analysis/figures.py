@@ -1,9 +1,13 @@
 """Figures (seaborn; PNG and PDF). One colour per cell across every figure: the palette is keyed
 by cell path (sorted), so a cell keeps its colour whichever stage or figure shows it.
 
-Pure plotting functions take the frames of ``tables.load_curves``/``tables.load_steps`` and return
-a matplotlib Figure; ``write_stage_figures`` and ``write_weight_figure`` save them. Bands are 95%
-Student-t intervals over seeds (``stats.t_interval``); with one seed no band is drawn.
+Pure plotting functions take the frames of ``tables.load_curves``/``tables.load_steps`` (and
+``tables.effects_table``) and return a matplotlib Figure; ``write_stage_figures`` and
+``write_weight_figure`` save them. Bands are 95% Student-t intervals over seeds
+(``stats.t_interval``); with one seed no band is drawn. Per-step curves of a few prompts per step
+are noise at every step, so each run is smoothed by a centred rolling mean (``smoothing_window``
+steps, stated on the axis) before the mean over seeds; axes fit the runs' smoothed values, so a
+band wider than the runs themselves (two seeds: t = 12.7) is cut at the axes, not the data.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 import torch
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from grpo_ablation import pipeline
@@ -28,6 +33,9 @@ from grpo_ablation.analysis import tables
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.objective.formulas import AGGREGATIONS, GROUP_CATEGORIES, token_weights
 
+# Rolling-mean window of the per-step curves, shortened for short runs (``smoothing_window``).
+SMOOTHING_STEPS = 10
+CALIBRATION_BINS = 10
 # Group categories keep fixed, non-cell colours (they are stacked inside one cell's panel).
 CATEGORY_COLOURS = {
     "all_correct": "#4daf4a",
@@ -65,6 +73,52 @@ def seed_bands(frame: pd.DataFrame, x: str, y: str, by: list[str]) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def smoothing_window(n_steps: int, target: int = SMOOTHING_STEPS) -> int:
+    """Steps per rolling mean: ``target``, but at most a quarter of the run, so a short run keeps
+    its shape (the smoke config's 4 steps: 1, i.e. unsmoothed)."""
+    return max(1, min(target, n_steps // 4))
+
+
+def smooth(frame: pd.DataFrame, columns: list[str], window: int, x: str = "step") -> pd.DataFrame:
+    """Centred rolling mean of ``columns`` over ``window`` steps within each run (cell, seed);
+    NaN steps are skipped and the ends use the partial window."""
+    if window <= 1 or frame.empty:
+        return frame
+    out = frame.sort_values(["cell", "seed", x]).copy()
+    rolled = out.groupby(["cell", "seed"], sort=False)[columns].transform(
+        lambda v: v.rolling(window, center=True, min_periods=1).mean()
+    )
+    out[columns] = rolled
+    return out
+
+
+def smoothing_label(window: int) -> str:
+    return "unsmoothed" if window <= 1 else f"rolling mean over {window} steps"
+
+
+def fit_limits(
+    values: Iterable[float], pad: float = 0.08, floor: float | None = None
+) -> tuple[float, float] | None:
+    """Axis limits around the finite ``values``, padded by a fraction of their range (None when
+    there is none): the axis shows the data, not the width of a two-seed interval. ``floor``
+    (e.g. 0 for a fraction) keeps the axis from running far below what the quantity can be."""
+    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not xs:
+        return None
+    lo, hi = min(xs), max(xs)
+    margin = pad * (hi - lo) if hi > lo else max(abs(hi), 1.0) * 0.05
+    low, high = lo - margin, hi + margin
+    if floor is not None and lo >= floor:
+        low = max(low, floor - 0.02 * (high - floor))
+    return low, high
+
+
+def _no_data(ax, what: str = "") -> None:
+    """A note in the panel's corner (not over a line that another series draws there)."""
+    text = f"no data: {what}" if what else "no data"
+    ax.text(0.03, 0.96, text, transform=ax.transAxes, ha="left", va="top", color="grey")
+
+
 def _lines(
     ax,
     frame: pd.DataFrame,
@@ -73,17 +127,19 @@ def _lines(
     palette,
     linestyle: str = "-",
     label_suffix: str = "",
-    bounds: tuple[float, float] | None = None,
-) -> None:
+    bounds: tuple[float | None, float | None] | None = None,
+) -> list[float]:
     """Mean line and t band per cell; ``bounds`` clips the band to a quantity's feasible range
-    (a fraction), since t intervals over two seeds easily pass 0 or 1."""
+    (a fraction), since t intervals over two seeds easily pass 0 or 1. Returns the per-run
+    values drawn, for the caller to fit the axis to."""
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    frame = frame.dropna(subset=[y])
     bands = seed_bands(frame, x, y, ["cell"])
-    if bounds is not None and not bands.empty:
-        bands[["low", "high"]] = bands[["low", "high"]].clip(*bounds)
     if bands.empty:  # e.g. no correct completion in any run: an empty panel, not an error
-        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", color="grey")
-        return
+        _no_data(ax, y)
+        return []
+    if bounds is not None:
+        bands[["low", "high"]] = bands[["low", "high"]].clip(*bounds)
     for cell, b in bands.groupby("cell", sort=True):
         colour = palette[cell]
         ax.plot(
@@ -91,15 +147,24 @@ def _lines(
             b["mean"],
             color=colour,
             linestyle=linestyle,
-            marker="o",
+            marker="o" if len(b) <= 30 else None,
             markersize=2.5,
             label=pipeline.cell_label(cell) + label_suffix,
         )
-        ax.fill_between(b[x], b["low"], b["high"], color=colour, alpha=0.18, linewidth=0)
+        ax.fill_between(b[x], b["low"], b["high"], color=colour, alpha=0.15, linewidth=0)
+    return frame[y].tolist()
 
 
-def _legend(fig, ax) -> None:
-    handles, labels = ax.get_legend_handles_labels()
+def _fit_y(axes: Iterable, values: list[float], floor: float | None = 0.0) -> None:
+    limits = fit_limits(values, floor=floor)
+    if limits is not None:
+        for ax in axes:
+            ax.set_ylim(*limits)
+
+
+def _legend(fig, ax, handles=None, labels=None) -> None:
+    if handles is None:
+        handles, labels = ax.get_legend_handles_labels()
     if handles:
         fig.legend(
             handles,
@@ -110,35 +175,119 @@ def _legend(fig, ax) -> None:
             bbox_to_anchor=(0.5, -0.02),
         )
         fig.tight_layout(rect=(0, 0.06 + 0.03 * math.ceil(len(labels) / 3), 1, 1))
+    else:
+        fig.tight_layout()
+
+
+def _cell_grid(cells: list[str], rows: int = 1, height: float = 2.9):
+    """One column per cell (shared axes): lines of different cells never overlap."""
+    fig, axes = plt.subplots(
+        rows,
+        len(cells),
+        figsize=(max(3.0 * len(cells), 5.0), height * rows + 0.6),
+        sharex=True,
+        sharey="row",
+        squeeze=False,
+    )
+    return fig, axes
+
+
+def _steps_of(frame: pd.DataFrame) -> int:
+    return int(frame["step"].nunique()) if "step" in frame and not frame.empty else 0
+
+
+def effects_figure(effects: pd.DataFrame, palette) -> plt.Figure:
+    """One panel per quantity of ``tables.EFFECTS``: each cell's mean paired difference to the
+    stage's reference (point) with its 95% t interval (bar), against a zero line. The reference
+    is drawn as a hollow marker at 0 (its difference to itself), so every cell has its row."""
+    _style()
+    metrics = [q for q in tables.EFFECTS if q in set(effects["quantity"])] or list(tables.EFFECTS)
+    cells = list(dict.fromkeys(effects["cell"]))
+    fig, axes = plt.subplots(
+        1,
+        len(metrics),
+        figsize=(2.9 * len(metrics) + 1.6, 0.45 * max(len(cells), 2) + 1.5),
+        sharey=True,
+        squeeze=False,
+    )
+    ylabels = [
+        pipeline.cell_label(c)
+        + ("  (reference)" if c in set(effects.loc[effects["is_reference"], "cell"]) else "")
+        for c in cells
+    ]
+    for ax, q in zip(axes[0], metrics, strict=True):
+        of_q = effects[effects["quantity"] == q].set_index("cell")
+        ax.axvline(0, color="black", linewidth=0.8, zorder=1)
+        for y, cell in enumerate(cells):
+            if cell not in of_q.index:
+                continue
+            r = of_q.loc[cell]
+            colour = palette.get(cell, "black")
+            if bool(r["is_reference"]):
+                ax.plot(0, y, marker="D", markersize=5, mfc="white", mec=colour, zorder=3)
+                continue
+            if math.isfinite(r["low"]) and math.isfinite(r["high"]):
+                ax.plot([r["low"], r["high"]], [y, y], color=colour, linewidth=2, zorder=2)
+            elif math.isfinite(r["mean"]):
+                ax.annotate(
+                    f"n={int(r['n'])}: no interval",
+                    (r["mean"], y),
+                    xytext=(0, 6),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=6,
+                    color="grey",
+                )
+            ax.plot(r["mean"], y, marker="o", markersize=6, color=colour, zorder=3)
+        span = fit_limits([0.0, *of_q["low"], *of_q["high"], *of_q["mean"]], pad=0.12)
+        if span is not None:
+            ax.set_xlim(*span)
+        ax.set_title(tables.EFFECTS.get(q, q), fontsize=8)
+        ax.set_xlabel("difference to reference")
+    axes[0][0].set_yticks(range(len(cells)), ylabels)
+    axes[0][0].set_ylim(len(cells) - 0.5, -0.5)  # first cell on top
+    seeds = sorted({int(n) for n in effects.loc[~effects["is_reference"], "n"]})
+    fig.text(
+        0.5,
+        0.0,
+        f"point: mean over {' or '.join(map(str, seeds)) or 0} seed pairs of (cell − reference, "
+        "same seed); bar: 95% Student-t interval; ◇: the reference",
+        ha="center",
+        fontsize=7,
+        color="#444444",
+    )
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
 
 
 def accuracy_figure(curves: pd.DataFrame, palette) -> plt.Figure:
-    """Test accuracy vs step per cell, base policy at step 0, t bands over seeds."""
+    """Test accuracy vs step per cell, base policy at step 0, t bands over seeds. Evaluations of
+    saved checkpoints on the whole test split, so not smoothed; the axis fits the runs."""
     _style()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), sharex=True)
     for ax, (col, title) in zip(
         axes, [("greedy", "greedy accuracy"), ("sampled", "sampled mean@k")], strict=True
     ):
-        _lines(ax, curves, "step", col, palette, bounds=(0, 1))
+        _fit_y([ax], _lines(ax, curves, "step", col, palette, bounds=(0, 1)))
         ax.set(xlabel="optimizer step (0 = base policy)", ylabel=f"test {title}", title=title)
     _legend(fig, axes[0])
     return fig
 
 
 def groups_figure(steps: pd.DataFrame, palette) -> plt.Figure:
-    """Group categories over steps, stacked, one panel per cell (mean over seeds)."""
+    """Group categories over steps, stacked, one panel per cell (each run smoothed, then the mean
+    over seeds)."""
     _style()
+    columns = [f"fraction/{c}" for c in GROUP_CATEGORIES]
+    window = smoothing_window(_steps_of(steps))
+    smoothed = smooth(steps, columns, window)
     cells = sorted(steps["cell"].unique())
     fig, axes = plt.subplots(
         1, len(cells), figsize=(3.2 * len(cells), 3.2), sharey=True, squeeze=False
     )
+    order = ["all_correct", "mixed", "all_incorrect", "failed_scoring"]
     for ax, cell in zip(axes[0], cells, strict=True):
-        mean = (
-            steps[steps["cell"] == cell]
-            .groupby("step")[[f"fraction/{c}" for c in GROUP_CATEGORIES]]
-            .mean()
-        )
-        order = ["all_correct", "mixed", "all_incorrect", "failed_scoring"]
+        mean = smoothed[smoothed["cell"] == cell].groupby("step")[columns].mean()
         ax.stackplot(
             mean.index,
             *[mean[f"fraction/{c}"] for c in order],
@@ -147,87 +296,145 @@ def groups_figure(steps: pd.DataFrame, palette) -> plt.Figure:
             alpha=0.85,
         )
         ax.set_title(pipeline.cell_label(cell), color=palette[cell], fontsize=8)
-        ax.set(xlabel="generation step", ylim=(0, 1))
+        ax.set(xlabel=f"generation step ({smoothing_label(window)})", ylim=(0, 1))
+        ax.margins(x=0)
     axes[0][0].set_ylabel("fraction of groups")
     _legend(fig, axes[0][0])
     return fig
 
 
 def length_figure(steps: pd.DataFrame, palette) -> plt.Figure:
-    """Mean completion length over steps, correct (solid) and incorrect (dashed)."""
+    """Mean completion length over steps, one panel per cell: correct (solid) and incorrect
+    (dashed) completions, each run smoothed; one y axis fitted to every run."""
     _style()
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), sharey=True)
-    for ax, (col, title) in zip(
-        axes, [("length/correct", "correct"), ("length/incorrect", "incorrect")], strict=True
-    ):
-        _lines(
-            ax,
-            steps.dropna(subset=[col]),
-            "step",
-            col,
-            palette,
-            "-" if title == "correct" else "--",
-            bounds=(0, math.inf),
-        )
-        ax.set(
-            xlabel="generation step",
-            ylabel="mean completion length (tokens)",
-            title=f"{title} completions",
-        )
-    _legend(fig, axes[1] if not axes[0].get_legend_handles_labels()[0] else axes[0])
+    columns = ["length/correct", "length/incorrect"]
+    window = smoothing_window(_steps_of(steps))
+    smoothed = smooth(steps, columns, window)
+    cells = sorted(steps["cell"].unique())
+    fig, axes = _cell_grid(cells)
+    drawn: list[float] = []
+    for ax, cell in zip(axes[0], cells, strict=True):
+        of_cell = smoothed[smoothed["cell"] == cell]
+        for col, style in zip(columns, ("-", "--"), strict=True):
+            drawn += _lines(ax, of_cell, "step", col, palette, style, bounds=(0, math.inf))
+        ax.set_title(pipeline.cell_label(cell), color=palette[cell], fontsize=8)
+        ax.set_xlabel(f"generation step\n({smoothing_label(window)})")
+    axes[0][0].set_ylabel("mean completion length (tokens)")
+    _fit_y(axes[0], drawn)
+    handles = [
+        Line2D([], [], color="#444444", linestyle="-", label="correct"),
+        Line2D([], [], color="#444444", linestyle="--", label="incorrect"),
+    ]
+    _legend(fig, axes[0][0], handles, ["correct completions", "incorrect completions"])
     return fig
 
 
 def clip_truncation_figure(steps: pd.DataFrame, palette) -> plt.Figure:
-    """Ratio clipping (PPO probability-ratio clip) and truncation (length limit): two measures."""
+    """Ratio clipping (PPO probability-ratio clip) and truncation (length limit): two measures, one
+    row each, one panel per cell; with a KL term in any cell (beta > 0), a third row of KL to the
+    reference. Each run smoothed, each row's axis fitted to its runs."""
     _style()
     frame = steps.assign(
         ratio_clip=steps["ratio_clip/low"].fillna(0) + steps["ratio_clip/high"].fillna(0)
     )
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), sharex=True)
-    _lines(axes[0], frame, "step", "ratio_clip", palette, bounds=(0, 1))
-    axes[0].set(
-        xlabel="generation step", ylabel="fraction of tokens", title="ratio clipping (low + high)"
-    )
-    _lines(axes[1], frame, "step", "truncation_rate", palette, bounds=(0, 1))
-    axes[1].set(
-        xlabel="generation step", ylabel="fraction of completions", title="truncation (no eos)"
-    )
-    _legend(fig, axes[0])
+    rows = [
+        ("ratio_clip", "ratio clipping (low + high)\nfraction of tokens", (0, 1)),
+        ("truncation_rate", "truncation (no eos)\nfraction of completions", (0, 1)),
+    ]
+    if "kl" in frame and frame["kl"].notna().any():
+        rows.append(("kl", "KL to the reference\n(k3, mean per token)", (0, None)))
+    window = smoothing_window(_steps_of(frame))
+    frame = smooth(frame, [col for col, _, _ in rows], window)
+    cells = sorted(frame["cell"].unique())
+    fig, axes = _cell_grid(cells, rows=len(rows), height=2.5)
+    for row, (col, ylabel, bounds) in enumerate(rows):
+        drawn: list[float] = []
+        for ax, cell in zip(axes[row], cells, strict=True):
+            of_cell = frame[(frame["cell"] == cell) & frame[col].notna()]
+            if not of_cell.empty:
+                drawn += _lines(ax, of_cell, "step", col, palette, bounds=bounds)
+            elif col == "kl":
+                ax.text(0.5, 0.5, "no KL term (β = 0)", ha="center", transform=ax.transAxes)
+            if row == 0:
+                ax.set_title(pipeline.cell_label(cell), color=palette[cell], fontsize=8)
+            if row == len(rows) - 1:
+                ax.set_xlabel(f"generation step\n({smoothing_label(window)})")
+        axes[row][0].set_ylabel(ylabel)
+        _fit_y(axes[row], drawn)
+    fig.tight_layout()
     return fig
 
 
+def calibration_bins(steps: pd.DataFrame, bins: int = CALIBRATION_BINS) -> pd.DataFrame:
+    """Per cell, the (seed, step) points binned by predicted P(mixed) (``bins`` equal-width bins
+    on [0, 1]): mean predicted, mean observed fraction of mixed groups and the number of points.
+    Empty bins are left out."""
+    columns = ["cell", "bin", "predicted", "observed", "points"]
+    frame = steps.dropna(subset=["mixed_predicted", "mixed_observed"])
+    if frame.empty:
+        return pd.DataFrame(columns=columns)
+    index = (frame["mixed_predicted"].clip(0, 1) * bins).astype(int).clip(upper=bins - 1)
+    out = (
+        frame.assign(bin=index)
+        .groupby(["cell", "bin"], sort=True)
+        .agg(
+            predicted=("mixed_predicted", "mean"),
+            observed=("mixed_observed", "mean"),
+            points=("mixed_observed", "size"),
+        )
+        .reset_index()
+    )
+    return out[columns]
+
+
 def mixed_figure(steps: pd.DataFrame, palette) -> plt.Figure:
-    """Observed fraction of mixed groups (solid) against 1 − p̂^G − (1 − p̂)^G (dashed)."""
+    """Calibration of the mixed-group prediction, one panel per cell: (seed, step) points binned by
+    predicted 1 − p̂^G − (1 − p̂)^G against the observed fraction of mixed groups, marker area by
+    the number of points, with the identity line."""
     _style()
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    _lines(
-        ax,
-        steps.dropna(subset=["mixed_observed"]),
-        "step",
-        "mixed_observed",
-        palette,
-        "-",
-        " observed",
-        (0, 1),
+    binned = calibration_bins(steps)
+    cells = sorted(steps["cell"].unique())
+    fig, axes = plt.subplots(
+        1,
+        len(cells),
+        figsize=(max(2.9 * len(cells), 4.0), 3.4),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
     )
-    _lines(
-        ax,
-        steps.dropna(subset=["mixed_predicted"]),
-        "step",
-        "mixed_predicted",
-        palette,
-        ":",
-        " predicted",
-        (0, 1),
+    data = [*binned["predicted"], *binned["observed"]]
+    limits = fit_limits(data, pad=0.1, floor=0.0) or (0.0, 1.0)
+    limits = (limits[0], min(limits[1], 1.02))
+    biggest = max(binned["points"].max(), 1) if not binned.empty else 1
+    for ax, cell in zip(axes[0], cells, strict=True):
+        ax.plot(limits, limits, color="grey", linestyle="--", linewidth=0.9, label="identity")
+        b = binned[binned["cell"] == cell]
+        if b.empty:
+            _no_data(ax)
+        else:
+            ax.plot(b["predicted"], b["observed"], color=palette[cell], linewidth=1, alpha=0.6)
+            ax.scatter(
+                b["predicted"],
+                b["observed"],
+                s=15 + 85 * b["points"] / biggest,
+                color=palette[cell],
+                edgecolor="white",
+                zorder=3,
+            )
+        ax.set_title(pipeline.cell_label(cell), color=palette[cell], fontsize=8)
+        ax.set(xlim=limits, ylim=limits, xlabel="predicted P(mixed), binned")
+        ax.set_aspect("equal", adjustable="box")
+    axes[0][0].set_ylabel("observed fraction of mixed groups")
+    fig.text(
+        0.5,
+        0.0,
+        f"{CALIBRATION_BINS} equal-width bins of the predicted value; marker area: (seed, step) "
+        "points in the bin; dashed: identity",
+        ha="center",
+        fontsize=7,
+        color="#444444",
     )
-    ax.set(
-        xlabel="generation step",
-        ylabel="fraction of scored groups",
-        ylim=(-0.02, 1.02),
-        title="mixed groups: observed vs predicted (per-prompt p̂)",
-    )
-    _legend(fig, ax)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 
 
@@ -286,18 +493,29 @@ def save(fig: plt.Figure, stem: Path) -> list[Path]:
 
 
 def write_stage_figures(
-    curves: pd.DataFrame, steps: pd.DataFrame, stage: str, palette, out: Path, title: str = ""
+    curves: pd.DataFrame,
+    steps: pd.DataFrame,
+    effects: pd.DataFrame,
+    stage: str,
+    palette,
+    out: Path,
+    title: str = "",
 ) -> list[Path]:
-    """``out/<kind>.{png,pdf}`` for every kind of STAGE_FIGURES, for one stage's cells."""
+    """``out/<kind>.{png,pdf}`` for every kind of STAGE_FIGURES, for one stage's cells, and
+    ``out/effects.csv``: the effect plot's numbers, for the report's reading and for tests."""
     c, s = curves[curves["stage"] == stage], steps[steps["stage"] == stage]
+    e = effects[effects["stage"] == stage]
+    out.mkdir(parents=True, exist_ok=True)
+    e.to_csv(out / "effects.csv", index=False)
     made = {
+        "effects": effects_figure(e, palette),
         "accuracy": accuracy_figure(c, palette),
         "groups": groups_figure(s, palette),
         "length": length_figure(s, palette),
         "clip_truncation": clip_truncation_figure(s, palette),
         "mixed": mixed_figure(s, palette),
     }
-    paths: list[Path] = []
+    paths: list[Path] = [out / "effects.csv"]
     for kind, fig in made.items():
         fig.suptitle(title or stage, fontsize=9, y=1.0)
         paths += save(fig, out / kind)
@@ -314,17 +532,22 @@ def write_weight_figure(out: Path) -> list[Path]:
 def write_figures(
     exp: Path, config: dict[str, Any], winners: dict[str, Any], out: Path, stage: str | None = None
 ) -> list[Path]:
-    """``out/<kind>.{png,pdf}`` for ``stage``, or ``out/<stage>/<kind>.{png,pdf}`` for every
-    stage; the palette comes from the config, so separate calls agree on colours."""
+    """``out/<kind>.{png,pdf}`` and ``out/effects.csv`` for ``stage``, or the same under
+    ``out/<stage>/`` for every stage; the palette comes from the config, so separate calls agree
+    on colours."""
     rows = pipeline.design_rows(config, winners, [stage] if stage else None)
     seeds = [int(s) for s in config["seeds"]]
     curves, steps = tables.load_curves(exp, rows, seeds), tables.load_steps(exp, rows, seeds)
+    # The results table's own contrasts (one implementation of the paired differences).
+    table = tables.results_table(tables.load_runs(exp, rows, seeds), tables.base_accuracy(exp))
+    titles = {r["stage"]: pipeline.stage_title(config, r["stage"]) for r in rows}
+    effects = tables.effects_table(table, titles)
     palette = cell_palette(pipeline.all_cells(config))
     if stage is not None:
         title = pipeline.stage_title(config, stage)
-        return write_stage_figures(curves, steps, stage, palette, out, title)
+        return write_stage_figures(curves, steps, effects, stage, palette, out, title)
     paths = []
     for name in dict.fromkeys(r["stage"] for r in rows):
         title = pipeline.stage_title(config, name)
-        paths += write_stage_figures(curves, steps, name, palette, out / name, title)
+        paths += write_stage_figures(curves, steps, effects, name, palette, out / name, title)
     return paths

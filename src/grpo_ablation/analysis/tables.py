@@ -43,7 +43,21 @@ RUN_QUANTITIES = (
     "generated_tokens",
     "wall_time_s",
 )
-PAIRED = ("greedy_final", "sampled_final", "length_incorrect_late", "test_length_incorrect")
+PAIRED = (
+    "greedy_final",
+    "sampled_final",
+    "length_incorrect_late",
+    "test_length_incorrect",
+    "fraction_mixed",
+)
+# The contrasts the effect plots and the report's reading show, in panel order: paired
+# differences to the stage's reference (the results table's ``<quantity>_diff_*`` columns).
+EFFECTS = {
+    "greedy_final": "final greedy accuracy",
+    "sampled_final": "final sampled mean@k",
+    "length_incorrect_late": "incorrect-completion length, last ¼ of steps (tokens)",
+    "fraction_mixed": "mixed-group fraction",
+}
 # lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
 # labelled as such, never the headline.
 EXTERNAL_PREFIX = "external_"
@@ -133,7 +147,7 @@ def _put(row: dict[str, Any], name: str, iv: Interval) -> None:
 
 def results_table(runs: pd.DataFrame, base: dict[str, float]) -> pd.DataFrame:
     """One row per cell per stage (plus the base policy per stage): mean and 95% t interval over
-    seeds of every quantity, and the paired difference to the stage's reference cell."""
+    seeds of every quantity, and the paired difference to the cell's reference in its stage."""
     table = []
     for stage, of_stage in runs.groupby("stage", sort=False):
         base_row: dict[str, Any] = {
@@ -146,9 +160,10 @@ def results_table(runs: pd.DataFrame, base: dict[str, float]) -> pd.DataFrame:
         for name, value in base.items():
             _put(base_row, f"{name}_final", Interval(value, math.nan, math.nan, 1))
         table.append(base_row)
-        ref_path = of_stage["reference"].iloc[0]
-        ref = of_stage[of_stage["cell"] == ref_path].set_index("seed")
         for cell, of_cell in of_stage.groupby("cell", sort=False):
+            # Each cell's own reference: a crossed stage has one per value of its other axes.
+            ref_path = of_cell["reference"].iloc[0]
+            ref = of_stage[of_stage["cell"] == ref_path].set_index("seed")
             row: dict[str, Any] = {
                 "stage": stage,
                 "cell": cell,
@@ -183,6 +198,7 @@ DISPLAY = {  # column of the Markdown/LaTeX table -> (quantity, how to show it)
     "all-correct": ("fraction_all_correct", "mean"),
     "all-incorrect": ("fraction_all_incorrect", "mean"),
     "mixed": ("fraction_mixed", "mean"),
+    "Δ mixed vs ref.": ("fraction_mixed_diff", "diff"),
     "failed scoring": ("fraction_failed_scoring", "mean"),
     "ratio clip low": ("ratio_clip_low", "mean"),
     "ratio clip high": ("ratio_clip_high", "mean"),
@@ -238,6 +254,142 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
                 row[col] = f"{mean:.3f}"
         out.append(row)
     return pd.DataFrame(out)
+
+
+EFFECT_COLUMNS = [
+    "stage",
+    "stage_title",
+    "cell",
+    "label",
+    "reference",
+    "is_reference",
+    "quantity",
+    "metric",
+    "mean",
+    "low",
+    "high",
+    "n",
+    "excludes_zero",
+]
+
+
+def effects_table(table: pd.DataFrame, titles: dict[str, str] | None = None) -> pd.DataFrame:
+    """The effect plots' numbers, long: one row per (stage, cell, quantity of EFFECTS), copied from
+    the results table's paired-difference columns so that plot and table always agree. The
+    reference keeps its row (its difference to itself: 0 on every seed), flagged ``is_reference``.
+    ``titles`` names each stage (``pipeline.stage_title``) for the reading."""
+    rows = []
+    for _, r in table[table["cell"] != BASE_LABEL].iterrows():
+        for q, metric in EFFECTS.items():
+            if f"{q}_diff_mean" not in r:
+                continue
+            n = r[f"{q}_diff_n"]
+            iv = Interval(
+                float(r[f"{q}_diff_mean"]),
+                float(r[f"{q}_diff_low"]),
+                float(r[f"{q}_diff_high"]),
+                0 if pd.isna(n) else int(n),
+            )
+            rows.append(
+                {
+                    "stage": r["stage"],
+                    "stage_title": (titles or {}).get(r["stage"], r["stage"]),
+                    "cell": r["cell"],
+                    "label": pipeline.cell_label(r["cell"]),
+                    "reference": r["reference"],
+                    "is_reference": bool(r["is_reference"]),
+                    "quantity": q,
+                    "metric": metric,
+                    "mean": iv.mean,
+                    "low": iv.low,
+                    "high": iv.high,
+                    "n": iv.n,
+                    "excludes_zero": iv.excludes_zero(),
+                }
+            )
+    return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
+
+
+def _effect_interval(row: pd.Series) -> Interval:
+    return Interval(float(row["mean"]), float(row["low"]), float(row["high"]), int(row["n"]))
+
+
+def _effect_text(row: pd.Series) -> str:
+    iv = _effect_interval(row)
+    digits = 2 if "length" in str(row["quantity"]) else 3
+    way = "higher" if iv.mean > 0 else "lower"
+    return f"{way} {row['metric']}, {format_interval(iv, digits, signed=True)}"
+
+
+def effects_reading(effects: pd.DataFrame) -> str:
+    """One paragraph per stage, written from the numbers of ``effects_table`` (reStructuredText):
+    the contrasts whose 95% interval excludes zero, with their direction, and how many include
+    zero or have no interval. Never hand-written, so it cannot drift from the results."""
+    paragraphs = []
+    for stage, of_stage in effects.groupby("stage", sort=False):
+        contrasts = of_stage[~of_stage["is_reference"].astype(bool)]
+        refs = list(dict.fromkeys(pipeline.cell_label(str(r)) for r in of_stage["reference"]))
+        # A crossed stage compares each cell with the reference value at its own other values.
+        reference = "the reference ``" + "`` / ``".join(refs) + "``"
+        title = str(of_stage["stage_title"].iloc[0]) if "stage_title" in of_stage else str(stage)
+        seeds = sorted({int(n) for n in contrasts["n"]}) or [0]
+        seed_text = " or ".join(map(str, seeds)) + (" seed" if seeds == [1] else " seeds")
+        parts = [
+            f"**{title[0].upper() + title[1:]}**: paired differences to {reference} over "
+            f"{seed_text} (cell minus reference on the same seed, mean [95% t interval])."
+        ]
+        if contrasts.empty:
+            paragraphs.append(f"{parts[0]} The stage has no cell besides its reference.")
+            continue
+        defined = contrasts[[_effect_interval(r).defined for _, r in contrasts.iterrows()]]
+        excluding = defined[defined["excludes_zero"].astype(bool)]
+        if defined.empty:
+            parts.append(
+                f"None of its {len(contrasts)} contrasts has an interval (one seed, or no "
+                "finite value): nothing here can be read as an effect."
+            )
+        elif excluding.empty:
+            parts.append(f"No interval excludes zero: all {len(defined)} contrasts include it.")
+        else:
+            by_cell = [
+                f"``{label}``: " + " and ".join(_effect_text(r) for _, r in rows.iterrows())
+                for label, rows in excluding.groupby("label", sort=False)
+            ]
+            parts.append(
+                f"{len(excluding)} of {len(contrasts)} "
+                f"{'contrast excludes' if len(excluding) == 1 else 'contrasts exclude'} zero. "
+                + "; ".join(by_cell)
+                + "."
+            )
+            rest = len(defined) - len(excluding)
+            if rest:
+                others = "one includes" if rest == 1 else f"{rest} include"
+                parts.append(
+                    f"The other {others} zero: no difference from the reference is resolved "
+                    "there at this number of seeds."
+                )
+        if len(defined) and (defined["low"] == 0).all() and (defined["high"] == 0).all():
+            parts.append(
+                "Every difference is exactly zero on every seed: these cells' numbers equal "
+                "the reference's."
+            )
+        undefined = len(contrasts) - len(defined)
+        if undefined and len(defined):
+            parts.append(
+                f"{undefined} {'contrast has' if undefined == 1 else 'contrasts have'} no "
+                "interval (fewer than two finite values)."
+            )
+        paragraphs.append(" ".join(parts))
+    return "\n\n".join(paragraphs) + "\n"
+
+
+def write_reading(effects: Iterable[Path], out: Path) -> Path:
+    """The report's reading (reStructuredText) from the stages' ``effects.csv``, in the order
+    given."""
+    frames = [pd.read_csv(path) for path in effects]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(effects_reading(pd.concat(frames, ignore_index=True)))
+    return out
 
 
 def objectives_table(exp: Path, cells: Iterable[str], seeds: Iterable[int]) -> pd.DataFrame:
