@@ -331,8 +331,8 @@ def evaluation_modes(exp_dir: Path, repeats: int = 3) -> dict[str, Any]:
                 env = {
                     **os.environ,
                     "TMPDIR": str(worker_tmp),
-                    "GRPO_EVAL_WORKER_IDLE": "600",
-                    "GRPO_EVAL_WORKER": "off" if mode == "in_process" else "on",
+                    "GRPO_WORKER_IDLE": "600",
+                    "GRPO_WORKER": "off" if mode == "in_process" else "on",
                 }
                 if mode == "warm_worker" and i == 0:  # start the shared worker outside the timing
                     evaluate(Path(tmp) / "warm-up", env)
@@ -347,7 +347,7 @@ def evaluation_modes(exp_dir: Path, repeats: int = 3) -> dict[str, Any]:
                         "outside_generation": 1 - gen / wall,
                     }
                 )
-        from grpo_ablation.evaluation.worker import stop
+        from grpo_ablation.worker import stop
 
         for sock in Path(tmp).rglob("*.sock"):
             stop(sock)

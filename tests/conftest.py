@@ -16,6 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's bin: snakemake, and the `python` the rules call
 
 
+INJECT = Path(__file__).parent / "inject"  # sitecustomize.py: the GRPO_FAULT_* hooks
+
+
+def faults_env(env: dict[str, str], **faults: str) -> dict[str, str]:
+    """``env`` with fault-injection variables set and the hooks' folder first on PYTHONPATH."""
+    path = os.pathsep.join(filter(None, [str(INJECT), env.get("PYTHONPATH")]))
+    return {**env, **faults, "PYTHONPATH": path}
+
+
 @dataclass
 class SmokePipeline:
     root: Path  # results_dir

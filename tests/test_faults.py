@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import faults_env
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +93,7 @@ def reference(inputs, tmp_path_factory) -> dict:
     run = results / RUN
     mtimes = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
     marker = results.parent / "eval_failed_once"
-    env = _env(GRPO_FAULT_FAIL_EVAL_ONCE=str(marker))
+    env = faults_env(_env(), GRPO_FAULT_FAIL_EVAL_ONCE=str(marker))
     evaluated = snakemake(results, f"{EVAL}/test/summary.json", env=env)
     return {"results": results, "mtimes": mtimes, "marker": marker, "eval": evaluated}
 
@@ -130,7 +131,7 @@ def test_a_killed_training_job_resumes_to_the_same_result(inputs, reference, tmp
     results = tmp_path / "results"
     _copy_inputs(inputs, results)
     run = results / RUN
-    slow = _env(GRPO_FAULT_STEP_SLEEP="1.0")
+    slow = faults_env(_env(), GRPO_FAULT_STEP_SLEEP="1.0")
     proc = snakemake(results, f"{RUN}/run_info.json", env=slow, wait=False)
     deadline = time.time() + 300
     while not (run / "checkpoints" / "checkpoint-2" / "trainer_state.json").exists():

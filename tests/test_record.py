@@ -90,3 +90,42 @@ def test_calculations_sheet_carries_the_worked_numbers(tmp_path):
     assert "0.588800" in text and "0.832225" in text
     rows = list(csv.DictReader(csv_path.open()))
     assert len(rows) == text.count("\n| ") - text.count("| case |")
+
+
+def test_the_stages_expectations_are_computed_in_the_sheet(tmp_path):
+    md, _ = write_sheet(tmp_path)
+    text = md.read_text()
+    assert (
+        "| population / sample advantage at eps=0, G=8 | sqrt(G/(G-1)), the same for every group | 1.0690 |"
+        in text
+    )
+    # mu = 1: the ratio is exactly 1 and nothing is clipped
+    assert "fraction clipped at eps=0.2 | exp(logp - stop_gradient(logp)) | 0; 0 |" in text
+
+
+def test_the_record_says_what_the_trainer_does_with_processes_and_accumulation():
+    """The trainer's loss is multiplied by rank_loss_scale (the number of processes) and by
+    nothing for accumulation; the conformance tests check that the gradient is the same for 1 or 2
+    processes and 1 or 2 accumulation steps. The record must say the same."""
+    import ast
+    from pathlib import Path
+
+    from grpo_ablation.objective.formulas import rank_loss_scale
+    from grpo_ablation.training import trainer
+
+    assert rank_loss_scale(1) == 1 and rank_loss_scale(4) == 4
+    source = Path(trainer.__file__).read_text()
+    calls = {
+        n.func.id
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+    assert (
+        "rank_loss_scale" in calls
+        and "gradient_accumulation_steps"
+        not in source.split("def _compute_loss")[1].split("def ")[0]
+    )
+    text = TrainingConfig().objective_record(2).describe()
+    assert "multiplied by the number of processes" in text
+    assert "accumulation steps add up unscaled" in text
+    assert "by the accumulation steps" not in text

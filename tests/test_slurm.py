@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import faults_env
 
 from benchmarks.local_slurm import Cluster, unavailable_reason
 
@@ -80,9 +81,9 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "OMP_NUM_THREADS": "1",
     }
-    # Slow training steps (the fault hook of cli.py) so that a job can be cancelled between its
-    # checkpoints: it is cancelled once checkpoint-2 of its 4 steps is complete.
-    slow = {**env, "GRPO_FAULT_STEP_SLEEP": "2"}
+    # Slow training steps (tests/inject) so that a job can be cancelled between its checkpoints:
+    # it is cancelled once checkpoint-2 of its 4 steps is complete.
+    slow = faults_env(env, GRPO_FAULT_STEP_SLEEP="2")
     first = subprocess.Popen(
         _snakemake(results, logs),
         cwd=ROOT,

@@ -180,6 +180,13 @@ def axis(name: str, where: str = "config") -> Axis:
         ) from None
 
 
+def check_choices(obj: Any, where: str = "training") -> None:
+    """Every named-choice axis's value on ``obj`` (a training config or objective record)."""
+    for a in AXES:
+        if a.choices is not None and hasattr(obj, a.name):
+            a.coerce(getattr(obj, a.name), where)
+
+
 def defaults(training: dict[str, Any], training_defaults: dict[str, Any]) -> dict[str, Any]:
     """Every axis's default: the shared training section's value, else the dataclass default."""
     out = {}

@@ -6,18 +6,15 @@ Each command is a thin adapter from files and JSON arguments to a library functi
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-
-def _threads(n: int | None) -> None:
-    if n:
-        import torch
-
-        torch.set_num_threads(n)
+from grpo_ablation import worker
+from grpo_ablation.compute import set_threads, work_offline
+from grpo_ablation.numerics import pin_cpu_numerics
 
 
 def cmd_splits(a: argparse.Namespace) -> None:
@@ -42,9 +39,16 @@ def cmd_base_policy(a: argparse.Namespace) -> None:
     from grpo_ablation.tasks import get_task
 
     a.out.mkdir(parents=True, exist_ok=True)
-    _threads(a.threads)
+    base = json.loads(a.base)
+    threads = base.get("num_threads")
+    if threads and threads != a.threads:
+        # The local warm start's weights depend on its thread count: the config's count wins.
+        print(
+            f"base_policy.num_threads={threads} (not the {a.threads} granted): the weights depend on it"
+        )
+    set_threads(threads or a.threads)
     info = build_base_policy(
-        json.loads(a.base),
+        base,
         get_task(json.loads(a.task)),
         a.splits,
         a.out / "model",
@@ -59,61 +63,6 @@ def _base_model(path: Path) -> tuple[str, str | None]:
     return info["model"], info.get("revision")
 
 
-# Fault-injection hooks for tests/test_faults.py (unset in normal runs): slow every training step
-# so a test can kill the job between checkpoints; fail the first evaluation attempt once.
-STEP_SLEEP_ENV = "GRPO_FAULT_STEP_SLEEP"
-FAIL_EVAL_ONCE_ENV = "GRPO_FAULT_FAIL_EVAL_ONCE"
-
-
-def _fault_callbacks() -> list[Any]:
-    seconds = float(os.environ.get(STEP_SLEEP_ENV) or 0)
-    if not seconds:
-        return []
-    import time
-
-    from transformers import TrainerCallback
-
-    class Sleep(TrainerCallback):
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            time.sleep(seconds)
-
-    return [Sleep()]
-
-
-def cmd_train(a: argparse.Namespace) -> None:
-    from grpo_ablation.compute import resolve_device
-    from grpo_ablation.settings import from_dict
-    from grpo_ablation.training.launch import relaunch
-    from grpo_ablation.training.train import TrainingConfig, train
-
-    compute = json.loads(a.compute)
-    processes = int(compute.get("processes_per_train_job", 1))
-    # N > 1: this process becomes `accelerate launch` of the same command (N copies of it).
-    relaunch(
-        [sys.argv[0], *sys.argv[1:]],
-        processes,
-        compute.get("accelerate_config", "ddp"),
-        resolve_device(compute["device"]),
-        compute["dtype"],
-    )
-    # The job's threads are shared by its processes.
-    _threads(max(1, a.threads // int(os.environ.get("WORLD_SIZE", 1))))
-    cfg = from_dict(TrainingConfig, json.loads(a.training), "training")
-    model, revision = _base_model(a.base)
-    train(
-        model,
-        a.data,
-        a.out,
-        cfg,
-        json.loads(a.task),
-        callbacks=_fault_callbacks(),
-        device=compute["device"],
-        dtype=compute["dtype"],
-        revision=revision,
-        keep_optimizer_state=compute["keep_optimizer_state"],
-    )
-
-
 def cmd_eval_tasks(a: argparse.Namespace) -> None:
     from grpo_ablation.evaluation.evaluate import write_split_tasks
     from grpo_ablation.tasks import get_task
@@ -122,47 +71,6 @@ def cmd_eval_tasks(a: argparse.Namespace) -> None:
     write_split_tasks(
         a.data, a.tasks, task.kind, json.loads(a.evaluation), task.answer_rule, task.chat_template
     )
-
-
-def _fail_first_attempt() -> None:
-    marker = os.environ.get(FAIL_EVAL_ONCE_ENV)
-    if marker and not Path(marker).exists():
-        Path(marker).write_text("failed once\n")
-        raise RuntimeError(f"injected evaluation failure ({FAIL_EVAL_ONCE_ENV}={marker})")
-
-
-def cmd_evaluate(a: argparse.Namespace) -> None:
-    from grpo_ablation.compute import resolve_device
-    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
-
-    _fail_first_attempt()
-    _threads(a.threads)
-    ev = json.loads(a.evaluation)
-    revision = None
-    if a.base:
-        model, revision = _base_model(a.base)
-        checkpoints: list[tuple[int, Path | str]] = [(0, model)]
-    else:
-        info = json.loads((a.run / "run_info.json").read_text())
-        checkpoints = [(s, a.run / "checkpoints" / f"checkpoint-{s}") for s in info["checkpoints"]]
-    options = dict(
-        batch_size=ev["batch_size"],
-        device=resolve_device(ev["device"]),
-        dtype=ev["dtype"],
-        seed=ev["seed"],
-        limit=ev["limit"],
-        revision=revision,
-        backend=ev.get("backend", "hf"),
-    )
-    # External benchmarks (lm-eval's own gsm8k, ...) score the test-split checkpoints only.
-    evaluate_checkpoints(
-        checkpoints,
-        a.tasks / "test",
-        a.out / "test",
-        external=ev.get("external_benchmarks") or None,
-        **options,
-    )
-    evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", a.out / "validation", **options)
 
 
 def cmd_select(a: argparse.Namespace) -> None:
@@ -186,13 +94,6 @@ def cmd_calculations(a: argparse.Namespace) -> None:
     from grpo_ablation.objective.calculations import write_sheet
 
     for path in write_sheet(a.out):
-        print(path)
-
-
-def cmd_diagnostics(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.diagnostics import write_run_diagnostics
-
-    for path in write_run_diagnostics(a.run, a.out):
         print(path)
 
 
@@ -231,13 +132,28 @@ def cmd_token_weights(a: argparse.Namespace) -> None:
         print(path)
 
 
+def _served_by_worker(a: argparse.Namespace) -> bool:
+    """Train, evaluate and diagnostics jobs run in the local job worker (imports paid once), except
+    an evaluation with external benchmarks (lm-eval's whole task index: its own process) and a
+    training job of several processes (launched by torchrun/accelerate)."""
+    if not worker.wanted(a.command):
+        return False
+    if a.command == "evaluate":
+        return not json.loads(a.evaluation).get("external_benchmarks")
+    if a.command == "train":
+        return json.loads(a.compute).get("processes_per_train_job", 1) == 1
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     # Compute jobs work offline, from the cache the prefetch rule filled (a user's own setting
     # wins; nothing here ever unsets it). Only `prefetch` talks to the hub.
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] != "prefetch":
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+        work_offline()
+    # The same numbers on every x86-64 CPU: set before torch's import (a worker this process
+    # starts inherits them; grpo_ablation.numerics).
+    pin_cpu_numerics()
     parser = argparse.ArgumentParser(prog="grpo-ablation", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -266,16 +182,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.set_defaults(func=cmd_base_policy)
 
-    p = sub.add_parser("train", help="train one (cell, seed) run; resumes if interrupted")
-    p.add_argument("--base", type=Path, required=True, help="base_policy.json")
-    p.add_argument("--data", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--training", required=True, help="TrainingConfig as JSON")
-    p.add_argument("--task", default="{}", help="task config as JSON (prompts and reward)")
-    p.add_argument("--compute", required=True, help="device, dtype, keep_optimizer_state as JSON")
-    p.add_argument("--threads", type=int, default=1)
-    p.set_defaults(func=cmd_train)
-
     p = sub.add_parser("eval-tasks", help="write the lm-eval task YAMLs for test and validation")
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--tasks", type=Path, required=True)
@@ -283,15 +189,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--task", required=True, help="task config as JSON (answer rule, chat template)")
     p.set_defaults(func=cmd_eval_tasks)
 
-    p = sub.add_parser("evaluate", help="evaluate every checkpoint of a run (or the base policy)")
-    group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--run", type=Path, help="run directory")
-    group.add_argument("--base", type=Path, help="base_policy.json (evaluated as step 0)")
-    p.add_argument("--tasks", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--evaluation", required=True, help="evaluation config as JSON")
-    p.add_argument("--threads", type=int, default=1)
-    p.set_defaults(func=cmd_evaluate)
+    # The commands the job worker may serve: their arguments and code live in a `job` module each.
+    for command, what in (
+        ("train", "train one (cell, seed) run; resumes if interrupted"),
+        ("evaluate", "evaluate every checkpoint of a run (or the base policy)"),
+        ("diagnostics", "per-step and per-run diagnostics of one run's rollout log"),
+    ):
+        job = importlib.import_module(worker.COMMANDS[command])
+        p = sub.add_parser(command, parents=[job.arguments()], help=what)
+        p.set_defaults(func=job.run)
 
     p = sub.add_parser("select", help="choose a stage's winner on the validation split")
     p.add_argument("--stage", required=True)
@@ -303,13 +209,6 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("calculations", help="write the worked-numbers sheet (Markdown and CSV)")
     p.add_argument("out", type=Path)
     p.set_defaults(func=cmd_calculations)
-
-    p = sub.add_parser(
-        "diagnostics", help="per-step and per-run diagnostics of one run's rollout log"
-    )
-    p.add_argument("--run", type=Path, required=True, help="run directory")
-    p.add_argument("--out", type=Path, required=True)
-    p.set_defaults(func=cmd_diagnostics)
 
     for name, func, what in (
         ("tables", cmd_tables, "result and objective tables (CSV, Markdown, LaTeX)"),
@@ -346,18 +245,12 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_token_weights)
 
     a = parser.parse_args(argv)
-    # External benchmarks load lm-eval's whole task index: they evaluate in their own process.
-    if a.command == "evaluate" and not json.loads(a.evaluation).get("external_benchmarks"):
-        from grpo_ablation.evaluation import worker as eval_worker
-
-        if eval_worker.wanted():
-            try:
-                raise SystemExit(eval_worker.run_job(sys.argv[1:] if argv is None else argv))
-            except eval_worker.WorkerUnavailable as exc:
-                print(
-                    f"evaluation worker unavailable, evaluating in this process: {exc}",
-                    file=sys.stderr,
-                )
+    if _served_by_worker(a):
+        args = sys.argv[1:] if argv is None else argv
+        try:
+            raise SystemExit(worker.run_job(a.command, args[args.index(a.command) + 1 :]))
+        except worker.WorkerUnavailable as exc:
+            print(f"job worker unavailable, running in this process: {exc}", file=sys.stderr)
     a.func(a)
 
 

@@ -10,8 +10,28 @@ the checkpoint is loaded in.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from typing import Any
+
+# Compute jobs work offline, from the cache the prefetch rule filled: these are set by default in
+# every job (a user's own setting wins; nothing here ever unsets them). Only prefetch goes online.
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+def work_offline() -> None:
+    """Set the offline variables unless the user set them (before datasets/lm-eval import)."""
+    for var in OFFLINE_VARS:
+        os.environ.setdefault(var, "1")
+
+
+def set_threads(n: int | None) -> None:
+    """torch's intra-op threads for this job (the rule's ``threads``)."""
+    if n:
+        import torch
+
+        torch.set_num_threads(n)
+
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16")
@@ -52,6 +72,8 @@ def device_info(device: str, dtype: str) -> dict[str, Any]:
 
     import torch
 
+    from grpo_ablation.numerics import CPU_PINS
+
     info: dict[str, Any] = {
         "device": device,
         "dtype": dtype,
@@ -64,7 +86,10 @@ def device_info(device: str, dtype: str) -> dict[str, Any]:
         "gpu_count": 0,
         "driver_version": None,
         # Compute jobs read the hub cache only (the prefetch rule filled it): recorded as proof.
-        "offline": {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")},
+        "offline": {k: os.environ.get(k) for k in OFFLINE_VARS},
+        # Kernel choice (grpo_ablation.numerics): the same pins give the same numbers on any CPU.
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_numerics": {k: os.environ.get(k) for k in CPU_PINS},
     }
     if device == "cuda":
         info["gpu_model"] = torch.cuda.get_device_name(0)

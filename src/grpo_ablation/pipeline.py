@@ -413,9 +413,12 @@ def stage_caption(config: dict[str, Any], name: str) -> str:
         for ax, vs in s.vary.items()
     )
     base = axis_defaults(config)
+    used = {ax for stage in all_stages(config) for ax in (*stage.vary, *stage.fixed)}
     held = []
     for a in AXES:
-        if a.name in s.vary:
+        # Named as in a cell's path: an axis at its default that no stage names stays unsaid,
+        # so adding an axis changes no caption (and no figure job's parameters).
+        if a.name in s.vary or not (a.always_named or a.name in s.fixed or a.name in used):
             continue
         value = s.fixed.get(a.name, base[a.name])
         text = (

@@ -53,7 +53,8 @@ rule base_policy:
         compute=COMPUTE,
         data=folder("train", of="input"),
         out=folder(0),
-    threads: THREADS
+    # The local warm start's weights depend on its thread count: base_policy.num_threads.
+    threads: config["base_policy"].get("num_threads", THREADS)
     resources:
         runtime=60,
     conda:

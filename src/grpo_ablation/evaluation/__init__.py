@@ -1,1 +1,1 @@
-"""Lm-eval evaluation under the training protocol, and the evaluation worker."""
+"""Lm-eval evaluation under the training protocol, and the evaluation job."""

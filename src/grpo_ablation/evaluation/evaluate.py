@@ -43,11 +43,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.compute import OFFLINE_VARS, work_offline
+
 # Checkpoints and data are local or cached: nothing may touch the hub. Set before lm_eval/datasets
 # import.
-OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-for _var in OFFLINE_VARS:
-    os.environ.setdefault(_var, "1")
+work_offline()
 
 FALLBACK = "[invalid]"
 MANIFEST = "manifest.json"
@@ -588,10 +588,10 @@ def evaluate_checkpoints(
             "evaluate_s": t3 - t2,
             "generate_s": gen_s[0],
             "write_s": time.perf_counter() - t3,
-            # This process's peak (an evaluation-worker child's when GRPO_EVAL_WORKER is used:
+            # This process's peak (a job-worker child's when GRPO_WORKER is used:
             # Snakemake's benchmark then measures only the thin client).
             "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "in_worker": os.environ.get("GRPO_EVAL_WORKER_CHILD") == "1",
+            "in_worker": os.environ.get("GRPO_WORKER_CHILD") == "1",
         }
         (step_dir / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
         all_results.append(result)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 from pathlib import Path
 
 import torch
@@ -18,6 +17,7 @@ from grpo_ablation.objective.formulas import (
     aggregate_loss,
     group_advantages,
     mixed_group_probability,
+    std_ratio_population_to_sample,
     token_weights,
 )
 
@@ -82,15 +82,37 @@ def mixed_rows() -> list[Row]:
     ]
 
 
+def expectation_rows() -> list[Row]:
+    """What the KL and update-epochs stages test, from the formulas: the constant advantage
+    scale between population and sample std (Adam absorbs it with beta = 0), and the ratio at
+    mu = 1 (the sampling policy is the updated one: exactly 1, so clipping never fires)."""
+    rows: list[Row] = [
+        {
+            "section": "expectations of the stages",
+            "case": f"population / sample advantage at eps=0, G={g}",
+            "convention": "sqrt(G/(G-1)), the same for every group",
+            "value": f"{std_ratio_population_to_sample(g):.4f}",
+            "first": std_ratio_population_to_sample(g),
+        }
+        for g in (4, 8, 16)
+    ]
+    logps = torch.randn(64, 12, generator=torch.Generator().manual_seed(0))
+    ratio = torch.exp(logps - logps.detach())  # mu = 1: old log-probs are the detached current
+    clipped = ((ratio < 0.8) | (ratio > 1.2)).float().mean().item()
+    rows.append(
+        {
+            "section": "expectations of the stages",
+            "case": "mu=1: max abs(ratio - 1) over 768 tokens; fraction clipped at eps=0.2",
+            "convention": "exp(logp - stop_gradient(logp))",
+            "value": f"{(ratio - 1).abs().max().item():g}; {clipped:g}",
+            "first": (ratio - 1).abs().max().item(),
+        }
+    )
+    return rows
+
+
 def worked_numbers() -> list[Row]:
-    ratio = {
-        "section": "advantages",
-        "case": "population / sample at eps=0, G=4",
-        "convention": "sqrt(G/(G-1))",
-        "value": f"{math.sqrt(4 / 3):.4f}",
-        "first": math.sqrt(4 / 3),
-    }
-    return [*advantage_rows(), ratio, *aggregation_rows(), *mixed_rows()]
+    return [*advantage_rows(), *aggregation_rows(), *mixed_rows(), *expectation_rows()]
 
 
 def write_sheet(out_dir: Path) -> tuple[Path, Path]:

@@ -177,3 +177,11 @@ def token_weights(
 def std_ratio_population_to_sample(group_size: int) -> float:
     """population / sample advantage for the same group with eps = 0: sqrt(G / (G-1))."""
     return math.sqrt(group_size / (group_size - 1))
+
+
+def rank_loss_scale(num_processes: int) -> int:
+    """The factor on each rank's summed, weighted loss: DDP averages gradients over ranks, so the
+    number of processes turns that mean back into the global weighted sum. Accumulation steps
+    get no factor: TRL marks its loss as already scaled for accumulation, so the Trainer does not
+    divide it, and the steps' shares add up (the trainer's conformance tests check both)."""
+    return num_processes

@@ -13,7 +13,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.choices import AGGREGATIONS, EMPTY_COMPLETION_RULE, SCALINGS
+from grpo_ablation.axes import check_choices
+from grpo_ablation.choices import EMPTY_COMPLETION_RULE
 
 LIBRARIES = ("torch", "transformers", "trl", "accelerate", "datasets", "lm_eval")
 
@@ -77,20 +78,14 @@ class ObjectiveRecord:
     normaliser_reduction: str = (
         "completion lengths are all-gathered over processes at generation time, so every rank "
         "weights its tokens with the normaliser of the whole generation batch; each rank's loss "
-        "is a sum, multiplied by the number of processes and by the accumulation steps to undo "
-        "the mean that DDP and the Trainer apply"
+        "is a sum multiplied by the number of processes (rank_loss_scale), which undoes DDP's "
+        "mean over ranks; accumulation steps add up unscaled (TRL marks the loss as already "
+        "scaled for accumulation, so the Trainer does not divide it)"
     )
     library_versions: dict[str, str] = field(default_factory=library_versions)
 
     def __post_init__(self) -> None:
-        if self.std_scaling not in SCALINGS:
-            raise ValueError(
-                f"unknown std scaling {self.std_scaling!r}; expected one of {SCALINGS}"
-            )
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(
-                f"unknown length aggregation {self.aggregation!r}; expected one of {AGGREGATIONS}"
-            )
+        check_choices(self)
 
     @property
     def generation_batch_size(self) -> int:

@@ -80,7 +80,9 @@ class BasePolicyConfig:
     # Statistics on validation: samples per prompt at temperature 1, and generation length.
     eval_samples: int = 8
     max_completion_length: int = 10
-    # torch intra-op threads; 1 keeps runs deterministic and polite on shared laptops.
+    # torch intra-op threads of the warm start. The weights depend on it (the order of sums in
+    # matmuls), so it is a config value, not whatever cores the scheduler grants; the rule
+    # reserves this many.
     num_threads: int = 1
 
     def __post_init__(self) -> None:

@@ -26,10 +26,11 @@ import random
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from grpo_ablation import settings
 from grpo_ablation.tasks import Prompt
 
 GENERATOR_VERSION = "addition-v1"
@@ -89,11 +90,7 @@ class TaskConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TaskConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown TaskConfig key(s): {', '.join(unknown)}")
-        return cls(**d)
+        return settings.from_dict(cls, d, "task")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

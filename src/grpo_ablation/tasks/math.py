@@ -25,10 +25,11 @@ import json
 import random
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from grpo_ablation import settings
 from grpo_ablation.tasks import Prompt, chat_prompt
 
 GENERATOR_VERSION = "math-v1"
@@ -93,13 +94,9 @@ class MathTask:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MathTask:
         d = {k: v for k, v in d.items() if k != "kind"}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown MathTask key(s): {', '.join(unknown)}")
         if "levels" in d:
             d["levels"] = tuple(int(x) for x in d["levels"])
-        return cls(**d)
+        return settings.from_dict(cls, d, "task")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -18,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.choices import AGGREGATIONS, SCALINGS
+from grpo_ablation.axes import check_choices
 from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.settings import config_hash, from_dict
 
@@ -61,14 +60,7 @@ class TrainingConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.std_scaling not in SCALINGS:
-            raise ValueError(
-                f"unknown std scaling {self.std_scaling!r}; expected one of {SCALINGS}"
-            )
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(
-                f"unknown length aggregation {self.aggregation!r}; expected one of {AGGREGATIONS}"
-            )
+        check_choices(self)
         if self.generation_backend not in GENERATION_BACKENDS:
             raise ValueError(
                 f"unknown generation backend {self.generation_backend!r}; expected one "
@@ -400,8 +392,9 @@ def main(argv: list[str] | None = None) -> None:
         import torch
 
         torch.set_num_threads(a.threads)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    from grpo_ablation.compute import work_offline
+
+    work_offline()
     cfg = from_dict(TrainingConfig, json.loads(a.training), "training")
     train(a.model, a.data, a.out, cfg, json.loads(a.task))
 

@@ -34,6 +34,7 @@ from grpo_ablation.objective.formulas import (
     completion_coefficients,
     group_advantages,
     group_categories,
+    rank_loss_scale,
 )
 from grpo_ablation.training.rollout_log import RolloutLog
 
@@ -308,7 +309,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         # This rank's share of the global weighted sum; DDP averages gradients over ranks, so the
         # share is scaled by the number of processes. Accumulation steps add up (no division:
         # GRPOTrainer sets loss_is_scaled_for_ga).
-        loss = (weights * per_token).sum() * self.accelerator.num_processes
+        loss = (weights * per_token).sum() * rank_loss_scale(self.accelerator.num_processes)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(
                 f"non-finite loss ({loss.item()}) at step {self.state.global_step}; "

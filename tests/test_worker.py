@@ -1,5 +1,5 @@
-"""The local evaluation worker gives the same files as an in-process evaluation, is shared by later
-jobs, reports failures as failed jobs, and goes away when idle."""
+"""The local job worker gives the same files as an in-process evaluation, is shared by later jobs,
+reports failures as failed jobs, and goes away when idle (training through it: test_pipeline_smoke)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from grpo_ablation.evaluation import worker as eval_worker
+from grpo_ablation import worker as eval_worker
 from grpo_ablation.evaluation.evaluate import write_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,8 +70,8 @@ def _evaluate(env: dict, out: str, mode: str, base: Path | None = None, idle: st
     ]
     run_env = {
         **os.environ,
-        "GRPO_EVAL_WORKER": mode,
-        "GRPO_EVAL_WORKER_IDLE": idle,
+        "GRPO_WORKER": mode,
+        "GRPO_WORKER_IDLE": idle,
         "TMPDIR": str(env["tmp"]),
     }
     return subprocess.run(cmd, env=run_env, capture_output=True, text=True, timeout=300)
@@ -80,7 +80,8 @@ def _evaluate(env: dict, out: str, mode: str, base: Path | None = None, idle: st
 def _socket(env: dict) -> Path:
     code = (
         f"import tempfile; tempfile.tempdir = {str(env['tmp'])!r}; "
-        "from grpo_ablation.evaluation.worker import socket_path; print(socket_path())"
+        "from grpo_ablation.numerics import pin_cpu_numerics; pin_cpu_numerics(); "
+        "from grpo_ablation.worker import socket_path; print(socket_path())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return Path(out.stdout.strip())
@@ -141,7 +142,7 @@ def test_worker_exits_when_idle(env: dict, tmp_path: Path) -> None:
 
 
 def test_mode_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("GRPO_EVAL_WORKER", *eval_worker.SCHEDULER_ENVS):
+    for var in ("GRPO_WORKER", *eval_worker.SCHEDULER_ENVS):
         monkeypatch.delenv(var, raising=False)
     assert eval_worker.wanted()  # auto on a workstation
     key = eval_worker.code_key()
@@ -151,13 +152,13 @@ def test_mode_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert eval_worker.wanted() and key42 != key
     monkeypatch.setenv("SLURM_JOB_ID", "43")
     assert eval_worker.code_key() not in (key, key42)
-    monkeypatch.setenv("GRPO_EVAL_WORKER", "on")
+    monkeypatch.setenv("GRPO_WORKER", "on")
     assert eval_worker.wanted()
-    monkeypatch.setenv("GRPO_EVAL_WORKER", "off")
+    monkeypatch.setenv("GRPO_WORKER", "off")
     monkeypatch.delenv("SLURM_JOB_ID")
     assert not eval_worker.wanted()
-    monkeypatch.setenv("GRPO_EVAL_WORKER", "sometimes")
-    with pytest.raises(ValueError, match="GRPO_EVAL_WORKER must be auto, on or off"):
+    monkeypatch.setenv("GRPO_WORKER", "sometimes")
+    with pytest.raises(ValueError, match="GRPO_WORKER must be auto, on or off"):
         eval_worker.wanted()
 
 
@@ -174,7 +175,7 @@ def test_the_socket_lives_in_a_private_folder_with_a_short_path(
     assert path.parent.stat().st_mode & 0o777 == 0o700
     short = Path(tempfile.mkdtemp(prefix="gw", dir="/tmp"))  # under the 60-character limit
     monkeypatch.setattr(tempfile, "tempdir", str(short))
-    folder = short / f"grpo-eval-{os.getuid()}"
+    folder = short / f"grpo-worker-{os.getuid()}"
     folder.mkdir()
     folder.chmod(0o755)  # a folder others can enter is refused, not used
     try:

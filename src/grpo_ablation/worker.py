@@ -1,17 +1,18 @@
-"""A local evaluation worker: pay Python, torch, transformers and lm-eval imports once per machine.
+"""A local job worker: pay Python, torch, transformers, TRL and lm-eval imports once per machine.
 
-On a laptop an evaluation job of the default spends most of its time starting up (about 7 s of
-imports and first model load against about 3 s of generation for one run's checkpoints). The
-worker is a daemon that imports everything once, then forks one child per evaluation job: the job
-itself (``grpo.py evaluate ...``) becomes a thin client that sends its arguments and its stdout and
-stderr file descriptors over a Unix socket and waits for the exit status. The child runs exactly
-the in-process code path (``cli.cmd_evaluate``) with the job's threads and writes to the job's log,
-so results are byte-identical with or without the worker (tested).
+On a laptop a job of the default spends much of its time starting up (about 5 s of imports for a
+training job, 7 s of imports and first model load for an evaluation, 2 s for diagnostics, against
+seconds of work). The worker is a daemon that imports everything once, then forks one child per
+job: the job itself (``grpo.py train|evaluate|diagnostics ...``) becomes a thin client that sends
+its command, arguments and stdout and stderr file descriptors over a Unix socket and waits for the
+exit status. The child runs exactly the in-process code path (the command's ``job`` module:
+``training.job``, ``evaluation.job``, ``analysis.job``) with the job's threads and writes to the
+job's log, so results are byte-identical with or without the worker (tested).
 
 - One worker per user, Python executable and version of this package's source (a hash of it is in
   the socket name): a stale worker never serves new code.
 - The first client starts the worker (under a file lock, so concurrent jobs start one); the worker
-  exits after ``GRPO_EVAL_WORKER_IDLE`` seconds (default 120) without a job.
+  exits after ``GRPO_WORKER_IDLE`` seconds (default 120) without a job.
 - A child exits when its client goes away (a killed Snakemake job leaves no orphan writing
   outputs). A child that crashes is reported by the client as a failed job.
 - Under a batch scheduler (SLURM, PBS, LSF) a worker belongs to one allocation (its job id is
@@ -19,7 +20,9 @@ so results are byte-identical with or without the worker (tested).
   (``group-components`` in the SLURM profile) share it, so start-up is paid once per allocation;
   jobs of other allocations on the same node never reach it (their GPUs, cgroup and lifetime
   differ), and the scheduler ends it with its allocation.
-- ``GRPO_EVAL_WORKER``: ``auto`` (default) and ``on`` use the worker; ``off`` never does.
+- A training job with several processes (``compute.processes_per_train_job`` > 1) is launched by
+  torchrun/accelerate, never through the worker.
+- ``GRPO_WORKER``: ``auto`` (default) and ``on`` use the worker; ``off`` never does.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import array
 import contextlib
 import fcntl
 import hashlib
+import importlib
 import json
 import os
 import signal
@@ -43,13 +47,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-MODE_ENV = "GRPO_EVAL_WORKER"
-IDLE_ENV = "GRPO_EVAL_WORKER_IDLE"
+from grpo_ablation.numerics import CPU_PINS, pin_cpu_numerics
+
+MODE_ENV = "GRPO_WORKER"
+IDLE_ENV = "GRPO_WORKER_IDLE"
+CHILD_ENV = "GRPO_WORKER_CHILD"  # set in a child: the job runs in the worker
+# The commands the worker serves, and the module that runs each (``arguments()`` and ``run(a)``).
+COMMANDS = {
+    "train": "grpo_ablation.training.job",
+    "evaluate": "grpo_ablation.evaluation.job",
+    "diagnostics": "grpo_ablation.analysis.job",
+}
 SCHEDULER_ENVS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID")
 # Variables a child takes from its client (the rest of the environment is the worker's).
 FORWARDED_ENV_PREFIXES = ("GRPO_", "HF_", "TRANSFORMERS_", "CUDA_", "PYTORCH_", "TOKENIZERS_")
 # The whole package, nested modules included: the worker runs code from all of it.
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+PACKAGE_DIR = Path(__file__).resolve().parent
 START_TIMEOUT_S = 180.0
 
 
@@ -57,11 +70,16 @@ class WorkerUnavailable(RuntimeError):
     """The worker could not be reached before the job started (the client may fall back)."""
 
 
-def wanted() -> bool:
+def wanted(command: str = "evaluate") -> bool:
+    """Whether ``command`` should run in the worker. Under a batch scheduler only evaluations use
+    it (packed into one allocation they share one); a training or diagnostics job there is its
+    own allocation, where a worker would cost its start-up and save nothing."""
     mode = os.environ.get(MODE_ENV, "auto").lower()
     if mode not in ("auto", "on", "off"):
         raise ValueError(f"{MODE_ENV} must be auto, on or off, got {mode!r}")
-    return mode != "off"
+    if mode == "off" or command not in COMMANDS:
+        return False
+    return mode == "on" or command == "evaluate" or not allocation()
 
 
 def allocation() -> str:
@@ -70,9 +88,16 @@ def allocation() -> str:
 
 
 def code_key() -> str:
-    """Hash of the interpreter, this checkout, its sources and the batch allocation: a new version
-    (or another allocation) gets a new worker."""
-    h = hashlib.sha256(f"{sys.executable}\0{PACKAGE_DIR}\0{allocation()}".encode())
+    """Hash of the interpreter, this checkout, its sources, the batch allocation, the CPU numerics
+    pins and PYTHONPATH: a new version (or another allocation, pins or path) gets a new worker."""
+    # The CPU numerics pins too: torch reads them once, at import (grpo_ablation.numerics).
+    # The pins and PYTHONPATH too: torch reads the pins once, at import (grpo_ablation.numerics),
+    # and PYTHONPATH decides which code the worker imports.
+    pins = ",".join(f"{k}={os.environ.get(k)}" for k in sorted(CPU_PINS))
+    context = (
+        f"{sys.executable}\0{PACKAGE_DIR}\0{allocation()}\0{pins}\0{os.environ.get('PYTHONPATH')}"
+    )
+    h = hashlib.sha256(context.encode())
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         h.update(str(path.relative_to(PACKAGE_DIR)).encode())
         h.update(path.read_bytes())
@@ -80,14 +105,14 @@ def code_key() -> str:
 
 
 def socket_path() -> Path:
-    """``<tmp>/grpo-eval-<uid>/<key>.sock`` in a directory only this user can enter.
+    """``<tmp>/grpo-worker-<uid>/<key>.sock`` in a directory only this user can enter.
 
     Unix socket paths are limited to ~107 bytes: a long temp dir falls back to /tmp.
     """
     root = Path(tempfile.gettempdir())
     if len(str(root)) > 60:
         root = Path("/tmp")
-    folder = root / f"grpo-eval-{os.getuid()}"
+    folder = root / f"grpo-worker-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
     info = folder.stat()
     if info.st_uid != os.getuid() or info.st_mode & 0o077:
@@ -123,8 +148,9 @@ def _recv_line(conn: socket.socket, fds_wanted: int = 0) -> tuple[dict[str, Any]
 # ----------------------------------------------------------------------------- client
 
 
-def run_job(argv: list[str]) -> int:
-    """Run ``grpo.py <argv>`` in the worker; return the job's exit status.
+def run_job(command: str, argv: list[str]) -> int:
+    """Run the job ``command`` with arguments ``argv`` (as ``grpo.py <command> <argv>``) in the
+    worker; return its exit status.
 
     Raises ``WorkerUnavailable`` if no worker could be reached or started, before anything ran.
     """
@@ -136,7 +162,11 @@ def run_job(argv: list[str]) -> int:
             sys.stderr.flush()
             reader = conn.makefile("rb")  # one buffer for both replies
             try:
-                _send(conn, {"argv": argv, "cwd": os.getcwd(), "env": env}, fds=[1, 2])
+                _send(
+                    conn,
+                    {"command": command, "argv": argv, "cwd": os.getcwd(), "env": env},
+                    fds=[1, 2],
+                )
                 line = reader.readline()
             except OSError:  # reset by a worker that was exiting: nothing has run yet
                 line = b""
@@ -146,12 +176,12 @@ def run_job(argv: list[str]) -> int:
                 conn.close()
                 if attempt == 0:
                     continue
-                raise WorkerUnavailable("the evaluation worker closed the connection twice")
+                raise WorkerUnavailable("the job worker closed the connection twice")
             line = reader.readline()
             done = json.loads(line) if line else None
             if done is None:
                 print(
-                    f"evaluation worker child {started.get('pid')} died without a result",
+                    f"job worker child {started.get('pid')} died without a result",
                     file=sys.stderr,
                 )
                 return 1
@@ -198,7 +228,7 @@ def _connect_or_start() -> socket.socket:
             [
                 sys.executable,
                 "-m",
-                "grpo_ablation.evaluation.worker",
+                "grpo_ablation.worker",
                 "serve",
                 "--socket",
                 str(path),
@@ -211,11 +241,11 @@ def _connect_or_start() -> socket.socket:
             if conn:
                 return conn
             if not _alive(pid):
-                raise WorkerUnavailable(f"evaluation worker exited:\n{log.read_text()[-2000:]}")
+                raise WorkerUnavailable(f"job worker exited:\n{log.read_text()[-2000:]}")
             time.sleep(0.05)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        raise WorkerUnavailable(f"evaluation worker did not start within {START_TIMEOUT_S:.0f} s")
+        raise WorkerUnavailable(f"job worker did not start within {START_TIMEOUT_S:.0f} s")
 
 
 def _spawn_detached(cmd: list[str], log: Path) -> int:
@@ -256,7 +286,7 @@ def _spawn_detached(cmd: list[str], log: Path) -> int:
         text = f.read()
     os.waitpid(launcher, 0)
     if not text:
-        raise WorkerUnavailable(f"could not start the evaluation worker ({' '.join(cmd)})")
+        raise WorkerUnavailable(f"could not start the job worker ({' '.join(cmd)})")
     return int(text)
 
 
@@ -275,21 +305,28 @@ def _alive(pid: int) -> bool:
 
 
 def _preload() -> None:
-    """Everything an evaluation imports, so children start warm."""
+    """Everything the served jobs import, so children start warm."""
     import lm_eval
     import lm_eval.evaluator
     import lm_eval.models.huggingface  # noqa: F401
     import torch  # noqa: F401
     import transformers.models.gpt2.modeling_gpt2  # noqa: F401
+    import trl  # noqa: F401
     from lm_eval.tasks import TaskManager  # noqa: F401
 
-    import grpo_ablation.cli
-    import grpo_ablation.evaluation.evaluate  # noqa: F401
+    import grpo_ablation.analysis.diagnostics
+    import grpo_ablation.evaluation.evaluate
+    import grpo_ablation.training.train
+    import grpo_ablation.training.trainer  # noqa: F401
+
+    for module in COMMANDS.values():
+        importlib.import_module(module)
 
 
 def serve(path: Path, idle_s: float) -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    from grpo_ablation.compute import work_offline
+
+    work_offline()
     _preload()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # leave through `finally`
     children: set[int] = set()
@@ -301,7 +338,7 @@ def serve(path: Path, idle_s: float) -> None:
     listener.listen(64)
     listener.settimeout(1.0)
     path.with_suffix(".pid").write_text(f"{os.getpid()}\n")
-    print(f"evaluation worker {os.getpid()} listening on {path}", flush=True)
+    print(f"job worker {os.getpid()} listening on {path}", flush=True)
     last = time.monotonic()
     try:
         while True:
@@ -319,7 +356,7 @@ def serve(path: Path, idle_s: float) -> None:
                 pid = os.fork()
             except OSError as exc:
                 print(f"fork failed: {exc}", flush=True)
-                conn.close()  # the client sees EOF before start and evaluates in-process
+                conn.close()  # the client sees EOF before start and runs in-process
                 continue
             if pid == 0:  # child
                 listener.close()
@@ -333,7 +370,7 @@ def serve(path: Path, idle_s: float) -> None:
             if path.stat().st_ino == inode:
                 path.unlink()
                 path.with_suffix(".pid").unlink()
-        print(f"evaluation worker {os.getpid()} idle for {idle_s:.0f} s: exiting", flush=True)
+        print(f"job worker {os.getpid()} idle for {idle_s:.0f} s: exiting", flush=True)
 
 
 def stop(path: Path | None = None) -> bool:
@@ -342,7 +379,7 @@ def stop(path: Path | None = None) -> bool:
     try:
         pid = int(path.with_suffix(".pid").read_text())
         # A stale pid file may name an unrelated process by now.
-        if b"eval_worker" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+        if b"grpo_ablation.worker" not in Path(f"/proc/{pid}/cmdline").read_bytes():
             return False
         os.kill(pid, signal.SIGTERM)
     except (FileNotFoundError, ValueError, ProcessLookupError):
@@ -366,14 +403,18 @@ def _child(conn: socket.socket) -> int:
         for key in [k for k in os.environ if k.startswith(FORWARDED_ENV_PREFIXES)]:
             del os.environ[key]
         os.environ.update(request["env"])
-        os.environ[MODE_ENV] = "off"  # the child evaluates in-process
-        os.environ["GRPO_EVAL_WORKER_CHILD"] = "1"
+        os.environ[MODE_ENV] = "off"  # the child runs the job in-process
+        os.environ[CHILD_ENV] = "1"
         _send(conn, {"pid": os.getpid()})
         threading.Thread(target=_exit_when_client_leaves, args=(conn,), daemon=True).start()
-        from grpo_ablation.cli import main
+        module = importlib.import_module(COMMANDS[request["command"]])
+        parser = argparse.ArgumentParser(prog=request["command"], parents=[module.arguments()])
 
         try:
-            main(request["argv"])
+            # The job's command line, as a process of its own would see it (the training job
+            # names itself when it relaunches; it never does in the worker, one process only).
+            sys.argv = [sys.argv[0], request["command"], *request["argv"]]
+            module.run(parser.parse_args(request["argv"]))
             rc = 0
         except SystemExit as exc:  # as Python maps it: None -> 0, int -> itself, else print, 1
             if exc.code is None or isinstance(exc.code, int):
@@ -415,6 +456,7 @@ def main(argv: list[str] | None = None) -> None:
     elif a.command == "stop":
         print("stopped" if stop() else "no worker running")
     else:
+        pin_cpu_numerics()  # its client set them already; a worker started by hand too
         serve(a.socket or socket_path(), a.idle)
 
 

@@ -1,0 +1,22 @@
+"""One diagnostics job (the ``diagnostics`` rule): its arguments and what it runs. The CLI and the
+job worker both call it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def arguments() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--run", type=Path, required=True, help="run directory")
+    p.add_argument("--out", type=Path, required=True)
+    return p
+
+
+def run(a: argparse.Namespace) -> None:
+    """Per-step and per-run diagnostics of one run's rollout log."""
+    from grpo_ablation.analysis.diagnostics import write_run_diagnostics
+
+    for path in write_run_diagnostics(a.run, a.out):
+        print(path)

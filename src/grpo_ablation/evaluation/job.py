@@ -1,0 +1,62 @@
+"""One evaluation job (the ``evaluate`` rule): its arguments and what it runs. The CLI and the
+job worker both call it, so neither imports the other."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def arguments() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--run", type=Path, help="run directory")
+    group.add_argument("--base", type=Path, help="base_policy.json (evaluated as step 0)")
+    p.add_argument("--tasks", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--evaluation", required=True, help="evaluation config as JSON")
+    p.add_argument("--threads", type=int, default=1)
+    return p
+
+
+def run(a: argparse.Namespace) -> None:
+    """Evaluate every checkpoint of a run (or the base policy as step 0) on the test split, and
+    the final one on validation."""
+    from grpo_ablation.compute import resolve_device, set_threads
+    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
+
+    set_threads(a.threads)
+    ev = json.loads(a.evaluation)
+    revision = None
+    if a.base:
+        info = json.loads(a.base.read_text())
+        model, revision = info["model"], info.get("revision")
+        checkpoints: list[tuple[int, Path | str]] = [(0, model)]
+    else:
+        info = json.loads((a.run / "run_info.json").read_text())
+        checkpoints = [(s, a.run / "checkpoints" / f"checkpoint-{s}") for s in info["checkpoints"]]
+    options = dict(
+        batch_size=ev["batch_size"],
+        device=resolve_device(ev["device"]),
+        dtype=ev["dtype"],
+        seed=ev["seed"],
+        limit=ev["limit"],
+        revision=revision,
+        backend=ev.get("backend", "hf"),
+    )
+    # External benchmarks (lm-eval's own gsm8k, ...) score the test-split checkpoints only.
+    evaluate_checkpoints(
+        checkpoints,
+        a.tasks / "test",
+        a.out / "test",
+        external=ev.get("external_benchmarks") or None,
+        **options,
+    )
+    evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", a.out / "validation", **options)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="evaluate", parents=[arguments()])
+    run(parser.parse_args(sys.argv[1:] if argv is None else argv))

@@ -1,0 +1,59 @@
+"""One training job (the ``train`` rule): its arguments and what it runs. The CLI and the job
+worker both call it, so neither imports the other."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def arguments() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--base", type=Path, required=True, help="base_policy.json")
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--training", required=True, help="TrainingConfig as JSON")
+    p.add_argument("--task", default="{}", help="task config as JSON (prompts and reward)")
+    p.add_argument("--compute", required=True, help="device, dtype, keep_optimizer_state as JSON")
+    p.add_argument("--threads", type=int, default=1)
+    return p
+
+
+def processes(a: argparse.Namespace) -> int:
+    return int(json.loads(a.compute).get("processes_per_train_job", 1))
+
+
+def run(a: argparse.Namespace) -> None:
+    """Train one (cell, seed) run; resumes from its newest checkpoint if interrupted."""
+    from grpo_ablation.compute import resolve_device, set_threads
+    from grpo_ablation.settings import from_dict
+    from grpo_ablation.training.launch import relaunch
+    from grpo_ablation.training.train import TrainingConfig, train
+
+    compute = json.loads(a.compute)
+    # N > 1: this process becomes `accelerate launch` of the same command (N copies of it); the
+    # job worker never serves such a job, so sys.argv is the job's own command line.
+    relaunch(
+        [sys.argv[0], *sys.argv[1:]],
+        processes(a),
+        compute.get("accelerate_config", "ddp"),
+        resolve_device(compute["device"]),
+        compute["dtype"],
+    )
+    # The job's threads are shared by its processes.
+    set_threads(max(1, a.threads // int(os.environ.get("WORLD_SIZE", 1))))
+    info = json.loads(a.base.read_text())
+    train(
+        info["model"],
+        a.data,
+        a.out,
+        from_dict(TrainingConfig, json.loads(a.training), "training"),
+        json.loads(a.task),
+        device=compute["device"],
+        dtype=compute["dtype"],
+        revision=info.get("revision"),
+        keep_optimizer_state=compute["keep_optimizer_state"],
+    )

@@ -1,0 +1,97 @@
+"""The package's boundaries, as the README states them: evaluation imports nothing from training,
+nothing imports the CLI, and building the DAG imports neither torch nor matplotlib (nor the other
+heavy libraries), so `snakemake -n` stays fast and runs where they are not installed."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "grpo_ablation"
+HEAVY = ("torch", "matplotlib", "seaborn", "transformers", "trl", "lm_eval", "accelerate")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, at the top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return found
+
+
+MODULES = {module_name(p): imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_the_import_scan_sees_the_package():
+    assert {"grpo_ablation.cli", "grpo_ablation.evaluation.job"} <= MODULES.keys()
+    assert "grpo_ablation.training.train" in MODULES["grpo_ablation.pipeline"]
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if ".evaluation" in m))
+def test_evaluation_imports_nothing_from_training(module):
+    assert not {i for i in MODULES[module] if i.startswith("grpo_ablation.training")}
+
+
+def test_nothing_imports_the_cli():
+    users = [
+        m
+        for m, found in MODULES.items()
+        if m != "grpo_ablation.cli"
+        and any(i == "grpo_ablation.cli" or i.startswith("grpo_ablation.cli.") for i in found)
+    ]
+    assert users == []
+
+
+PROBE = """
+import atexit, sys
+atexit.register(lambda: sys.stderr.write(
+    "HEAVY:" + ",".join(m for m in {heavy!r} if m in sys.modules) + "\\n"))
+from snakemake.cli import main
+sys.argv = ["snakemake", "-n", "--cores", "1", "--configfile", {config!r},
+            "--config", "results_dir={results}"]
+main()
+"""
+
+
+def heavy_imports_of_a_dry_run(config: str, results: Path) -> list[str]:
+    code = PROBE.format(heavy=HEAVY, config=config, results=results)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    line = next(x for x in out.splitlines() if x.startswith("HEAVY:"))
+    return [m for m in line[len("HEAVY:") :].split(",") if m]
+
+
+@pytest.mark.parametrize("config", ["config/config.yaml", "config/cluster.yaml"])
+def test_building_the_dag_imports_no_heavy_library(config, tmp_path):
+    assert heavy_imports_of_a_dry_run(config, tmp_path) == []
+
+
+def test_the_job_worker_key_covers_nested_modules(tmp_path, monkeypatch):
+    from grpo_ablation import worker
+
+    copy = tmp_path / "grpo_ablation"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(worker, "PACKAGE_DIR", copy)
+    before = worker.code_key()
+    nested = copy / "training" / "trainer.py"
+    nested.write_text(nested.read_text() + "\n# edited\n")
+    assert worker.code_key() != before
+    assert os.path.exists(copy / "worker.py")
