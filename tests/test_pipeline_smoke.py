@@ -84,6 +84,11 @@ def test_run_info_records_the_split_hashes(smoke_pipeline, design):
             (smoke_pipeline.exp / f"runs/{cell}/seed={seed}/run_info.json").read_text()
         )
         assert info["split_hashes"] == hashes, (cell, seed)
+        # every job ran with the CPU numerics pins (where they apply) and says so
+        from grpo_ablation.numerics import CPU_PINS, _has_avx2
+
+        if _has_avx2():
+            assert info["compute"]["cpu_numerics"] == CPU_PINS, (cell, seed)
 
 
 def test_csv_outputs_have_their_columns(smoke_pipeline, design):
