@@ -87,17 +87,24 @@ class _FixedGeneration:
 
 
 class _CaptureGrads(TrainerCallback):
+    """The gradient of every optimizer step (``grads``: the first)."""
+
     def __init__(self, model):
         self.model = model
-        self.grads: dict[str, torch.Tensor] | None = None
+        self.steps: list[dict[str, torch.Tensor]] = []
+
+    @property
+    def grads(self) -> dict[str, torch.Tensor] | None:
+        return self.steps[0] if self.steps else None
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        if self.grads is None:
-            self.grads = {
+        self.steps.append(
+            {
                 n: p.grad.detach().clone()
                 for n, p in self.model.named_parameters()
                 if p.grad is not None
             }
+        )
 
 
 def capture(
@@ -109,7 +116,8 @@ def capture(
     is_mode: str | None = None,
     **objective,
 ) -> dict:
-    """One optimizer step on the fixed batch; returns {param: grad} and the advantages.
+    """One generation batch and ``num_iterations`` optimizer steps on it (one, by default);
+    returns the first step's {param: grad} (``grads``), every step's (``steps``) and the log.
 
     ``stock`` switches to TRL's GRPOTrainer with those GRPOConfig fields (loss_type,
     scale_rewards); otherwise the project trainer runs with ``objective`` (std_scaling,
@@ -126,6 +134,8 @@ def capture(
 
     state = PartialState(cpu=True)  # joins torchrun's processes (gloo)
     ga = objective.pop("gradient_accumulation_steps", 1)
+    mu = objective.pop("num_iterations", 1)
+    lr = objective.pop("learning_rate", 1e-3)
     batch = len(prompts) // 2 * G  # 4 prompts per step
     args = GRPOConfig(
         output_dir=str(out_dir),
@@ -133,8 +143,9 @@ def capture(
         gradient_accumulation_steps=ga,
         num_generations=G,
         max_completion_length=MAX_LEN,
-        max_steps=1,
-        learning_rate=1e-3,
+        max_steps=mu,
+        num_iterations=mu,
+        learning_rate=lr,
         max_grad_norm=0.0,
         save_strategy="no",
         report_to="none",
@@ -176,7 +187,13 @@ def capture(
     grab = _CaptureGrads(model)
     trainer.add_callback(grab)
     trainer.train()
-    return {"grads": grab.grads, "rank": state.process_index, "world": state.num_processes}
+    return {
+        "grads": grab.grads,
+        "steps": grab.steps,
+        "log": trainer.state.log_history,
+        "rank": state.process_index,
+        "world": state.num_processes,
+    }
 
 
 def main() -> None:

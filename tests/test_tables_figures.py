@@ -294,7 +294,7 @@ def test_the_reading_names_the_intervals_that_exclude_zero_and_counts_the_others
     )
     text = tables.effects_reading(effects)
     assert text.startswith("**Stage 2: length aggregation**") and "over 3 seeds" in text
-    assert "1 of 2 contrasts" not in text and "1 of 2 contrast excludes zero" in text
+    assert "1 of 2 contrasts excludes zero" in text
     assert (
         "``population / sequence_mean / G=4``: lower incorrect-completion length, last ¼ of "
         "steps (tokens), -0.80 [-1.20, -0.40]"

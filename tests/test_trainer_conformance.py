@@ -136,6 +136,28 @@ def test_same_gradient_as_stock_trl_where_the_objective_is_the_same(
     assert_same(mine["grads"], stock["grads"])
 
 
+@pytest.mark.parametrize(
+    ("ours", "trl"), TRL_EQUIVALENTS[:3], ids=lambda d: "-".join(map(str, d.values()))
+)
+def test_update_epochs_match_stock_trl_step_by_step_with_the_ratio_clipped(
+    model_dir, tmp_path, ours, trl
+):
+    """mu = 3 optimizer steps on one generation batch: from the second on, the policy has moved
+    away from the one that sampled, the ratio leaves 1 and the PPO clip acts; every step's
+    gradient is stock TRL's (a large learning rate makes the clip fire on this tiny batch)."""
+    mine = capture(
+        model_dir, tmp_path / "ours", std_eps=1e-4, num_iterations=3, learning_rate=0.05, **ours
+    )
+    stock = capture(model_dir, tmp_path / "trl", stock=trl, num_iterations=3, learning_rate=0.05)
+    assert len(mine["steps"]) == len(stock["steps"]) == 3
+    for a, b in zip(mine["steps"], stock["steps"], strict=True):
+        assert_same(a, b, tol=1e-5)
+    clipped = [
+        r.get("ratio_clip/low", 0) + r.get("ratio_clip/high", 0) for r in mine["log"] if "loss" in r
+    ]
+    assert clipped[0] == 0 and max(clipped[1:]) > 0, clipped
+
+
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 

@@ -356,8 +356,8 @@ def effects_reading(effects: pd.DataFrame) -> str:
                 for label, rows in excluding.groupby("label", sort=False)
             ]
             parts.append(
-                f"{len(excluding)} of {len(contrasts)} "
-                f"{'contrast excludes' if len(excluding) == 1 else 'contrasts exclude'} zero. "
+                f"{len(excluding)} of {len(contrasts)} contrasts "
+                f"{'excludes' if len(excluding) == 1 else 'exclude'} zero. "
                 + "; ".join(by_cell)
                 + "."
             )
