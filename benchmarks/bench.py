@@ -279,7 +279,7 @@ def evaluation_overhead(exp_dir: Path) -> dict[str, Any]:
     """Share of evaluation job time spent outside generation (start, imports, model loads).
 
     Per job and pooled over all jobs (1 - total generation / total job wall): with the local
-    evaluation worker the first job also waits for the worker's start-up, which the pooled share
+    job worker the first job also waits for the worker's start-up, which the pooled share
     counts and the median hides.
     """
     jobs = read_job_benchmarks(exp_dir)
@@ -434,7 +434,7 @@ def packed_evaluation(
 
     ``snakemake`` is the command that ran the experiment through ``--profile slurm`` (with
     ``--slurm-logdir logs``). Before: one sbatch per evaluation job, each paying its own start-up.
-    After: one sbatch per pack, whose jobs share the allocation's evaluation worker.
+    After: one sbatch per pack, whose jobs share the allocation's job worker.
     """
     import subprocess
 

@@ -225,3 +225,21 @@ def test_snakemake_lint_is_clean(configfile):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Congratulations, your workflow is in a good condition!" in proc.stdout + proc.stderr
+
+
+def test_a_cell_has_one_spelling_so_it_never_trains_in_two_folders():
+    config = default_config()
+    with pytest.raises(DesignError, match="is spelled 'std=sample/agg=sequence_mean/G=8'"):
+        pipeline.parse_cell(config, "std=sample/agg=sequence_mean/G=8/beta=0")
+    with pytest.raises(DesignError, match="must be a number"):
+        pipeline.parse_cell(config, "std=sample/agg=sequence_mean/G=8/beta=nan")
+
+
+def test_two_stages_may_take_the_winner_of_one_stage_but_not_each_others():
+    config = default_config()
+    config["stages"]["aggregation"]["fixed"] = {"std_scaling": {"winner_of": "std_scaling"}}
+    config["stages"]["group_size"]["fixed"] = {"std_scaling": {"winner_of": "std_scaling"}}
+    pipeline.check_design(config)  # a shared source is no cycle
+    config["stages"]["std_scaling"]["fixed"] = {"aggregation": {"winner_of": "aggregation"}}
+    with pytest.raises(DesignError, match="in a cycle"):
+        pipeline.check_design(config)

@@ -2,7 +2,7 @@
 ``benchmarks.local_slurm``) runs the smoke config end to end through `snakemake --profile
 slurm`: every non-local job goes through sbatch, a two-process training job cancelled with
 scancel is resubmitted and the rerun completes the DAG; evaluation jobs packed into one allocation
-share an evaluation worker."""
+share a job worker."""
 
 from __future__ import annotations
 
@@ -158,7 +158,7 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     assert {p.stem for p in slurm_logs} <= batch_jobs
 
     # Evaluation packed per allocation: the same evaluation jobs, 8 to an sbatch, sharing the
-    # allocation's evaluation worker (start-up paid once per allocation, not per job).
+    # allocation's job worker (start-up paid once per allocation, not per job).
     from benchmarks.bench import packed_evaluation
 
     packed = packed_evaluation(_snakemake(results, logs), exp, logs, env, ROOT)

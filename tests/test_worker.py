@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("lm_eval")
 
-from grpo_ablation import worker as eval_worker
+from grpo_ablation import worker
 from grpo_ablation.evaluation.evaluate import write_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +51,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, setup) -> dict:
     # TMPDIR isolates this module's worker (socket, lock and log) from any other on the machine.
     (root / "tmp").mkdir()
     yield {"root": root, "tmp": root / "tmp"}
-    eval_worker.stop(_socket({"tmp": root / "tmp"}))
+    worker.stop(_socket({"tmp": root / "tmp"}))
 
 
 def _evaluate(env: dict, out: str, mode: str, base: Path | None = None, idle: str = "60"):
@@ -142,24 +142,24 @@ def test_worker_exits_when_idle(env: dict, tmp_path: Path) -> None:
 
 
 def test_mode_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("GRPO_WORKER", *eval_worker.SCHEDULER_ENVS):
+    for var in ("GRPO_WORKER", *worker.SCHEDULER_ENVS):
         monkeypatch.delenv(var, raising=False)
-    assert eval_worker.wanted()  # auto on a workstation
-    key = eval_worker.code_key()
+    assert worker.wanted()  # auto on a workstation
+    key = worker.code_key()
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     # auto under a batch scheduler too, with one worker per allocation
-    key42 = eval_worker.code_key()
-    assert eval_worker.wanted() and key42 != key
+    key42 = worker.code_key()
+    assert worker.wanted() and key42 != key
     monkeypatch.setenv("SLURM_JOB_ID", "43")
-    assert eval_worker.code_key() not in (key, key42)
+    assert worker.code_key() not in (key, key42)
     monkeypatch.setenv("GRPO_WORKER", "on")
-    assert eval_worker.wanted()
+    assert worker.wanted()
     monkeypatch.setenv("GRPO_WORKER", "off")
     monkeypatch.delenv("SLURM_JOB_ID")
-    assert not eval_worker.wanted()
+    assert not worker.wanted()
     monkeypatch.setenv("GRPO_WORKER", "sometimes")
     with pytest.raises(ValueError, match="GRPO_WORKER must be auto, on or off"):
-        eval_worker.wanted()
+        worker.wanted()
 
 
 def test_the_socket_lives_in_a_private_folder_with_a_short_path(
@@ -170,7 +170,7 @@ def test_the_socket_lives_in_a_private_folder_with_a_short_path(
     deep = tmp_path / ("x" * 90)
     deep.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(deep))
-    path = eval_worker.socket_path()
+    path = worker.socket_path()
     assert len(str(path)) < 100, "a long temp dir falls back to /tmp (socket paths max ~107 bytes)"
     assert path.parent.stat().st_mode & 0o777 == 0o700
     short = Path(tempfile.mkdtemp(prefix="gw", dir="/tmp"))  # under the 60-character limit
@@ -179,8 +179,8 @@ def test_the_socket_lives_in_a_private_folder_with_a_short_path(
     folder.mkdir()
     folder.chmod(0o755)  # a folder others can enter is refused, not used
     try:
-        with pytest.raises(eval_worker.WorkerUnavailable, match="mode 0700"):
-            eval_worker.socket_path()
+        with pytest.raises(worker.WorkerUnavailable, match="mode 0700"):
+            worker.socket_path()
     finally:
         folder.rmdir()
         short.rmdir()

@@ -15,6 +15,8 @@ Importable without torch or matplotlib: the DAG is built from it.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,10 +56,12 @@ class Axis:
                 )
             return value
         try:
-            if isinstance(value, bool) or (self.kind is int and float(value) != int(value)):
+            if isinstance(value, bool) or not math.isfinite(float(value)):
+                raise ValueError
+            if self.kind is int and float(value) != int(value):
                 raise ValueError
             out = self.kind(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise DesignError(
                 f"{where}: {self.label} must be a{'n integer' if self.kind is int else ' number'}, "
                 f"got {value!r}"
@@ -71,7 +75,9 @@ class Axis:
         return f"{value:g}" if self.kind is float else str(value)
 
     def pattern(self) -> str:
-        return r"[A-Za-z_]+" if self.choices else r"\d+" if self.kind is int else r"[0-9.e+-]+"
+        if self.choices:
+            return "|".join(re.escape(c) for c in sorted(self.choices, key=len, reverse=True))
+        return r"\d+" if self.kind is int else r"[0-9.e+-]+"
 
     def apply(self, training: dict[str, Any], shared: dict[str, Any], value: Any) -> None:
         (self.enter or _set(self.name))(training, shared, value)
@@ -220,8 +226,8 @@ def parse_path(path: str, default: dict[str, Any]) -> dict[str, Any]:
 
 def path_regex() -> str:
     """The ``cell`` wildcard: the always-named segments, then optional ones in axis order."""
-    named = [f"{a.key}={a.pattern()}" for a in AXES if a.always_named]
-    optional = [f"(?:/{a.key}={a.pattern()})?" for a in AXES if not a.always_named]
+    named = [f"{a.key}=(?:{a.pattern()})" for a in AXES if a.always_named]
+    optional = [f"(?:/{a.key}=(?:{a.pattern()}))?" for a in AXES if not a.always_named]
     return "/".join(named) + "".join(optional)
 
 

@@ -16,4 +16,7 @@ GROUP_CATEGORIES: tuple[str, ...] = get_args(GroupCategory)
 # they stay in every count (B, the number of groups) and contribute zero, as TRL's ``grpo`` does,
 # so masking a completion never changes the weight of the others. verl instead drops them from
 # the sequence mean; the objective record names the rule used.
+# How every results.json and table labels an lm-eval built-in benchmark (never the headline).
+EXTERNAL_PROTOCOL = "external benchmark, its own protocol"
+
 EMPTY_COMPLETION_RULE = "counted in B and in the number of groups, contributing zero"

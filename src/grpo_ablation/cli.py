@@ -81,7 +81,7 @@ def cmd_select(a: argparse.Namespace) -> None:
     stage = pipeline.get_stage(config, a.stage)
     by_value: dict[str, list[dict[str, Any]]] = {}
     for path in a.inputs:
-        cell = pipeline.parse_cell(config, path.split("/eval/", 1)[1].split("/seed=", 1)[0])
+        cell = pipeline.parse_cell(config, path.rsplit("/eval/", 1)[1].split("/seed=", 1)[0])
         final = json.loads(Path(path).read_text())["checkpoints"][-1]
         by_value.setdefault(BY_NAME[stage.primary].spell(cell[stage.primary]), []).append(final)
     choice = pipeline.select_winner(by_value, stage.selection_metric, stage.name)
@@ -141,7 +141,9 @@ def _served_by_worker(a: argparse.Namespace) -> bool:
     if a.command == "evaluate":
         return not json.loads(a.evaluation).get("external_benchmarks")
     if a.command == "train":
-        return json.loads(a.compute).get("processes_per_train_job", 1) == 1
+        from grpo_ablation.training.job import processes
+
+        return processes(a) == 1
     return True
 
 

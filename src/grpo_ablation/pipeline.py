@@ -40,12 +40,9 @@ class Cell:
     def __getitem__(self, axis_name: str) -> Any:
         return dict(self.values)[axis_name]
 
-    def label(self) -> str:
-        return cell_label(self.path)
-
 
 def cell_label(path: str) -> str:
-    """``sample / sequence_mean / G=8 / β=0.04``: choices by name, numbers with their key."""
+    """``sample / sequence_mean / G=8 / beta=0.04``: choices by name, numbers with their key."""
     by_key = {a.key: a for a in AXES}
     parts = []
     for segment in path.strip("/").split("/"):
@@ -90,8 +87,10 @@ def _stage(name: str, spec: dict[str, Any]) -> Stage:
         if not isinstance(values, list) or not values:
             raise DesignError(f"{where}.vary.{ax} must be a non-empty list of values")
         coerced = tuple(a.coerce(v, f"{where}.vary.{ax}") for v in values)
-        if len(set(coerced)) < len(coerced):
-            raise DesignError(f"{where}.vary.{ax} lists a value twice: {values}")
+        if len({a.spell(v) for v in coerced}) < len(coerced):
+            raise DesignError(
+                f"{where}.vary.{ax} lists a value twice (as paths spell it): {values}"
+            )
         vary[ax] = coerced
     fixed: dict[str, Any] = {}
     for ax, value in (spec.get("fixed") or {}).items():
@@ -149,7 +148,12 @@ def make_cell(config: dict[str, Any], values: dict[str, Any]) -> Cell:
 
 
 def parse_cell(config: dict[str, Any], path: str) -> Cell:
-    return make_cell(config, parse_path(path, axis_defaults(config)))
+    """The cell of ``path``; a path that is not the cell's own spelling (an axis named at its
+    default, another order) is refused, so one cell never trains in two folders."""
+    cell = make_cell(config, parse_path(path, axis_defaults(config)))
+    if cell.path != path.strip("/"):
+        raise DesignError(f"cell path {path!r} is spelled {cell.path!r}")
+    return cell
 
 
 def baseline(config: dict[str, Any]) -> Cell:
@@ -323,14 +327,13 @@ def check_design(config: dict[str, Any]) -> None:
                 reference_of(s, cell, cells)
 
 
-def _check_no_cycle(config: dict[str, Any], start: str) -> None:
-    seen, todo = {start}, list(get_stage(config, start).sources())
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            raise DesignError(f"stages take each other's winners in a cycle through {name!r}")
-        seen.add(name)
-        todo += get_stage(config, name).sources()
+def _check_no_cycle(config: dict[str, Any], start: str, path: tuple[str, ...] = ()) -> None:
+    """Depth first along the winners a stage takes: a stage met again on its own path is a cycle
+    (two stages taking the winner of one source are not)."""
+    if start in path:
+        raise DesignError(f"stages take each other's winners in a cycle through {start!r}")
+    for source in get_stage(config, start).sources():
+        _check_no_cycle(config, source, (*path, start))
 
 
 def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -90,7 +90,6 @@ def allocation() -> str:
 def code_key() -> str:
     """Hash of the interpreter, this checkout, its sources, the batch allocation, the CPU numerics
     pins and PYTHONPATH: a new version (or another allocation, pins or path) gets a new worker."""
-    # The CPU numerics pins too: torch reads them once, at import (grpo_ablation.numerics).
     # The pins and PYTHONPATH too: torch reads the pins once, at import (grpo_ablation.numerics),
     # and PYTHONPATH decides which code the worker imports.
     pins = ",".join(f"{k}={os.environ.get(k)}" for k in sorted(CPU_PINS))

@@ -7,8 +7,8 @@ it at start-up and wraps two library functions as they are imported:
 - ``GRPO_FAULT_FAIL_EVAL_ONCE=<marker file>``: the first evaluation raises (and writes the
   marker), so a test can check the retry retrains nothing.
 
-The variables are read when the wrapped functions are called, so an evaluation worker started
-before a test set them still honours them in its children.
+The variables are read when the wrapped functions are called, so a job worker started before
+a test set them still honours them in its children.
 """
 
 from __future__ import annotations

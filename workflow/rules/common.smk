@@ -100,4 +100,3 @@ localrules:
     tables,
     stage_figures,
     token_weight_figure,
-    figures,

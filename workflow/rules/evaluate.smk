@@ -1,8 +1,8 @@
 # Independent evaluation with lm-eval: every saved checkpoint of every run on the test split, the
 # base policy as step 0, and the final checkpoint on the validation split (used for selection
 # between stages only). One job per run evaluates all its checkpoints (imports paid once); on a
-# workstation the job hands its work to the local evaluation worker, which pays the imports once
-# per machine (src/grpo_ablation/evaluation/worker.py; GRPO_EVAL_WORKER=off to evaluate in the job).
+# workstation the job hands its work to the local job worker, which pays the imports once
+# per machine (src/grpo_ablation/worker.py; GRPO_WORKER=off to evaluate in the job).
 
 
 rule eval_tasks:
@@ -31,7 +31,7 @@ rule eval_tasks:
 
 rule evaluate_base:
     # group: the SLURM profile may pack several evaluation jobs into one allocation
-    # (group-components), where they share one evaluation worker.
+    # (group-components), where they share one job worker.
     group:
         "evaluation"
     input:
@@ -51,7 +51,7 @@ rule evaluate_base:
         runtime=config["resources"]["eval_runtime"],
         gpu=config["resources"]["gpus_per_eval_job"],
         # With --resources eval_slots=1 the jobs of a packed allocation run one after another
-        # (on its one GPU), sharing its evaluation worker.
+        # (on its one GPU), sharing its job worker.
         eval_slots=1,
     conda:
         "../../envs/grpo.yaml"
@@ -86,7 +86,7 @@ rule evaluate:
         runtime=config["resources"]["eval_runtime"],
         gpu=config["resources"]["gpus_per_eval_job"],
         # With --resources eval_slots=1 the jobs of a packed allocation run one after another
-        # (on its one GPU), sharing its evaluation worker.
+        # (on its one GPU), sharing its job worker.
         eval_slots=1,
     conda:
         "../../envs/grpo.yaml"
@@ -111,7 +111,8 @@ checkpoint select:
         f"{EXP}/selection/{{stage}}.json",
     params:
         cli=CLI,
-        config=json.dumps({k: config[k] for k in ("stages", "training")}, sort_keys=True),
+        # In config order: a stage's first varied axis is its primary one.
+        config=json.dumps({k: config[k] for k in ("stages", "training")}),
     conda:
         "../../envs/grpo.yaml"
     log:

@@ -63,7 +63,7 @@ rule tables:
     input:
         unpack(lambda wildcards: results_of(STAGES_ON)),
         code=TABLE_CODE,
-        # static, so params can find the experiment folder while stage 2 waits on the checkpoint
+        # static, so params can find the experiment folder while a stage waits on a selection checkpoint
         base=rules.evaluate_base.output.test,
     output:
         results=report(
@@ -114,7 +114,7 @@ rule stage_figures:
     input:
         unpack(lambda wildcards: results_of([wildcards.stage])),
         code=[FIGURE_CODE, *TABLE_CODE],
-        # static, so params can find the experiment folder while stage 2 waits on the checkpoint
+        # static, so params can find the experiment folder while a stage waits on a selection checkpoint
         base=rules.evaluate_base.output.test,
     output:
         **{kind: figure_png(kind) for kind in STAGE_FIGURES},

@@ -29,7 +29,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis import tables
+from grpo_ablation.analysis import STAGE_FIGURES, tables
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.objective.formulas import AGGREGATIONS, GROUP_CATEGORIES, token_weights
 
@@ -268,8 +268,13 @@ def accuracy_figure(curves: pd.DataFrame, palette) -> plt.Figure:
     for ax, (col, title) in zip(
         axes, [("greedy", "greedy accuracy"), ("sampled", "sampled mean@k")], strict=True
     ):
-        _fit_y([ax], _lines(ax, curves, "step", col, palette, bounds=(0, 1)))
-        ax.set(xlabel="optimizer step (0 = base policy)", ylabel=f"test {title}", title=title)
+        x = "generation_step" if "generation_step" in curves else "step"
+        _fit_y([ax], _lines(ax, curves, x, col, palette, bounds=(0, 1)))
+        ax.set(
+            xlabel="generation step (optimizer steps / μ; 0 = base policy)",
+            ylabel=f"test {title}",
+            title=title,
+        )
     _legend(fig, axes[0])
     return fig
 
@@ -515,6 +520,8 @@ def write_stage_figures(
         "clip_truncation": clip_truncation_figure(s, palette),
         "mixed": mixed_figure(s, palette),
     }
+    if tuple(made) != STAGE_FIGURES:  # the DAG names these files from STAGE_FIGURES
+        raise RuntimeError(f"figures drawn {tuple(made)} differ from STAGE_FIGURES {STAGE_FIGURES}")
     paths: list[Path] = [out / "effects.csv"]
     for kind, fig in made.items():
         fig.suptitle(title or stage, fontsize=9, y=1.0)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from grpo_ablation import pipeline
 from grpo_ablation.analysis.stats import Interval, format_interval, paired_interval, t_interval
-from grpo_ablation.choices import GROUP_CATEGORIES
+from grpo_ablation.choices import EXTERNAL_PROTOCOL, GROUP_CATEGORIES
 
 ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_mean_at_k"}
 BASE_LABEL = "base policy (step 0)"
@@ -51,7 +51,7 @@ PAIRED = (
     "fraction_mixed",
 )
 # The contrasts the effect plots and the report's reading show, in panel order: paired
-# differences to the stage's reference (the results table's ``<quantity>_diff_*`` columns).
+# differences to each cell's reference (the results table's ``<quantity>_diff_*`` columns).
 EFFECTS = {
     "greedy_final": "final greedy accuracy",
     "sampled_final": "final sampled mean@k",
@@ -61,9 +61,8 @@ EFFECTS = {
 # lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
 # labelled as such, never the headline.
 EXTERNAL_PREFIX = "external_"
-# evaluate.EXTERNAL_PROTOCOL's words (not imported: evaluate sets the offline flags on import, and
-# the Snakefile imports this module).
-EXTERNAL_LABEL = "external benchmark, its own protocol"
+# The words every results.json uses for an external benchmark (one definition, in choices.py).
+EXTERNAL_LABEL = EXTERNAL_PROTOCOL
 
 
 def _externals(checkpoint: dict[str, Any]) -> dict[str, float]:
@@ -80,19 +79,29 @@ def _checkpoints(summary: Path) -> list[dict[str, Any]]:
 
 
 def load_curves(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
-    """Test accuracy per (stage, cell, seed, step), the base policy prepended as step 0."""
+    """Test accuracy per (stage, cell, seed, step), the base policy prepended as step 0;
+    ``generation_step`` is the step in generation batches (optimizer steps / μ), on which runs of
+    different update epochs line up at the same completions."""
     base = _checkpoints(exp / "eval/base/test/summary.json")[0]
     out = []
     for r in rows:
         for seed in seeds:
             ckpts = _checkpoints(exp / f"eval/{r['cell']}/seed={seed}/test/summary.json")
+            record = exp / f"runs/{r['cell']}/seed={seed}/objective.json"
+            mu = (
+                int(json.loads(record.read_text()).get("num_iterations", 1))
+                if record.exists()
+                else 1
+            )
             for is_base, c in [(True, base), *((False, c) for c in ckpts)]:
+                step = 0 if is_base else int(c["step"])
                 out.append(
                     {
                         "stage": r["stage"],
                         "cell": r["cell"],
                         "seed": int(seed),
-                        "step": 0 if is_base else int(c["step"]),
+                        "step": step,
+                        "generation_step": step // mu,
                         "is_base": is_base,
                         **{k: c[v] for k, v in ACCURACY.items()},
                     }
@@ -469,7 +478,7 @@ def to_latex(
 
 RESULTS_CAPTION = (
     "Test accuracy (lm-eval) per cell and stage: mean over seeds with a 95% Student-t interval "
-    "(undefined with one seed); Δ is the paired difference to the stage's reference cell on the "
+    "(undefined with one seed); Δ is the paired difference to the cell's reference in its stage on the "
     "same seed. Best is the best checkpoint on test (optimistic). Lengths in tokens: training "
     "lengths over the last quarter of the steps from the rollout log (eos counted), test length "
     "of the incorrect sampled completions of the final checkpoint from lm-eval's samples (eos not "

@@ -43,6 +43,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.choices import EXTERNAL_PROTOCOL
 from grpo_ablation.compute import OFFLINE_VARS, work_offline
 
 # Checkpoints and data are local or cached: nothing may touch the hub. Set before lm_eval/datasets
@@ -399,7 +400,6 @@ def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
 
-EXTERNAL_PROTOCOL = "external benchmark, its own protocol"
 # Headline metric of a built-in task, in lm-eval's order of preference.
 _EXTERNAL_METRICS = (
     "exact_match,strict-match",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 
@@ -55,8 +54,3 @@ def run(a: argparse.Namespace) -> None:
         **options,
     )
     evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", a.out / "validation", **options)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="evaluate", parents=[arguments()])
-    run(parser.parse_args(sys.argv[1:] if argv is None else argv))

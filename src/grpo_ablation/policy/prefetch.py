@@ -18,14 +18,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.compute import OFFLINE_VARS
 from grpo_ablation.tasks import get_task
 
-OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME")
+# What the record shows of the environment: the offline flags and the cache folder.
+RECORDED_VARS = (*OFFLINE_VARS, "HF_HOME")
 
 
 def prefetch(config: dict[str, Any]) -> dict[str, Any]:
     """Fetch (or check) model, data set and external benchmark data; return what was done."""
-    record: dict[str, Any] = {"environment": {k: os.environ.get(k) for k in OFFLINE_VARS}}
+    record: dict[str, Any] = {"environment": {k: os.environ.get(k) for k in RECORDED_VARS}}
     if config.get("stand_in"):
         record["stand_in"] = build_stand_in(config)
     base = config["base_policy"]

@@ -47,10 +47,10 @@ class Measurement:
 
 
 def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
-    """Runs, checkpoints and GPUs of the DAG as configured (a stage that takes another's winner
-    is counted with that stage's reference: the count of distinct cells is the same either way
-    unless the winner is another of that stage's cells, which adds no runs). Optimizer steps and
-    checkpoints are means over cells (an update-epochs stage takes more steps per run)."""
+    """Runs, checkpoints and GPUs of the DAG as configured. A stage that takes another's winner is
+    counted at that stage's reference (an estimate: another winner may share fewer cells with the
+    other stages, adding runs). Optimizer steps and checkpoints are means over cells (an
+    update-epochs stage takes more steps per run)."""
     paths: dict[str, None] = {}
     for s in pipeline.stages(config):
         winners = {src: pipeline.get_stage(config, src).reference for src in s.sources()}

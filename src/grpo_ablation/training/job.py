@@ -37,7 +37,7 @@ def run(a: argparse.Namespace) -> None:
     # N > 1: this process becomes `accelerate launch` of the same command (N copies of it); the
     # job worker never serves such a job, so sys.argv is the job's own command line.
     relaunch(
-        [sys.argv[0], *sys.argv[1:]],
+        list(sys.argv),
         processes(a),
         compute.get("accelerate_config", "ddp"),
         resolve_device(compute["device"]),

@@ -388,13 +388,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--task", default="{}", help="TaskConfig fields as JSON (the reward)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads per process")
     a = parser.parse_args(argv)
-    if a.threads:
-        import torch
+    from grpo_ablation.compute import set_threads, work_offline
+    from grpo_ablation.numerics import pin_cpu_numerics
 
-        torch.set_num_threads(a.threads)
-    from grpo_ablation.compute import work_offline
-
+    # As every pipeline job: offline, and the CPU numerics pinned before torch's import.
     work_offline()
+    pin_cpu_numerics()
+    set_threads(a.threads)
     cfg = from_dict(TrainingConfig, json.loads(a.training), "training")
     train(a.model, a.data, a.out, cfg, json.loads(a.task))
 
