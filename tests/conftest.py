@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +19,23 @@ BIN = Path(sys.executable).parent  # the venv's bin: snakemake, and the `python`
 
 
 INJECT = Path(__file__).parent / "inject"  # sitecustomize.py: the GRPO_FAULT_* hooks
+
+# Variables that locate a Hugging Face cache: the test session points them all at its own folder.
+HF_CACHE_VARS = ("HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "HF_XET_CACHE", "HF_ASSETS_CACHE")
+HF_HOME_PREFIX = "grpo-tests-hf-"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A Hugging Face cache of this test session's own, set before any test imports a library that
+    reads the variables (and inherited by every job the tests start): tests share no cache with
+    the machine or an earlier session, so a used machine behaves as a new one."""
+    for var in HF_CACHE_VARS:
+        os.environ.pop(var, None)
+    os.environ["HF_HOME"] = tempfile.mkdtemp(prefix=HF_HOME_PREFIX)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ["HF_HOME"], ignore_errors=True)
 
 
 def faults_env(env: dict[str, str], **faults: str) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """The CPU stand-in for the cluster preset: a GSM8K-shaped local data set, a tiny Qwen2 model with a
 Qwen2.5-style chat template, and the supervised warm-start that makes its GRPO groups mixed.
 
-Nothing is downloaded: the data set and the model are local folders loaded through the same calls
-as hub names (``load_dataset(path, "main", split=...)``, the Auto classes).
+Nothing is downloaded: the data set and the model are local folders read through the same code as
+hub content (``grpo_ablation.tasks.source``, the Auto classes).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 
 from grpo_ablation.policy.sft import prompt_ids, render_prompt, warm_start_pretrained
 from grpo_ablation.policy.standin import build_standin_model, write_gsm8k_standin
+from grpo_ablation.tasks.source import Source
 
 torch.set_num_threads(1)
 
@@ -46,31 +47,29 @@ def digest(path: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
     """(data dir, model dir, train rows, test rows) for seed 0."""
-    from datasets import load_dataset
-
     root = tmp_path_factory.mktemp("standin")
     data = write_gsm8k_standin(root / "gsm8k", N_TRAIN, N_TEST, SEED)
-    train = list(load_dataset(str(data), "main", split="train"))
-    test = list(load_dataset(str(data), "main", split="test"))
+    train, test = (Source(str(data), "main").read(split)[0] for split in ("train", "test"))
     corpus = [r["question"] + INSTRUCTION for r in train] + [completion(r["answer"]) for r in train]
     model = build_standin_model(root / "model", corpus, SEED)
     return data, model, train, test
 
 
-def test_dataset_loads_like_the_hub(standin):
+def test_dataset_loads_like_the_hub(standin, tmp_path):
     from datasets import load_dataset
 
     data, _, train, test = standin
     assert (data / "main" / "train-00000-of-00001.parquet").is_file()
     assert (data / "main" / "test-00000-of-00001.parquet").is_file()
-    ds = load_dataset(
-        str(data), "main", split="train", revision=None
-    )  # as math_task._rows calls it
+    # `datasets` itself reads the folder as a hub data set with a `main` config (from a fresh cache:
+    # it keys a local folder's cache by neither its path nor its files), to the same rows.
+    ds = load_dataset(str(data), "main", split="train", cache_dir=str(tmp_path / "cache"))
     assert ds.column_names == ["question", "answer"]
     assert {k: v.dtype for k, v in ds.features.items()} == {
         "question": "string",
         "answer": "string",
     }
+    assert list(ds) == train
     assert (len(train), len(test)) == (N_TRAIN, N_TEST)
     for row in train + test:
         m = re.fullmatch(

@@ -37,6 +37,21 @@ def test_splits_are_disjoint_even_up_to_operand_order() -> None:
             assert r["difficulty"] == count_carries(r["a"], r["b"])
 
 
+def test_splits_beyond_the_problem_universe_are_refused_and_exactly_all_of_it_is_not(
+    tmp_path: Path,
+) -> None:
+    # a <= 9, b <= 9: 55 problems up to operand order.
+    sizes = {"a_max": 9, "b_max": 9, "n_validation": 5, "n_test": 10}
+    with pytest.raises(ValueError, match=r"splits ask for 56 problems .* has only 55 distinct"):
+        generate_splits(TaskConfig(n_train=41, **sizes))
+    manifest = write_splits(TaskConfig(n_train=40, **sizes), tmp_path)
+    assert {s: (v["count"], v["requested"]) for s, v in manifest["splits"].items()} == {
+        "train": (40, 40),
+        "validation": (5, 5),
+        "test": (10, 10),
+    }
+
+
 def test_all_difficulties_and_both_operand_orders_occur() -> None:
     rows = generate_splits(TaskConfig())["train"]
     assert {r["difficulty"] for r in rows} == {0, 1, 2}

@@ -20,7 +20,8 @@ from grpo_ablation.numerics import pin_cpu_numerics
 def cmd_splits(a: argparse.Namespace) -> None:
     from grpo_ablation.tasks import get_task
 
-    manifest = get_task(json.loads(a.task)).write_splits(a.out)
+    fetched = json.loads(a.prefetch.read_text())["task"] if a.prefetch else None
+    manifest = get_task(json.loads(a.task)).write_splits(a.out, fetched=fetched)
     print(json.dumps(manifest, indent=2))
 
 
@@ -162,6 +163,11 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("splits", help="write the fixed splits and their manifest")
     p.add_argument("--task", required=True, help="task config as JSON")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument(
+        "--prefetch",
+        type=Path,
+        help="the prefetch record: the source files must be the ones it read",
+    )
     p.set_defaults(func=cmd_splits)
 
     p = sub.add_parser("prefetch", help="fill the Hugging Face cache (runs on the submit host)")

@@ -89,12 +89,23 @@ def allocation() -> str:
 
 def code_key() -> str:
     """Hash of the interpreter, this checkout, its sources, the batch allocation, the CPU numerics
-    pins and PYTHONPATH: a new version (or another allocation, pins or path) gets a new worker."""
-    # The pins and PYTHONPATH too: torch reads the pins once, at import (grpo_ablation.numerics),
-    # and PYTHONPATH decides which code the worker imports.
+    pins, the Hugging Face variables and PYTHONPATH: a new version (or another allocation, pins,
+    cache or path) gets a new worker."""
+    # The pins and the Hugging Face variables too: torch reads the pins once, at import
+    # (grpo_ablation.numerics), and huggingface_hub and datasets fix their cache folders and
+    # offline flags at import, so a child could not take another cache from its client.
+    # PYTHONPATH decides which code the worker imports.
     pins = ",".join(f"{k}={os.environ.get(k)}" for k in sorted(CPU_PINS))
-    context = (
-        f"{sys.executable}\0{PACKAGE_DIR}\0{allocation()}\0{pins}\0{os.environ.get('PYTHONPATH')}"
+    hub = ",".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("HF_"))
+    context = "\0".join(
+        [
+            sys.executable,
+            str(PACKAGE_DIR),
+            allocation(),
+            pins,
+            hub,
+            str(os.environ.get("PYTHONPATH")),
+        ]
     )
     h = hashlib.sha256(context.encode())
     for path in sorted(PACKAGE_DIR.rglob("*.py")):

@@ -30,6 +30,7 @@ rule splits:
         cli=CLI,
         task=TASK,
         out=folder("manifest"),
+        fetched=lambda wildcards, input: f"--prefetch {input[0]}" if input else "",
     conda:
         "../../envs/grpo.yaml"
     log:
@@ -37,7 +38,8 @@ rule splits:
     benchmark:
         f"{EXP}/benchmarks/splits.tsv"
     shell:
-        "python {params.cli} splits --task {params.task:q} --out {params.out} > {log} 2>&1"
+        "python {params.cli} splits --task {params.task:q} --out {params.out} {params.fetched}"
+        " > {log} 2>&1"
 
 
 rule base_policy:

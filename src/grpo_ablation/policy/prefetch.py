@@ -65,12 +65,12 @@ def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
     model = Path(config["base_policy"]["name"])
     if not (model / "config.json").exists():
         # The tokenizer learns the words of the prompts, the answers and the chat scaffolding.
-        rows = _rows(task, "train") + _rows(task, "test")
+        rows = _rows(task, "train")[0] + _rows(task, "test")[0]
         pairs = task.sft_pairs(rows)
         corpus = [
             f"{r['prompt']} {completion}" for r, (_, completion) in zip(rows, pairs, strict=True)
         ]
-        corpus += _solutions(data)
+        corpus += [str(r["answer"]) for r in task.data_source().read("train")[0]]
         corpus.append("system user assistant You are a helpful assistant.")
         build_standin_model(
             model,
@@ -80,9 +80,3 @@ def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
             num_layers=spec["num_layers"],
         )
     return {"dataset": str(data.resolve()), "model": str(model.resolve())}
-
-
-def _solutions(data: Path) -> list[str]:
-    from datasets import load_dataset
-
-    return list(load_dataset(str(data), "main", split="train")["answer"])

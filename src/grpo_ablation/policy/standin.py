@@ -1,9 +1,10 @@
 """A CPU-sized stand-in for the cluster preset (Qwen2.5-0.5B-Instruct on openai/gsm8k).
 
-The cluster code path loads its data with ``datasets.load_dataset(path, "main", split=...)`` and
-its model with ``AutoModelForCausalLM`` / ``AutoTokenizer`` from a hub name. Both calls also
-accept a local folder, so the stand-ins here are *folders laid out like the hub repositories*:
-the cluster code runs unchanged (only the path differs) and nothing is downloaded.
+The cluster code path reads its data from a data set's files in the hub's layout
+(``grpo_ablation.tasks.source``: a hub snapshot or a local folder) and its model with
+``AutoModelForCausalLM`` / ``AutoTokenizer`` from a hub name. Both also accept a local folder, so
+the stand-ins here are *folders laid out like the hub repositories*: the cluster code runs
+unchanged (only the path differs) and nothing is downloaded.
 
 - ``write_gsm8k_standin``: one-step addition word problems in GSM8K's format (a reasoning line
   with a ``<<a+b=c>>`` calculator annotation, then ``#### c``), written as the hub repo's parquet
@@ -130,8 +131,8 @@ def write_gsm8k_standin(out_dir: Path, n_train: int, n_test: int, seed: int) -> 
 
     ``out_dir/main/{train,test}-00000-of-00001.parquet`` (string columns ``question`` and
     ``answer``) and ``out_dir/README.md`` declaring the ``main`` config, so that
-    ``load_dataset(str(out_dir), "main", split="train")`` loads it as the hub data set would be
-    loaded. Train and test questions are disjoint; the files depend only on the arguments.
+    ``Source(str(out_dir), "main").read("train")`` (and ``datasets.load_dataset``) read it as the
+    hub data set would be read. Train and test questions are disjoint; the files depend only on the arguments.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq

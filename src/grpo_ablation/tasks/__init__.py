@@ -7,8 +7,8 @@ evaluation implements again, fetches its hub data for the prefetch rule, and, fo
 started base, gives the supervised (prompt, completion) pairs. Nothing outside this registry asks
 which task it is.
 
-Adding a task: write a module with a dataclass implementing :class:`Task` (see ``task.py`` or
-``math_task.py``), add one line to ``TASKS``, and, if its answer rule is new, the rule's lm-eval
+Adding a task: write a module with a dataclass implementing :class:`Task` (see ``addition.py`` or
+``math.py``), add one line to ``TASKS``, and, if its answer rule is new, the rule's lm-eval
 implementation to ``evaluate.ANSWER_RULES``.
 """
 
@@ -41,7 +41,11 @@ class Task(Protocol):
     # Whether its data come from the hub (or a local folder in the hub's layout): prefetch first.
     hub_data: bool
 
-    def write_splits(self, out_dir: Path) -> dict[str, Any]: ...
+    # Writes the splits and their manifest; ``fetched`` is what ``prefetch`` recorded (the source
+    # files' hashes), which the files read now must match.
+    def write_splits(
+        self, out_dir: Path, fetched: dict[str, Any] | None = None
+    ) -> dict[str, Any]: ...
 
     def prefetch(self) -> dict[str, Any]: ...
 

@@ -99,8 +99,8 @@ class TaskConfig:
         return _sha256(json.dumps(self.to_dict(), sort_keys=True).encode())
 
     # -- the Task protocol (grpo_ablation.tasks) ---------------------------------------------
-    def write_splits(self, out_dir: Path) -> dict[str, Any]:
-        return write_splits(self, out_dir)
+    def write_splits(self, out_dir: Path, fetched: dict[str, Any] | None = None) -> dict[str, Any]:
+        return write_splits(self, out_dir)  # generated: no source files to check
 
     def prefetch(self) -> dict[str, Any]:
         return {}  # generated locally: nothing to download
@@ -171,7 +171,11 @@ def generate_splits(cfg: TaskConfig) -> dict[str, list[dict[str, Any]]]:
     universe = problem_universe(cfg)
     need = cfg.n_train + cfg.n_validation + cfg.n_test
     if need > len(universe):
-        raise ValueError(f"{need} problems requested but only {len(universe)} exist")
+        raise ValueError(
+            f"splits ask for {need} problems (n_train {cfg.n_train} + n_validation "
+            f"{cfg.n_validation} + n_test {cfg.n_test}) but a <= {cfg.a_max}, b <= {cfg.b_max} "
+            f"has only {len(universe)} distinct ones"
+        )
     rng = random.Random(f"{GENERATOR_VERSION}:{cfg.seed}")
     rng.shuffle(universe)
     out: dict[str, list[dict[str, Any]]] = {}
@@ -205,9 +209,12 @@ def _jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
 
 
-def write_split_files(splits: dict[str, list[dict[str, Any]]], out_dir: Path) -> dict[str, Any]:
+def write_split_files(
+    splits: dict[str, list[dict[str, Any]]], out_dir: Path, requested: dict[str, int | None]
+) -> dict[str, Any]:
     """Write ``<split>.jsonl`` for every split; return the manifest's per-split entries (file,
-    SHA-256, count, difficulty histogram). Shared by every task, so manifests look alike."""
+    SHA-256, rows written next to rows asked for (None: all the source has), difficulty
+    histogram). Shared by every task, so manifests look alike."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[str, Any] = {}
     for split, rows in splits.items():
@@ -218,6 +225,7 @@ def write_split_files(splits: dict[str, list[dict[str, Any]]], out_dir: Path) ->
             "file": f"{split}.jsonl",
             "sha256": _sha256(data),
             "count": len(rows),
+            "requested": requested[split],
             "difficulty_histogram": {str(k): hist[k] for k in sorted(hist)},
         }
     return files
@@ -225,7 +233,8 @@ def write_split_files(splits: dict[str, list[dict[str, Any]]], out_dir: Path) ->
 
 def write_splits(cfg: TaskConfig, out_dir: Path) -> dict[str, Any]:
     """Write ``{train,validation,test}.jsonl`` and ``manifest.json``; return the manifest."""
-    files = write_split_files(generate_splits(cfg), Path(out_dir))
+    requested = {"train": cfg.n_train, "validation": cfg.n_validation, "test": cfg.n_test}
+    files = write_split_files(generate_splits(cfg), Path(out_dir), requested)
     manifest = {
         "generator_version": GENERATOR_VERSION,
         "generator_seed": cfg.seed,

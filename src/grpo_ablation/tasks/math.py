@@ -12,10 +12,12 @@ answer): the trainer records such a group as ``failed_scoring`` instead of guess
 applies the same declared rule (``math_verify``) in lm-eval, to the same prompts (chat template
 included), so the headline measures what training optimised.
 
-The data set is read through ``datasets.load_dataset(path, name, revision=...)``: a hub id (filled
-into the Hugging Face cache once by the prefetch rule, then read offline) or a local folder with
-the same layout (the CPU stand-in of ``config/cluster_smoke.yaml``). ``datasets`` and
-``math_verify`` are imported lazily: importing this module downloads and imports nothing.
+The data set is read from its parquet files (``grpo_ablation.tasks.source``): a hub id's snapshot
+at the pinned revision (filled into the Hugging Face cache once by the prefetch rule, then read
+offline) or a local folder with the same layout (the CPU stand-in of ``config/cluster_smoke.yaml``);
+the manifest records every source file's SHA-256 next to the split files'. A split asked for more
+rows than the data hold is refused, never truncated. ``datasets`` and ``math_verify`` are imported
+lazily: importing this module downloads and imports nothing.
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from typing import Any, ClassVar
 
 from grpo_ablation import settings
 from grpo_ablation.tasks import Prompt, chat_prompt
+from grpo_ablation.tasks.source import Source, SourceFile
 
 GENERATOR_VERSION = "math-v1"
+SOURCE_SPLITS = ("train", "test")  # validation is carved from the source's train split
 DATASETS: dict[str, dict[str, Any]] = {
     # GSM8K: the answer is the number after "####"; difficulty = calculator annotations (steps).
     "gsm8k": {"path": "openai/gsm8k", "name": "main", "question": "question", "solution": "answer"},
@@ -107,18 +111,26 @@ class MathTask:
         spec["name"] = self.dataset_name or spec["name"]
         return spec
 
+    def data_source(self) -> Source:
+        spec = self.source()
+        return Source(spec["path"], spec["name"], self.revision)
+
     # -- the Task protocol (grpo_ablation.tasks) ---------------------------------------------
-    def write_splits(self, out_dir: Path) -> dict[str, Any]:
-        return write_splits(self, out_dir)
+    def write_splits(self, out_dir: Path, fetched: dict[str, Any] | None = None) -> dict[str, Any]:
+        return write_splits(self, out_dir, fetched=fetched)
 
     def prefetch(self) -> dict[str, Any]:
-        """Fill the Hugging Face cache with both splits at the pinned revision (needs the hub)."""
-        from datasets import load_dataset
-
-        spec = self.source()
-        for split in ("train", "test"):
-            load_dataset(spec["path"], spec["name"], split=split, revision=self.revision)
-        return {"dataset": spec["path"], "name": spec["name"], "revision": self.revision}
+        """Fill the Hugging Face cache with the data set's snapshot at the pinned revision (needs
+        the hub; a local folder is only read) and record its split files' hashes."""
+        source = self.data_source()
+        root = source.root(download=True)
+        return {
+            "dataset": source.path,
+            "name": source.name,
+            "revision": self.revision,
+            "root": str(root.resolve()),
+            "files": source.files(SOURCE_SPLITS),
+        }
 
     def prompt(self, row: dict[str, Any]) -> Prompt:
         return chat_prompt(row["prompt"]) if self.chat_template else row["prompt"]
@@ -162,11 +174,11 @@ def difficulty(dataset: str, row: dict[str, Any], solution: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _rows(cfg: MathTask, split: str) -> list[dict[str, Any]]:
-    from datasets import load_dataset  # lazy: the hub is touched only when splits are written
-
+def _rows(cfg: MathTask, split: str) -> tuple[list[dict[str, Any]], list[SourceFile]]:
+    """The task rows of a source split (rows without a gold answer, or off ``levels``, dropped),
+    and the source files they were read from."""
     spec = cfg.source()
-    data = load_dataset(spec["path"], spec["name"], split=split, revision=cfg.revision)
+    data, files = cfg.data_source().read(split)
     rows = []
     for idx, row in enumerate(data):
         solution = str(row[spec["solution"]])
@@ -182,42 +194,93 @@ def _rows(cfg: MathTask, split: str) -> list[dict[str, Any]]:
                 "difficulty": level,
             }
         )
-    return rows
+    return rows, files
 
 
-def make_splits(cfg: MathTask, train_rows: list[dict], test_rows: list[dict]) -> dict[str, list]:
-    """Seeded validation slice of train, then the (optionally truncated) train and test rows."""
+def requested(cfg: MathTask) -> dict[str, int | None]:
+    """Rows asked for per split (None: every row the source has)."""
+    return {"train": cfg.n_train, "validation": cfg.n_validation, "test": cfg.n_test}
+
+
+def make_splits(
+    cfg: MathTask, train_rows: list[dict], test_rows: list[dict], source: str = "the data set"
+) -> dict[str, list]:
+    """Seeded validation slice of train, then the train and test rows (the first ``n_train`` /
+    ``n_test`` when set). A size larger than the rows available is refused, naming the numbers."""
+    asked = requested(cfg)
+    available = {
+        "validation": len(train_rows),
+        "train": len(train_rows) - cfg.n_validation,
+        "test": len(test_rows),
+    }
+    for split in ("validation", "train", "test"):
+        n = asked[split]
+        if n is not None and n > available[split]:
+            where = " after the validation rows" if split == "train" else ""
+            raise ValueError(
+                f"split {split!r}: {n} rows asked for (task.n_{split}) but {source} has "
+                f"{available[split]}{where}; lower task.n_{split} or use a larger data set"
+            )
+    if available["train"] <= 0:
+        raise ValueError(f"n_validation={cfg.n_validation} leaves no training rows in {source}")
     train = list(train_rows)
     random.Random(f"{GENERATOR_VERSION}:{cfg.seed}").shuffle(train)
-    if cfg.n_validation >= len(train):
-        raise ValueError(f"n_validation={cfg.n_validation} leaves no training rows ({len(train)})")
     validation, train = train[: cfg.n_validation], train[cfg.n_validation :]
     train = train[: cfg.n_train] if cfg.n_train is not None else train
     test = test_rows[: cfg.n_test] if cfg.n_test is not None else list(test_rows)
     return {"train": train, "validation": validation, "test": test}
 
 
-def write_splits(cfg: MathTask, out_dir: Path, splits: dict[str, list] | None = None) -> dict:
+def check_fetched(source: Source, read: dict[str, list[SourceFile]], fetched: dict) -> None:
+    """Stop when the files just read are not the ones the prefetch rule recorded."""
+    now = {s: [asdict(f) for f in files] for s, files in read.items()}
+    if now != fetched.get("files"):
+        raise ValueError(
+            f"{source.describe()} changed since the prefetch rule read it: it recorded "
+            f"{json.dumps(fetched.get('files'), sort_keys=True)}, the files now are "
+            f"{json.dumps(now, sort_keys=True)}; rerun the prefetch rule (delete its record) "
+            "if the new files are meant"
+        )
+
+
+def write_splits(
+    cfg: MathTask,
+    out_dir: Path,
+    splits: dict[str, list] | None = None,
+    fetched: dict[str, Any] | None = None,
+) -> dict:
     """Write ``{train,validation,test}.jsonl`` and ``manifest.json``; return the manifest.
 
-    ``splits`` (rows already loaded) is for tests; by default the rows come from the hub.
+    ``splits`` (rows already loaded) is for tests; by default the rows come from the source's
+    files, which must be the ones in ``fetched`` (the prefetch rule's record) when given.
     """
+    source = cfg.data_source()
+    files: dict[str, list[SourceFile]] = {}
     if splits is None:
-        splits = make_splits(cfg, _rows(cfg, "train"), _rows(cfg, "test"))
+        (train, files["train"]), (test, files["test"]) = (_rows(cfg, s) for s in SOURCE_SPLITS)
+        if fetched is not None:
+            check_fetched(source, files, fetched)
+        splits = make_splits(cfg, train, test, source.describe())
     from grpo_ablation.tasks.addition import write_split_files
 
     out_dir = Path(out_dir)
-    files = write_split_files({s: splits[s] for s in ("train", "validation", "test")}, out_dir)
+    written = write_split_files(
+        {s: splits[s] for s in ("train", "validation", "test")}, out_dir, requested(cfg)
+    )
     task = cfg.to_dict()
     manifest = {
         "generator_version": GENERATOR_VERSION,
         "generator_seed": cfg.seed,
-        "source": {**cfg.source(), "revision": cfg.revision},
+        "source": {
+            **cfg.source(),
+            "revision": cfg.revision,
+            "files": {s: [asdict(f) for f in fs] for s, fs in files.items()},
+        },
         "task_config": task,
         "task_config_sha256": _sha256(json.dumps(task, sort_keys=True).encode()),
         "answer_rule": cfg.answer_rule,
         "answer_extraction": "math-verify parse of the completion vs \\boxed{answer}; equivalence by verify",
-        "splits": files,
+        "splits": written,
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
