@@ -53,7 +53,14 @@ def _reward(prompts, completions, answer, **kwargs):
     ]
 
 
-def _one_run(kind: str, model_dir: Path, rows: list[dict], out: Path, steps: int) -> float:
+def _one_run(
+    kind: str,
+    model_dir: Path,
+    rows: list[dict],
+    out: Path,
+    steps: int,
+    gradient_checkpointing: bool = False,
+) -> float:
     """Steps per second of one training run of ``steps`` optimizer steps (setup excluded)."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -79,6 +86,7 @@ def _one_run(kind: str, model_dir: Path, rows: list[dict], out: Path, steps: int
         log_level="error",
         loss_type="grpo",
         scale_rewards="group" if kind == "stock" else "none",
+        gradient_checkpointing=gradient_checkpointing,  # TRL's default is True, the project's False
     )
     common: dict[str, Any] = dict(
         model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
@@ -98,12 +106,13 @@ def _one_run(kind: str, model_dir: Path, rows: list[dict], out: Path, steps: int
     return steps / (time.perf_counter() - started)
 
 
-def trainer_overhead(steps: int = 60, repeats: int = 6) -> dict[str, Any]:
-    """Project trainer vs stock TRL GRPOTrainer, same model, batch and objective."""
+def _interleaved(runs: dict[str, Any], steps: int, repeats: int) -> dict[str, list[float]]:
+    """Steps per second of each named run (``runs[name](model_dir, rows, out, steps)``), ``repeats``
+    times, interleaved with the order alternating, after one warm-up run."""
     import contextlib
     import io
 
-    ratios, stock_sps, ours_sps = [], [], []
+    sps: dict[str, list[float]] = {name: [] for name in runs}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model_dir, rows = _tiny_setup(root)
@@ -112,24 +121,56 @@ def trainer_overhead(steps: int = 60, repeats: int = 6) -> dict[str, Any]:
                 "stock", model_dir, rows, root / "warmup", 5
             )  # first-call costs out of the way
         for r in range(repeats):
-            # alternate which trainer goes first, so drift within a pair does not favour either
-            order = ("stock", "ours") if r % 2 == 0 else ("ours", "stock")
+            # alternate the order, so drift within a pair does not favour either
+            order = list(runs) if r % 2 == 0 else list(reversed(runs))
             with contextlib.redirect_stdout(io.StringIO()):
-                sps = {
-                    kind: _one_run(kind, model_dir, rows, root / f"{kind}{r}", steps)
-                    for kind in order
-                }
-            stock_sps.append(sps["stock"])
-            ours_sps.append(sps["ours"])
-            ratios.append(sps["ours"] / sps["stock"])
+                for name in order:
+                    sps[name].append(runs[name](model_dir, rows, root / f"{name}{r}", steps))
+    return sps
+
+
+def trainer_overhead(steps: int = 60, repeats: int = 6) -> dict[str, Any]:
+    """Project trainer vs stock TRL GRPOTrainer, same model, batch and objective."""
+    sps = _interleaved(
+        {kind: lambda *a, kind=kind: _one_run(kind, *a) for kind in ("stock", "ours")},
+        steps,
+        repeats,
+    )
+    ratios = [o / s for o, s in zip(sps["ours"], sps["stock"], strict=True)]
     return {
         "benchmark": "trainer_overhead",
         "what": "steps/s of the project trainer / steps/s of stock TRL GRPOTrainer",
         "target": ">= 0.95",
         "ratio_median": statistics.median(ratios),
         "ratios": ratios,
-        "stock_steps_per_s": stock_sps,
-        "project_steps_per_s": ours_sps,
+        "stock_steps_per_s": sps["stock"],
+        "project_steps_per_s": sps["ours"],
+        "config": {"steps": steps, "repeats": repeats, "batch": 32, "G": 8, "max_len": 10},
+    }
+
+
+def gradient_checkpointing(steps: int = 60, repeats: int = 6) -> dict[str, Any]:
+    """What TRL's default gradient checkpointing costs the project trainer (off by default in
+    the project's compute section; it changes no number, tests/test_training_run.py)."""
+    sps = _interleaved(
+        {
+            f"checkpointing={on}": lambda *a, on=on: _one_run("ours", *a, gradient_checkpointing=on)
+            for on in (False, True)
+        },
+        steps,
+        repeats,
+    )
+    ratios = [
+        off / on
+        for off, on in zip(sps["checkpointing=False"], sps["checkpointing=True"], strict=True)
+    ]
+    return {
+        "benchmark": "gradient_checkpointing",
+        "what": "steps/s with gradient checkpointing off / on (project trainer)",
+        "target": "> 1 (off is the default)",
+        "ratio_median": statistics.median(ratios),
+        "ratios": ratios,
+        "steps_per_s": sps,
         "config": {"steps": steps, "repeats": repeats, "batch": 32, "G": 8, "max_len": 10},
     }
 
@@ -558,6 +599,7 @@ def main() -> None:
     torch.set_num_threads(1)
     suite = {
         "trainer_overhead": trainer_overhead,
+        "gradient_checkpointing": gradient_checkpointing,
         "dag_scaling": dag_scaling,
         "pipeline_overhead": lambda: pipeline_overhead(a.experiment),
         "dag_floor": lambda: dag_floor(a.experiment),
@@ -598,6 +640,10 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         name = r["benchmark"]
         if name == "trainer_overhead":
             add(name, "project / stock TRL steps per s (median)", r["ratio_median"], r["target"])
+        elif name == "gradient_checkpointing":
+            add(
+                name, "steps per s, checkpointing off / on (median)", r["ratio_median"], r["target"]
+            )
         elif name == "dag_scaling":
             for row in r["rows"]:
                 add(name, f"dry run of {row['jobs']} jobs (s)", row["dry_run_s"], r["target"])

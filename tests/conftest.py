@@ -59,10 +59,14 @@ class SmokePipeline:
 
 
 def snakemake(
-    configfile: str | Path, *args: str, timeout: int = 900, unset: tuple[str, ...] = ()
+    configfile: str | Path,
+    *args: str,
+    timeout: int = 900,
+    unset: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run snakemake on 2 cores with ``configfile`` (environment variables ``unset`` removed);
-    output is captured and shown when it fails."""
+    """Run snakemake on 2 cores with ``configfile`` (environment variables ``unset`` removed,
+    ``env`` added); output is captured and shown when it fails."""
     cmd = [
         str(BIN / "snakemake"),
         *args,
@@ -72,9 +76,11 @@ def snakemake(
         "--configfile",
         str(configfile),
     ]
-    env = {k: v for k, v in os.environ.items() if k not in unset}
-    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    environ = {k: v for k, v in os.environ.items() if k not in unset} | (env or {})
+    environ["PATH"] = f"{BIN}{os.pathsep}{environ.get('PATH', '')}"
+    done = subprocess.run(
+        cmd, cwd=ROOT, env=environ, capture_output=True, text=True, timeout=timeout
+    )
     if done.returncode:
         raise AssertionError(
             f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
@@ -101,3 +107,22 @@ def setup(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("tiny")
     return build_model_dir(root / "model"), write_data(root / "data")
+
+
+def cache_revision_only(cache: Path, repo: str, revision: str, content: Path, kind: str) -> Path:
+    """``content`` laid out as the hub cache (``cache``, i.e. ``$HF_HOME/hub``) holds a repo
+    (``kind``: model or dataset) fetched at ``revision`` only: files in ``blobs/`` by hash, the
+    snapshot made of relative links, no ``refs/`` at all. Returns the snapshot folder."""
+    import hashlib
+
+    repo_dir = cache / f"{kind}s--{repo.replace('/', '--')}"
+    snapshot = repo_dir / "snapshots" / revision
+    for file in sorted(p for p in content.rglob("*") if p.is_file()):
+        data = file.read_bytes()
+        blob = repo_dir / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        link = snapshot / file.relative_to(content)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    return snapshot

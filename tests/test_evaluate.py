@@ -264,3 +264,63 @@ def test_rerun_is_identical_and_correct_answers_score_one(setup: dict) -> None:
         for name in ("results.json", "samples.jsonl")
     ]
     assert files[0] == files[2] and files[1] == files[3]
+
+
+# A hub-style generation_config.json (Qwen2.5-Instruct ships temperature 0.7, top_k 20, top_p 0.8,
+# repetition_penalty 1.1), stronger here so that a tiny random model's completions must change.
+HUB_STYLE = {
+    "do_sample": True,
+    "temperature": 0.3,
+    "top_k": 3,
+    "top_p": 0.8,
+    "repetition_penalty": 1.8,
+    "no_repeat_ngram_size": 1,
+}
+
+
+def test_a_checkpoints_generation_config_never_changes_the_evaluation(setup: dict) -> None:
+    """The same weights with and without hub-style sampling defaults give the same greedy and
+    sampled completions; those defaults would have changed them (the control)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    root = setup["root"]
+    hub = _tiny_model(root / "ckpt_hub_style")
+    gen = GenerationConfig.from_pretrained(hub)
+    gen.update(**HUB_STYLE)
+    gen.save_pretrained(hub)
+    out = root / "hub_style"
+    results = evaluate_checkpoints(
+        [(0, setup["ckpt"]), (1, hub)], setup["task_dir"], out, batch_size=4
+    )
+    plain, styled = (_read_samples(out / f"step={s}" / "samples.jsonl") for s in (0, 1))
+    for role in ("greedy", "sampled"):
+        texts = [[r["generated"] for r in rows if r["task"] == role] for rows in (plain, styled)]
+        assert texts[0] == texts[1], role
+    assert HUB_STYLE.items() <= results[1]["ignored_generation_config"].items()
+    assert not HUB_STYLE.keys() & results[0]["ignored_generation_config"].keys()
+    sampling = results[1]["sampling"]
+    assert sampling["sampled"] == {
+        "do_sample": True,
+        "temperature": 1.0,
+        "top_k": 0,
+        "top_p": 1.0,
+        "min_p": None,
+        "typical_p": 1.0,
+        "repetition_penalty": 1.0,
+        "no_repeat_ngram_size": 0,
+        "max_new_tokens": MAX_GEN,
+        "stop": "the model's eos token id",
+    }
+    assert sampling["greedy"]["do_sample"] is False
+
+    # Control: generate() left to the checkpoint's own config answers otherwise.
+    tok = AutoTokenizer.from_pretrained(hub)
+    model = AutoModelForCausalLM.from_pretrained(hub).eval()
+    own = []
+    for prompt in PROMPTS:
+        ids = torch.tensor([tok.convert_tokens_to_ids(list(prompt))])
+        torch.manual_seed(0)
+        new = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=MAX_GEN)
+        own.append(tok.decode(new[0, ids.shape[1] :].tolist(), skip_special_tokens=True))
+    greedy = [r["generated"] for r in plain if r["task"] == "greedy"]
+    assert own != greedy

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import cache_revision_only
 
 from grpo_ablation.policy.standin import write_gsm8k_standin
 from grpo_ablation.tasks.math import MathTask, write_splits
@@ -51,22 +52,6 @@ def test_folders_alike_in_name_and_readme_load_their_own_rows(tmp_path, order):
         ]
 
 
-def hub_snapshot(cache: Path, repo: str, revision: str, content: Path) -> Path:
-    """``content`` laid out as the hub cache holds a dataset repo fetched at ``revision`` only:
-    files in ``blobs/`` by hash, the snapshot made of relative links, no ``refs/`` at all."""
-    repo_dir = cache / f"datasets--{repo.replace('/', '--')}"
-    snapshot = repo_dir / "snapshots" / revision
-    for file in sorted(p for p in content.rglob("*") if p.is_file()):
-        data = file.read_bytes()
-        blob = repo_dir / "blobs" / hashlib.sha256(data).hexdigest()
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        blob.write_bytes(data)
-        link = snapshot / file.relative_to(content)
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(os.path.relpath(blob, link.parent))
-    return snapshot
-
-
 def test_a_hub_data_set_is_read_offline_from_its_pinned_snapshot(tmp_path, monkeypatch):
     from huggingface_hub import constants
 
@@ -75,8 +60,10 @@ def test_a_hub_data_set_is_read_offline_from_its_pinned_snapshot(tmp_path, monke
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     pinned = write_gsm8k_standin(tmp_path / "pinned", 100, 30, 0)
     newer = write_gsm8k_standin(tmp_path / "newer", 100, 40, 1)
-    hub_snapshot(cache, "openai/gsm8k", REVISION, pinned)
-    hub_snapshot(cache, "openai/gsm8k", "f" * 40, newer)  # another, more recent revision
+    cache_revision_only(cache, "openai/gsm8k", REVISION, pinned, "dataset")
+    cache_revision_only(
+        cache, "openai/gsm8k", "f" * 40, newer, "dataset"
+    )  # another, more recent revision
     assert not (cache / "datasets--openai--gsm8k" / "refs").exists()
 
     task = MathTask(revision=REVISION, n_validation=10)

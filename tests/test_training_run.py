@@ -143,3 +143,70 @@ def test_a_run_killed_mid_way_resumes_to_the_same_result(setup, tmp_path):
     assert (
         json.loads((run / "budget.json").read_text())["attempts"] == 1 + 0
     )  # only the finishing attempt
+
+
+def test_a_base_models_generation_config_never_changes_the_rollouts(setup, tmp_path):
+    """Hub-style sampling defaults in the base model's generation_config.json leave every rollout
+    as it is without them; run_info names what was ignored, the objective record the protocol."""
+    import shutil
+
+    from transformers import GenerationConfig
+
+    model, data = setup
+    styled = tmp_path / "styled_model"
+    shutil.copytree(model, styled)
+    gen = GenerationConfig.from_pretrained(styled)
+    # TRL states temperature, top-k, top-p and the repetition penalty itself; typical-p and the
+    # n-gram ban it leaves to the model's config, where transformers would take them from.
+    hub_style = {
+        "do_sample": True,
+        "top_k": 3,
+        "repetition_penalty": 1.8,
+        "typical_p": 0.5,
+        "no_repeat_ngram_size": 1,
+    }
+    gen.update(**hub_style)
+    gen.save_pretrained(styled)
+    config = TrainingConfig(max_steps=2, **TINY)
+    for base, out in ((model, tmp_path / "plain"), (styled, tmp_path / "styled")):
+        train(base, data, out, config, reward_func=digit_reward)
+    rows = [read_rollouts(tmp_path / run / "rollouts") for run in ("plain", "styled")]
+    assert rows[0]["completion"].tolist() == rows[1]["completion"].tolist()
+    info = json.loads((tmp_path / "styled" / "run_info.json").read_text())
+    assert hub_style.items() <= info["ignored_generation_config"].items()
+    record = json.loads((tmp_path / "styled" / "objective.json").read_text())
+    assert record["sampling"]["top_k"] == 0 and record["sampling"]["repetition_penalty"] == 1.0
+    saved = GenerationConfig.from_pretrained(tmp_path / "styled" / "checkpoints" / "checkpoint-2")
+    assert saved.top_k is None or saved.top_k == 50, "checkpoints carry no sampling defaults"
+
+
+def test_gradient_checkpointing_changes_no_number(setup, tmp_path):
+    """Recomputing activations (TRL's default, off in the project's) costs time, not bits: the
+    same rollouts, metrics and weights either way."""
+    model, data = setup
+    config = TrainingConfig(max_steps=4, **TINY)
+    for on in (False, True):
+        out = tmp_path / f"checkpointing={on}"
+        train(model, data, out, config, reward_func=digit_reward, gradient_checkpointing=on)
+        info = json.loads((out / "run_info.json").read_text())
+        assert info["compute"]["gradient_checkpointing"] is on
+        args = torch.load(
+            out / "checkpoints" / "checkpoint-4" / "training_args.bin", weights_only=False
+        )
+        assert args.gradient_checkpointing is on, "the trainer was told"
+    runs = [tmp_path / f"checkpointing={on}" for on in (False, True)]
+    off, on = (read_rollouts(run / "rollouts") for run in runs)
+    assert off.equals(on)
+    metrics = [
+        [
+            {k: v for k, v in json.loads(x).items() if "time" not in k}
+            for x in (run / "metrics.jsonl").read_text().splitlines()
+        ]
+        for run in runs
+    ]
+    assert metrics[0] == metrics[1]
+    weights = [
+        load_file(run / "checkpoints" / "checkpoint-4" / "model.safetensors") for run in runs
+    ]
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])

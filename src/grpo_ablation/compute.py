@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 # Compute jobs work offline, from the cache the prefetch rule filled: these are set by default in
@@ -23,6 +24,28 @@ def work_offline() -> None:
     """Set the offline variables unless the user set them (before datasets/lm-eval import)."""
     for var in OFFLINE_VARS:
         os.environ.setdefault(var, "1")
+
+
+def hub_snapshot(
+    repo_id: str, revision: str | None, repo_type: str = "model", download: bool = False
+) -> Path:
+    """The local folder of ``repo_id`` at ``revision`` in the hub cache (``download``: fetch it
+    first; only the prefetch rule does). Jobs load this folder, never the bare id: offline, a
+    bare id needs a ``refs/main`` that a commit-pinned download does not write, and online it
+    would read ``main``, not the pinned commit."""
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        folder = snapshot_download(
+            repo_id, repo_type=repo_type, revision=revision, local_files_only=not download
+        )
+    except LocalEntryNotFoundError as err:
+        raise FileNotFoundError(
+            f"{repo_type} {repo_id} at revision {revision or 'main'} is not in the hub cache "
+            f"{constants.HF_HUB_CACHE}: run the prefetch rule with this HF_HOME"
+        ) from err
+    return Path(folder)
 
 
 def set_threads(n: int | None) -> None:

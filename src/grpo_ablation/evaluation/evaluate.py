@@ -13,8 +13,11 @@ stopped at the model's eos, the same ``max_gen_toks`` as training's ``max_comple
 Two tasks are written per split:
 
 - ``<name>_greedy``: one greedy completion per prompt; metric ``correct`` (accuracy).
-- ``<name>_sampled``: ``repeats: k`` completions at ``temperature`` (pure temperature sampling,
-  ``top_k: 0``, ``top_p: 1``). No filter drops repeats, so each document reaches the metric with
+- ``<name>_sampled``: ``repeats: k`` completions at ``temperature`` (pure temperature sampling:
+  every field of ``grpo_ablation.sampling.protocol`` is stated in the task, as training states it,
+  and each model is loaded with a generation config stripped to its token ids, so a checkpoint's
+  ``generation_config.json`` (top-k, top-p, repetition penalty ...) never changes the
+  distribution; ``results.json`` records the protocol and what was ignored). No filter drops repeats, so each document reaches the metric with
   its k raw completions; ``correct`` returns the fraction of them the rule accepts, and lm-eval's
   ``mean`` aggregation averages it over documents: mean@k. The same number is recomputed from the
   per-sample log and the two must agree.
@@ -45,6 +48,7 @@ from typing import Any
 
 from grpo_ablation.choices import EXTERNAL_PROTOCOL
 from grpo_ablation.compute import OFFLINE_VARS, work_offline
+from grpo_ablation.sampling import neutral_generation_config, protocol
 
 # Checkpoints and data are local or cached: nothing may touch the hub. Set before lm_eval/datasets
 # import.
@@ -211,15 +215,11 @@ def write_task(
     task_dir = Path(task_dir)
     task_dir.mkdir(parents=True, exist_ok=True)
     greedy, sampled = f"{name}_greedy", f"{name}_sampled"
-    greedy_gen = ["do_sample: false", f"max_gen_toks: {max_gen_toks}"]
-    # top_k 0 / top_p 1: plain temperature sampling, not transformers' default top-k 50.
-    sampled_gen = [
-        "do_sample: true",
-        f"temperature: {float(temperature)}",
-        "top_k: 0",
-        "top_p: 1.0",
-        f"max_gen_toks: {max_gen_toks}",
-    ]
+    sampling = {
+        "greedy": protocol(None, max_gen_toks),
+        "sampled": protocol(temperature, max_gen_toks),
+    }
+    greedy_gen, sampled_gen = (_generation_lines(sampling[role]) for role in ("greedy", "sampled"))
     (task_dir / f"{greedy}.yaml").write_text(
         _task_yaml(greedy, test_jsonl, greedy_gen, repeats=1, filters=["take_first"])
     )
@@ -238,9 +238,27 @@ def write_task(
         "answer_rule": answer_rule,
         "chat_template": chat_template,
         "stop": "eos",
+        "sampling": sampling,
     }
     (task_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return [greedy, sampled]
+
+
+# Fields that act only when sampling: transformers warns when a greedy call sets them.
+_SAMPLING_ONLY = ("temperature", "top_k", "top_p", "min_p", "typical_p")
+
+
+def _generation_lines(settings: dict[str, Any]) -> list[str]:
+    """A protocol as lm-eval ``generation_kwargs`` lines (lm-eval calls the limit max_gen_toks;
+    the eos stop is the model's, see the module docstring; None means the step is absent)."""
+    lines = []
+    for key, value in settings.items():
+        greedy_only_noise = not settings["do_sample"] and key in _SAMPLING_ONLY
+        if key == "stop" or value is None or greedy_only_noise:
+            continue
+        key = "max_gen_toks" if key == "max_new_tokens" else key
+        lines.append(f"{key}: {json.dumps(value)}")
+    return lines
 
 
 def write_split_tasks(
@@ -291,15 +309,18 @@ def _load_lm(
         if device != "cuda":
             raise ValueError("evaluation.backend 'vllm' needs compute.device cuda")
         # add_bos_token=False and the eos stop as for HFLM below; vLLM stops at the eos itself.
-        return VLLM(
+        # generation_config="vllm": the engine's neutral defaults, not the checkpoint's file.
+        lm = VLLM(
             pretrained=str(path),
             dtype=dtype,
             batch_size=batch_size,
             seed=seed,
             add_bos_token=False,
             gpu_memory_utilization=0.8,
+            generation_config="vllm",
             **hub,
         )
+        return lm, {"not read": "vLLM engine with generation_config='vllm'"}
     from lm_eval.models.huggingface import HFLM
 
     # add_bos_token=False: the prompt is tokenized as TRL tokenizes it (no added special tokens).
@@ -311,6 +332,7 @@ def _load_lm(
         add_bos_token=False,
         **hub,
     )
+    ignored = neutral_generation_config(lm.model)  # the protocol is ours, never the checkpoint's
     tok, gen = lm.tokenizer, lm.model.generation_config
     if tok.eos_token_id is None:
         raise ValueError(f"{path}: tokenizer has no eos token; generate_until needs one")
@@ -319,7 +341,7 @@ def _load_lm(
         gen.eos_token_id = tok.eos_token_id
     if gen.pad_token_id is None:
         gen.pad_token_id = tok.pad_token_id
-    return lm
+    return lm, ignored
 
 
 @contextlib.contextmanager
@@ -493,7 +515,9 @@ def evaluate_checkpoints(
         local = Path(ckpt).exists()
         ckpt = str(Path(ckpt).resolve()) if local else str(ckpt)
         t1 = time.perf_counter()
-        lm = _load_lm(ckpt, device, batch_size, dtype, None if local else revision, backend, seed)
+        lm, ignored = _load_lm(
+            ckpt, device, batch_size, dtype, None if local else revision, backend, seed
+        )
         t2 = time.perf_counter()
         gen_s = _time_generation(lm)
         with _without_env_probe():
@@ -563,6 +587,10 @@ def evaluate_checkpoints(
             # The declared rule training's reward uses too (objective.json names it).
             "answer_rule": manifest["answer_rule"],
             "chat_template": manifest["chat_template"],
+            # The complete sampling protocol of each task, and what the checkpoint's own
+            # generation config said that was not used.
+            "sampling": manifest["sampling"],
+            "ignored_generation_config": ignored,
             "test": manifest["test"],
             "external_benchmarks": ext,
             "seeds": seeds,

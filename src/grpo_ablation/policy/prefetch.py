@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.compute import OFFLINE_VARS
+from grpo_ablation.compute import OFFLINE_VARS, hub_snapshot
 from grpo_ablation.tasks import get_task
 
 # What the record shows of the environment: the offline flags and the cache folder.
@@ -36,10 +36,8 @@ def prefetch(config: dict[str, Any]) -> dict[str, Any]:
         if Path(name).exists():
             record["model"] = {"local": str(Path(name).resolve())}
         else:
-            from huggingface_hub import snapshot_download
-
-            path = snapshot_download(name, revision=base.get("revision"))
-            record["model"] = {"hub": name, "revision": base.get("revision"), "cache": path}
+            path = hub_snapshot(name, base.get("revision"), download=True)
+            record["model"] = {"hub": name, "revision": base.get("revision"), "cache": str(path)}
     record["task"] = get_task(config["task"]).prefetch()
     external = config["evaluation"].get("external_benchmarks") or []
     if external:

@@ -2,7 +2,9 @@
 Hugging Face folder) or the local character GPT-2 (``kind: local``, ``base_policy.py``).
 
 With ``sft_steps: 0`` (the cluster preset) the base policy *is* that model: nothing is copied, and
-every job loads it by name at the pinned ``revision`` from the cache the prefetch rule filled. With
+every job loads the folder of its pinned ``revision`` in the cache the prefetch rule filled (the
+snapshot path ``base_policy.json`` records as ``model``; never the bare hub id, which offline
+needs a ``refs/main`` a pinned download does not write, and online reads ``main``). With
 ``sft_steps > 0`` it is first warm-started on the task's supervised pairs (``Task.sft_pairs``) and
 saved under ``base/model``; the CPU stand-in of ``config/cluster_smoke.yaml`` needs this, since a
 random model solves nothing and every GRPO group would be all-incorrect.
@@ -57,10 +59,15 @@ def warm_start_base(
     base: dict[str, Any], task: Task, splits: Path, out_dir: Path, compute: dict[str, Any]
 ) -> dict[str, Any]:
     """Resolve (and optionally warm-start) the base policy; return its ``base_policy.json``."""
+    from grpo_ablation.compute import hub_snapshot
+
     cfg = from_dict(PretrainedBaseConfig, base, "base_policy")
     info: dict[str, Any] = {"kind": "hub", "config": asdict(cfg)}
+    local = Path(cfg.name).exists()
+    source = Path(cfg.name) if local else hub_snapshot(cfg.name, cfg.revision)
     if cfg.sft_steps == 0:
-        return info | {"model": cfg.name, "revision": cfg.revision, "stats": None}
+        # revision None: "model" is a folder, the pinned snapshot itself (config keeps the id).
+        return info | {"model": str(source), "revision": None, "stats": None}
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -68,11 +75,9 @@ def warm_start_base(
     from grpo_ablation.compute import resolve_device
     from grpo_ablation.policy.sft import warm_start_pretrained
 
-    local = Path(cfg.name).exists()
-    hub = {} if local else {"revision": cfg.revision}
-    tokenizer = AutoTokenizer.from_pretrained(cfg.name, **hub)
+    tokenizer = AutoTokenizer.from_pretrained(source)
     # float32 master weights, as in training (train.py says why).
-    model = AutoModelForCausalLM.from_pretrained(cfg.name, dtype=torch.float32, **hub)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
     model.to(resolve_device(compute["device"]))
     pairs = task.sft_pairs(read_split(Path(splits) / "train.jsonl"))
     started = time.perf_counter()

@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.compute import hub_snapshot
+
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -51,23 +53,7 @@ class Source:
         """The folder holding the data set's files: the local folder, or the hub snapshot."""
         if self.is_local:
             return Path(self.path)
-        from huggingface_hub import constants, snapshot_download
-        from huggingface_hub.errors import LocalEntryNotFoundError
-
-        try:
-            return Path(
-                snapshot_download(
-                    self.path,
-                    repo_type="dataset",
-                    revision=self.revision,
-                    local_files_only=not download,
-                )
-            )
-        except LocalEntryNotFoundError as err:
-            raise FileNotFoundError(
-                f"{self.describe()} is not in the hub cache {constants.HF_HUB_CACHE}: run the "
-                "prefetch rule with this HF_HOME (or point task.dataset_path at a local copy)"
-            ) from err
+        return hub_snapshot(self.path, self.revision, "dataset", download)
 
     def read(self, split: str) -> tuple[list[dict[str, Any]], list[SourceFile]]:
         """The rows of ``split`` in file order, and the files they were read from."""

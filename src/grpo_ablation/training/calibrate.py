@@ -166,6 +166,7 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
         dtype=c["dtype"],
         revision=revision,
         keep_optimizer_state="newest",
+        gradient_checkpointing=c["gradient_checkpointing"],
     )
     wall = time.perf_counter() - started
     runtime = float(summary["budget"]["wall_time_s"])  # trainer.train() alone

@@ -17,7 +17,7 @@ def arguments() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--training", required=True, help="TrainingConfig as JSON")
     p.add_argument("--task", default="{}", help="task config as JSON (prompts and reward)")
-    p.add_argument("--compute", required=True, help="device, dtype, keep_optimizer_state as JSON")
+    p.add_argument("--compute", required=True, help="the config's compute section as JSON")
     p.add_argument("--threads", type=int, default=1)
     return p
 
@@ -56,4 +56,5 @@ def run(a: argparse.Namespace) -> None:
         dtype=compute["dtype"],
         revision=info.get("revision"),
         keep_optimizer_state=compute["keep_optimizer_state"],
+        gradient_checkpointing=compute["gradient_checkpointing"],
     )

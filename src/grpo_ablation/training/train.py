@@ -19,6 +19,7 @@ from typing import Any
 
 from grpo_ablation.axes import check_choices
 from grpo_ablation.objective.record import ObjectiveRecord, library_versions
+from grpo_ablation.sampling import SAMPLING, neutral_generation_config, protocol
 from grpo_ablation.settings import config_hash, from_dict
 
 GENERATION_BACKENDS = ("transformers", "vllm")
@@ -104,6 +105,7 @@ class TrainingConfig:
             generation=self.generation_backend
             if self.generation_backend == "transformers"
             else f"vllm colocate, importance-sampling correction {self.vllm_importance_sampling_mode}",
+            sampling=protocol(self.temperature, self.max_completion_length),
         )
 
 
@@ -135,7 +137,14 @@ def _truncate_jsonl(path: Path, step: int) -> None:
         )
 
 
-def _build_args(cfg: TrainingConfig, out: Path, num_processes: int, use_cpu: bool, dtype: str):
+def _build_args(
+    cfg: TrainingConfig,
+    out: Path,
+    num_processes: int,
+    use_cpu: bool,
+    dtype: str,
+    gradient_checkpointing: bool = False,
+):
     from trl import GRPOConfig
 
     return GRPOConfig(
@@ -149,6 +158,11 @@ def _build_args(cfg: TrainingConfig, out: Path, num_processes: int, use_cpu: boo
         lr_scheduler_type=cfg.lr_scheduler_type,
         warmup_steps=cfg.warmup_steps,
         temperature=cfg.temperature,
+        # The rest of the sampling protocol, stated rather than left to TRL's defaults.
+        top_k=SAMPLING["top_k"],
+        top_p=SAMPLING["top_p"],
+        min_p=SAMPLING["min_p"],
+        repetition_penalty=SAMPLING["repetition_penalty"],
         beta=cfg.beta,
         epsilon=cfg.clip_eps_low,
         epsilon_high=cfg.clip_eps_high,
@@ -161,6 +175,8 @@ def _build_args(cfg: TrainingConfig, out: Path, num_processes: int, use_cpu: boo
         data_seed=cfg.seed,
         use_cpu=use_cpu,
         bf16=dtype == "bfloat16",
+        # Said explicitly: TRL 1.16 turns it on by default, a second forward pass per step.
+        gradient_checkpointing=gradient_checkpointing,
         report_to="none",
         disable_tqdm=True,
         # Dropout would make the training log-probs disagree with the sampling policy.
@@ -210,6 +226,7 @@ def train(
     dtype: str = "float32",
     revision: str | None = None,
     keep_optimizer_state: str = "newest",
+    gradient_checkpointing: bool = False,
 ) -> dict[str, Any]:
     """Train one run into ``out``; resumes if ``out`` holds a complete checkpoint.
 
@@ -269,7 +286,7 @@ def train(
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     state.wait_for_everyone()
 
-    args = _build_args(cfg, out, nproc, run_device == "cpu", dtype)
+    args = _build_args(cfg, out, nproc, run_device == "cpu", dtype, gradient_checkpointing)
     hub = {} if _is_local(model_dir) else {"revision": revision}
     tokenizer = AutoTokenizer.from_pretrained(model_dir, **hub)
     if task.chat_template and not tokenizer.chat_template:
@@ -281,6 +298,9 @@ def train(
     # weights would round away updates of lr 1e-6 (its spacing near 0.05 is ~2e-4). bfloat16 is
     # the autocast precision of the forward and backward passes (GRPOConfig.bf16).
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **hub)
+    # Rollouts follow the sampling protocol set in _build_args, never the checkpoint's defaults
+    # (TRL saves this neutral config into every checkpoint, which evaluation loads again).
+    ignored = neutral_generation_config(model)
     dataset = load_dataset("json", data_files=str(train_file), split="train")
     if task.chat_template:
         dataset = dataset.map(lambda row: {"prompt": task.prompt(row)})
@@ -305,7 +325,9 @@ def train(
 
     summary: dict[str, Any] = {}
     if state.is_main_process:
-        compute = device_info(run_device, dtype)
+        compute = device_info(run_device, dtype) | {
+            "gradient_checkpointing": gradient_checkpointing
+        }
         summary = _finish(
             out,
             cfg,
@@ -317,6 +339,7 @@ def train(
             trainer,
             compute,
             revision,
+            ignored,
         )
     state.wait_for_everyone()
     return summary
@@ -331,7 +354,7 @@ def _split_hashes(manifest: Path) -> dict[str, str] | None:
 
 
 def _finish(
-    out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer, compute, revision
+    out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer, compute, revision, ignored
 ) -> dict[str, Any]:
     from grpo_ablation.training.rollout_log import read_rollouts
 
@@ -367,6 +390,8 @@ def _finish(
         "task_config": task_config,
         "base_model": str(model_dir),
         "base_model_revision": revision,
+        # What the base model's generation_config.json set that the rollouts did not use.
+        "ignored_generation_config": ignored,
         "compute": compute,
         "split_hashes": _split_hashes(manifest),
         "library_versions": library_versions(),

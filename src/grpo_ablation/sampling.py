@@ -1,0 +1,58 @@
+"""The sampling protocol that every rollout and every evaluation completion is drawn under.
+
+A completion is sampled from softmax(logits / T) over the whole vocabulary (greedy: its argmax),
+token by token until the model's eos or the token limit, and nothing else acts on the logits: no
+top-k, top-p, min-p or typical-p truncation, no repetition penalty, no n-gram ban, no suppressed
+tokens. Training (TRL) and evaluation (lm-eval) both state these fields themselves
+(:func:`protocol`), and both records say so.
+
+Stating them is not enough with transformers: ``generate`` fills every field its caller leaves
+unset (``None``) from the model's own ``generation_config``, and a hub checkpoint's
+``generation_config.json`` sets them (Qwen2.5-Instruct: temperature 0.7, top_k 20, top_p 0.8,
+repetition_penalty 1.1); TRL then saves that file into every checkpoint. So every model is loaded
+with a generation config that holds its special token ids and nothing else
+(:func:`neutral_generation_config`), and what was dropped is recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Every field that shapes the sampling distribution, at the value that leaves softmax(logits / T)
+# untouched. min_p None: transformers adds no min-p step (0.0 would add a no-op one).
+SAMPLING: dict[str, Any] = {
+    "top_k": 0,
+    "top_p": 1.0,
+    "min_p": None,
+    "typical_p": 1.0,
+    "repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+}
+STOP = "the model's eos token id"
+# What a loaded model keeps of its generation config: which ids end, pad and start a sequence.
+TOKEN_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+_BOOKKEEPING = {"transformers_version", "_from_model_config"}
+
+
+def protocol(temperature: float | None, max_new_tokens: int) -> dict[str, Any]:
+    """The complete sampling settings: greedy when ``temperature`` is None."""
+    draw = (
+        {"do_sample": False}
+        if temperature is None
+        else {"do_sample": True, "temperature": float(temperature)}
+    )
+    return {**draw, **SAMPLING, "max_new_tokens": int(max_new_tokens), "stop": STOP}
+
+
+def neutral_generation_config(model: Any) -> dict[str, Any]:
+    """Replace ``model.generation_config`` by one that keeps only its special token ids; return the
+    fields dropped (what the checkpoint would otherwise have set for every caller)."""
+    from transformers import GenerationConfig
+
+    old = model.generation_config
+    ids = {k: getattr(old, k) for k in TOKEN_IDS if getattr(old, k, None) is not None}
+    dropped = {
+        k: v for k, v in old.to_diff_dict().items() if k not in ids and k not in _BOOKKEEPING
+    }
+    model.generation_config = GenerationConfig(**ids)
+    return dropped
