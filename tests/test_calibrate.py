@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_ablation.training.calibrate import Measurement, dag_shape, load_config, project
+from grpo_ablation.training.calibrate import (
+    Measurement,
+    dag_shape,
+    load_config,
+    over_limit,
+    project,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,6 +61,15 @@ def test_the_projection_adds_up_the_jobs_of_the_dag():
     assert p["gpu_hours"] == pytest.approx((base_eval + 21 * (2 * train + evaluation)) / 3600)
     assert p["wall_hours_critical_path"] == pytest.approx((train + evaluation) / 3600)
     assert p["checkpoint_disk_bytes"] == 21 * (5 * 2_000_000_000 + 4_000_000_000)
+    # Each job against the runtime its rule requests: train 5060 s = 84.3 min, evaluate 8.7 min.
+    limits = {"base_policy_runtime": 60, "train_runtime": 85, "eval_runtime": 9}
+    assert over_limit(p, limits) == []
+    assert over_limit(p, limits | {"train_runtime": 84, "eval_runtime": 8}) == [
+        "WARNING: train jobs are projected to take 84.3 min but request resources.train_runtime"
+        " = 84 min: raise it (or shorten the job)",
+        "WARNING: evaluate jobs are projected to take 8.7 min but request resources.eval_runtime"
+        " = 8 min: raise it (or shorten the job)",
+    ]
 
 
 @pytest.mark.slow

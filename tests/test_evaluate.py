@@ -324,3 +324,44 @@ def test_a_checkpoints_generation_config_never_changes_the_evaluation(setup: dic
         own.append(tok.decode(new[0, ids.shape[1] :].tolist(), skip_special_tokens=True))
     greedy = [r["generated"] for r in plain if r["task"] == "greedy"]
     assert own != greedy
+
+
+def test_a_killed_evaluation_resumes_at_the_next_checkpoint(setup: dict, monkeypatch) -> None:
+    """A job that dies after its first checkpoint redoes nothing finished: the rerun evaluates
+    only the rest, to the files an uninterrupted run writes; a changed checkpoint is redone."""
+    import grpo_ablation.evaluation.evaluate as evaluate
+
+    loads: list[str] = []
+    real = evaluate._load_lm
+
+    def load(path, *args, **kwargs):
+        loads.append(str(path))
+        if fail_at and len(loads) == fail_at:
+            raise RuntimeError("killed")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "_load_lm", load)
+    checkpoints = [(0, setup["ckpt"]), (7, setup["root"] / "ckpt_no_eos")]
+    out = setup["root"] / "resumed"
+    fail_at = 2
+    with pytest.raises(RuntimeError, match="killed"):
+        evaluate_checkpoints(checkpoints, setup["task_dir"], out, batch_size=4)
+    assert (out / "step=0" / "done.json").is_file() and not (out / "step=7").exists()
+    fail_at, loads[:] = 0, []
+    results = evaluate_checkpoints(checkpoints, setup["task_dir"], out, batch_size=4)
+    assert loads == [str(setup["root"] / "ckpt_no_eos")], "only the unfinished checkpoint"
+    for step in (0, 7):
+        for name in ("results.json", "samples.jsonl"):
+            got = (out / f"step={step}" / name).read_bytes()
+            assert got == (setup["out"] / f"step={step}" / name).read_bytes(), (step, name)
+    assert results == setup["results"]
+    loads[:] = []
+    evaluate_checkpoints(checkpoints, setup["task_dir"], out, batch_size=4)
+    assert loads == []
+    weights = next(setup["ckpt"].glob("*.safetensors"))
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1))
+    evaluate_checkpoints(checkpoints, setup["task_dir"], out, batch_size=4)
+    assert loads == [str(setup["ckpt"].resolve())], "rewritten weights are evaluated again"
+    loads[:] = []
+    evaluate_checkpoints(checkpoints, setup["task_dir"], out, batch_size=4, seed=1)
+    assert len(loads) == 2, "so is everything under other settings"

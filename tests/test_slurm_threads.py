@@ -13,7 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 
 
-def _dry_run(tmp_path: Path, *args: str, config: tuple[str, ...] = ()) -> list[dict[str, str]]:
+def _dry_run(
+    tmp_path: Path, *args: str, config: tuple[str, ...] = (), rule: str = "train"
+) -> list[dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
     env.update(
         HF_HOME=str(tmp_path / "hf"),
@@ -35,8 +37,10 @@ def _dry_run(tmp_path: Path, *args: str, config: tuple[str, ...] = ()) -> list[d
     assert done.returncode == 0, out[-3000:]
     assert not (tmp_path / "results").exists(), "a dry run must write nothing"
     jobs = []
-    for block in re.findall(r"^rule train:\n(.*?^Shell command: [^\n]*)", out, re.M | re.S):
-        job = dict(re.findall(r"^ {4}(\w+): ([^\n]*)$", block, re.M))
+    # Jobs of a group (the evaluation rules) are listed indented under their group.
+    pattern = rf"^ *rule ({rule}):\n(.*?^Shell command: [^\n]*)"
+    for name, block in re.findall(pattern, out, re.M | re.S):
+        job = dict(re.findall(r"^ +(\w+): ([^\n]*)$", block, re.M)) | {"rule": name}
         job["shell"] = re.search(r"^Shell command: ([^\n]*)", block, re.M).group(1)
         jobs.append(job)
     assert jobs, out[-3000:]
@@ -67,3 +71,44 @@ def test_local_runs_take_their_cores_from_the_command_line(tmp_path):
     jobs = _dry_run(tmp_path, "--cores", "2", config=("threads_per_job=8",))
     assert {j["threads"] for j in jobs} == {"2"}
     assert all(" --threads 2 " in j["shell"] for j in jobs)
+
+
+def local_rules() -> set[str]:
+    """The rules the workflow declares local (``localrules:`` or ``localrule: True``)."""
+    text = "\n".join(p.read_text() for p in (ROOT / "workflow/rules").glob("*.smk"))
+    listed = re.search(r"^localrules:\n((?: +\w+,?\n)+)", text, re.M)
+    names = set(re.findall(r"\w+", listed.group(1))) if listed else set()
+    for rule, body in re.findall(r"^rule (\w+):\n((?:[ #].*\n|\n)*)", text, re.M):
+        if re.search(r"^ +localrule: True", body, re.M):
+            names.add(rule)
+    return names
+
+
+def test_every_slurm_job_asks_for_the_time_and_memory_the_config_sets(tmp_path):
+    """One place sizes the jobs: the config's resources section; the profile sets CPUs only."""
+    import yaml
+
+    local = local_rules()
+    assert {"prefetch", "tables", "effects_reading", "figures"} <= local
+
+    profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
+    for rule, sizes in profile["set-resources"].items():
+        assert not {"runtime", "mem_mb"} & set(sizes), rule
+    limits = yaml.safe_load((ROOT / "config/cluster.yaml").read_text())["resources"]
+    jobs = _dry_run(
+        tmp_path, "--profile", "slurm", "--configfile", "config/cluster.yaml", rule=r"\w+"
+    )
+    submitted = {}
+    for job in jobs:
+        resources = dict(kv.split("=", 1) for kv in job.get("resources", "").split(", ") if kv)
+        if job["rule"] in local:  # runs on the submit host
+            continue
+        submitted[job["rule"]] = (resources.get("runtime"), resources.get("mem_mb"))
+    key = {"evaluate_base": "eval", "evaluate": "eval"}
+    assert set(submitted) == {"base_policy", "train", "evaluate_base", "evaluate", "diagnostics"}
+    for rule, (runtime, mem_mb) in submitted.items():
+        prefix = key.get(rule, rule)
+        assert (runtime, mem_mb) == (
+            str(limits[f"{prefix}_runtime"]),
+            str(limits[f"{prefix}_mem_mb"]),
+        ), rule

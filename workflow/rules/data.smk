@@ -58,7 +58,8 @@ rule base_policy:
     # The local warm start's weights depend on its thread count: base_policy.num_threads.
     threads: config["base_policy"].get("num_threads", THREADS)
     resources:
-        runtime=60,
+        runtime=config["resources"]["base_policy_runtime"],
+        mem_mb=config["resources"]["base_policy_mem_mb"],
     conda:
         "../../envs/grpo.yaml"
     log:

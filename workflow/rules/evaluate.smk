@@ -49,6 +49,7 @@ rule evaluate_base:
     threads: THREADS
     resources:
         runtime=config["resources"]["eval_runtime"],
+        mem_mb=config["resources"]["eval_mem_mb"],
         gpu=config["resources"]["gpus_per_eval_job"],
         # With --resources eval_slots=1 the jobs of a packed allocation run one after another
         # (on its one GPU), sharing its job worker.
@@ -84,6 +85,7 @@ rule evaluate:
     retries: 1
     resources:
         runtime=config["resources"]["eval_runtime"],
+        mem_mb=config["resources"]["eval_mem_mb"],
         gpu=config["resources"]["gpus_per_eval_job"],
         # With --resources eval_slots=1 the jobs of a packed allocation run one after another
         # (on its one GPU), sharing its job worker.

@@ -49,6 +49,9 @@ rule diagnostics:
         cli=CLI,
         run=folder("run", of="input"),
         out=folder("steps"),
+    resources:
+        runtime=config["resources"]["diagnostics_runtime"],
+        mem_mb=config["resources"]["diagnostics_mem_mb"],
     conda:
         "../../envs/grpo.yaml"
     log:

@@ -28,6 +28,13 @@ appears in the decoded text, and without the eos id a finished sequence in a bat
 generating and the extra characters would be appended to its answer. lm-eval adds the decoded eos
 to the stop strings itself, so the task lists none.
 
+Resuming: a checkpoint's evaluation is finished when its ``done.json`` (written after its results
+and sample log) holds the key of what was evaluated: the checkpoint's weight files (path, size,
+modification time) or hub id and revision, the task files, seeds, batch size, device, precision,
+backend, limit, external benchmarks and library versions. A rerun (a retry, or a job killed
+mid-way) skips every checkpoint whose key matches and evaluates the rest; anything else changed
+evaluates it again.
+
 Determinism: the four lm-eval seeds are reset before every checkpoint, so reruns on the same machine
 give byte-identical results.json and samples.jsonl. Sampled completions also depend on the batch
 size (batch composition changes how the random stream is consumed): compare runs at one batch size.
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import resource
@@ -366,6 +374,29 @@ def _without_env_probe() -> Iterator[None]:
             setattr(ev, name, fn)
 
 
+DONE = "done.json"
+# Weight files identify a checkpoint; optimizer state may be pruned later (retention), so not it.
+_WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
+
+
+def _checkpoint_identity(ckpt: str, local: bool, revision: str | None) -> Any:
+    if not local:
+        return {"hub": ckpt, "revision": revision}
+    files = sorted(f for pattern in _WEIGHTS for f in Path(ckpt).glob(pattern))
+    return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+
+
+def _finished(step_dir: Path, key: str) -> dict | None:
+    """The results of a checkpoint evaluated before under the same key, else None."""
+    try:
+        done = json.loads((step_dir / DONE).read_text())
+        if done["key"] == key and (step_dir / "samples.jsonl").is_file():
+            return json.loads((step_dir / "results.json").read_text())
+    except (OSError, ValueError, KeyError):
+        pass
+    return None
+
+
 def _time_generation(lm: Any) -> list[float]:
     """Wrap ``lm.generate_until`` so the seconds spent generating accumulate in the returned cell."""
     spent = [0.0]
@@ -511,9 +542,19 @@ def evaluate_checkpoints(
     versions = _versions()
     all_results = []
     rule = load_rule(task_dir)
+    tasks_text = {p.name: p.read_text() for p in sorted(task_dir.iterdir()) if p.is_file()}
+    settings = [seeds, batch_size, device, dtype, limit, backend, external, versions, tasks_text]
     for step, ckpt in checkpoints:
         local = Path(ckpt).exists()
         ckpt = str(Path(ckpt).resolve()) if local else str(ckpt)
+        step_dir = out_dir / f"step={step}"
+        identity = _checkpoint_identity(ckpt, local, None if local else revision)
+        key = hashlib.sha256(json.dumps([identity, settings], default=str).encode()).hexdigest()
+        finished = _finished(step_dir, key)
+        if finished is not None:
+            all_results.append(finished)
+            continue
+        (step_dir / DONE).unlink(missing_ok=True)
         t1 = time.perf_counter()
         lm, ignored = _load_lm(
             ckpt, device, batch_size, dtype, None if local else revision, backend, seed
@@ -603,7 +644,6 @@ def evaluate_checkpoints(
             "lm_eval_version": versions["lm_eval"],
             "versions": versions,
         }
-        step_dir = out_dir / f"step={step}"
         step_dir.mkdir(parents=True, exist_ok=True)
         (step_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
         with (step_dir / "samples.jsonl").open("w") as f:
@@ -622,6 +662,7 @@ def evaluate_checkpoints(
             "in_worker": os.environ.get("GRPO_WORKER_CHILD") == "1",
         }
         (step_dir / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
+        (step_dir / DONE).write_text(json.dumps({"key": key}) + "\n")  # last: the step is finished
         all_results.append(result)
         del lm
     (out_dir / "summary.json").write_text(json.dumps({"checkpoints": all_results}, indent=2) + "\n")

@@ -89,6 +89,7 @@ def project(m: Measurement, shape: dict[str, Any]) -> dict[str, Any]:
     )
     disk = runs * (shape["checkpoints_per_run"] * m.weights_bytes + m.optimizer_bytes)
     return {
+        "base_policy_s": base_s,
         "train_run_s": train_s,
         "eval_run_s": eval_s,
         "job_hours": job_s / 3600,
@@ -97,6 +98,28 @@ def project(m: Measurement, shape: dict[str, Any]) -> dict[str, Any]:
         "wall_hours_critical_path": (base_s + max(base_eval_s, train_s + eval_s)) / 3600,
         "checkpoint_disk_bytes": disk,
     }
+
+
+# Each rule submitted as a job, the projection of one such job, and its requested runtime.
+JOB_LIMITS = {
+    "base_policy": ("base_policy_s", "base_policy_runtime"),
+    "train": ("train_run_s", "train_runtime"),
+    "evaluate": ("eval_run_s", "eval_runtime"),
+}
+
+
+def over_limit(p: dict[str, Any], resources: dict[str, Any]) -> list[str]:
+    """A warning for every job whose projected wall time exceeds the runtime its rule requests
+    (config ``resources``, minutes): the scheduler would kill it before it finished."""
+    warnings = []
+    for rule, (projected, limit) in JOB_LIMITS.items():
+        minutes = p[projected] / 60
+        if minutes > resources[limit]:
+            warnings.append(
+                f"WARNING: {rule} jobs are projected to take {minutes:.1f} min but request "
+                f"resources.{limit} = {resources[limit]} min: raise it (or shorten the job)"
+            )
+    return warnings
 
 
 def load_config(path: Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -191,6 +214,8 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
             seed=ev["seed"],
             limit=ev["limit"],
             backend=ev["backend"],
+            # As the evaluation job runs them: external benchmarks on every test checkpoint.
+            external=(ev.get("external_benchmarks") or None) if split == "test" else None,
         )
         durations.append(time.perf_counter() - started)
     peak, kind_of_peak = _peak_memory(device)
@@ -207,7 +232,9 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     )
 
 
-def report(m: Measurement, shape: dict[str, Any], p: dict[str, Any]) -> str:
+def report(
+    m: Measurement, shape: dict[str, Any], p: dict[str, Any], resources: dict[str, Any]
+) -> str:
     gib = 1024**3
     return "\n".join(
         [
@@ -228,6 +255,10 @@ def report(m: Measurement, shape: dict[str, Any], p: dict[str, Any]) -> str:
             f"time, {p['wall_hours_critical_path']:.2f} h along the critical path",
             f"projected checkpoint disk        {p['checkpoint_disk_bytes'] / 1e9:.2f} GB "
             "(optimizer state in the newest checkpoint of each run)",
+            f"projected job wall times         base policy {p['base_policy_s'] / 60:.1f} min, "
+            f"train {p['train_run_s'] / 60:.1f} min, evaluate {p['eval_run_s'] / 60:.1f} min "
+            "(external benchmarks included)",
+            *over_limit(p, resources),
         ]
     )
 
@@ -248,13 +279,14 @@ def main(argv: list[str] | None = None) -> None:
         m = measure(config, a.steps, a.work or Path(tmp))
     shape = dag_shape(config)
     p = project(m, shape)
-    print(report(m, shape, p))
+    print(report(m, shape, p, config["resources"]))
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         record = {
             "measured": asdict(m),
             "dag": shape,
             "projection": p,
+            "over_limit": over_limit(p, config["resources"]),
             "steps": a.steps,
             "config": str(a.configfile),
         }
