@@ -2,7 +2,7 @@
 ``benchmarks.local_slurm``) runs the smoke config end to end through `snakemake --profile
 slurm`: every non-local job goes through sbatch, a two-process training job cancelled with
 scancel is resubmitted and the rerun completes the DAG; evaluation jobs packed into one allocation
-share a job worker."""
+share a job worker; a training job requeued as on preemption resumes within the same run."""
 
 from __future__ import annotations
 
@@ -184,3 +184,56 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     resubmitted = [d for d in submitted["rule_train"].iterdir() if len(list(d.glob("*.log"))) > 1]
     assert resubmitted, "the cancelled training job was never resubmitted"
     assert cancelled["id"] in {p.stem for d in resubmitted for p in d.glob("*.log")}
+
+
+def test_a_requeued_training_job_resumes_and_the_workflow_finishes(cluster, tmp_path):
+    """Preemption as SLURM does it: the running job is requeued (``scontrol requeue``, the
+    profile submits with --requeue). The same Snakemake invocation waits for it and finishes,
+    and the job resumed from its complete checkpoint instead of training again."""
+    results, logs = tmp_path / "results", tmp_path / "slurm_logs"
+    run = results / "smoke/runs/std=sample/agg=sequence_mean/G=4/seed=0"
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "OMP_NUM_THREADS": "1",
+    }
+    command = [*_snakemake(results, logs), str(run / "run_info.json")]
+    command[command.index(str(results.parent / "one_seed.yaml"))] = str(_one_process(results))
+    first = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=faults_env(env, GRPO_FAULT_STEP_SLEEP="2"),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    requeued = saved = None
+    deadline = time.time() + 600
+    while requeued is None and first.poll() is None and time.time() < deadline:
+        ckpt = run / "checkpoints/checkpoint-2"
+        between = (ckpt / "trainer_state.json").exists() and not (run / "run_info.json").exists()
+        for job in cluster.jobs() if between else []:
+            if job["state"] == "RUNNING" and "rule_train_wildcards_" in job["comment"]:
+                saved = (ckpt / "model.safetensors").stat().st_mtime_ns
+                subprocess.run(["scontrol", "requeue", job["id"]], check=True)
+                requeued = job["id"]
+        time.sleep(0.3)
+    assert requeued is not None, "no training job was seen between its checkpoints"
+    # SLURM holds a requeued job for about two minutes (its begin time); release it now.
+    for _ in range(100):
+        states = [j["state"] for j in cluster.jobs() if j["id"] == requeued]
+        if states == ["PENDING"]:
+            subprocess.run(["scontrol", "update", f"JobId={requeued}", "StartTime=now"], check=True)
+            break
+        time.sleep(0.2)
+    out, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, out[-4000:]
+    # checkpoint-2 as it was (a fresh start would have written it again), and the run complete.
+    assert (run / "checkpoints/checkpoint-2/model.safetensors").stat().st_mtime_ns == saved
+    assert json.loads((run / "run_info.json").read_text())["checkpoints"] == [2, 4]
+
+
+def _one_process(results: Path) -> Path:
+    override = results.parent / "one_process.yaml"
+    override.write_text(f"results_dir: {results}\nseeds: [0]\n")
+    return override
