@@ -443,12 +443,19 @@ def evaluation_modes(exp_dir: Path, repeats: int = 3) -> dict[str, Any]:
 
 
 def memory(exp_dir: Path) -> dict[str, Any]:
-    """Peak RSS per rule (max over its jobs), from the benchmark files; for evaluation jobs run in
-    the local worker, the worker child's own peak (recorded in timing.json) counts."""
+    """Peak RSS per rule (max over its jobs), from the benchmark files; for jobs run in the local
+    worker, the child's own peak counts: an evaluation's (timing.json) and a training run's
+    (run_info.json, measured by the process that trained)."""
     jobs = read_job_benchmarks(exp_dir)
     for i, job in jobs[jobs["rule"] == "evaluate"].iterrows():
         child = [t.get("max_rss_mb", 0.0) for t in _timings(_eval_dir(exp_dir, job["job"]))]
         jobs.loc[i, "max_rss_mb"] = max([job["max_rss_mb"], *child])
+    for i, job in jobs[jobs["rule"] == "train"].iterrows():
+        # benchmarks/train/<cell>/seed=<s>.tsv -> runs/<cell>/seed=<s>/run_info.json
+        run = exp_dir / "runs" / Path(job["job"]).relative_to("train").with_suffix("")
+        info = json.loads((run / "run_info.json").read_text())
+        trained = (info.get("peak_memory") or {}).get("host_rss_mb") or 0.0
+        jobs.loc[i, "max_rss_mb"] = max(job["max_rss_mb"], trained)
     peak = jobs.groupby("rule")["max_rss_mb"].max().sort_values(ascending=False)
     return {
         "benchmark": "memory",

@@ -63,6 +63,11 @@ def test_every_completion_is_a_row_and_groups_stay_whole(setup, tmp_path):
     assert (tmp_path / "objective.json").exists() and (tmp_path / "objective.md").exists()
     info = json.loads((tmp_path / "run_info.json").read_text())
     assert info["checkpoints"] == [2, 4] and "trl" in info["library_versions"]
+    assert info["checkpoint_dtypes"] == ["F32"], "float32 master weights are what is saved"
+    # The training process's own peak: torch and the trainer alone take over 100 MB.
+    assert (
+        info["peak_memory"]["host_rss_mb"] > 100 and info["peak_memory"]["gpu_allocated_mb"] is None
+    )
 
 
 def always_raises(prompts, completions, **kwargs):

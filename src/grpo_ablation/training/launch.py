@@ -72,7 +72,10 @@ def accelerate_command(
     if preset != "ddp":
         cmd += ["--config_file", str(PRESET_DIR / f"{preset}.yaml")]
     else:
-        cmd += ["--multi_gpu", "--mixed_precision", "bf16" if dtype == "bfloat16" else "no"]
+        cmd += ["--multi_gpu"]
+    # compute.dtype decides the precision under every preset: on the command line it overrides
+    # a preset file's mixed_precision (which would otherwise force bf16 under float32).
+    cmd += ["--mixed_precision", "bf16" if dtype == "bfloat16" else "no"]
     return [*cmd, *argv]
 
 

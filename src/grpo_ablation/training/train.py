@@ -129,6 +129,28 @@ def last_checkpoint(checkpoints: Path) -> Path | None:
     return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
 
 
+def peak_memory() -> dict[str, float | None]:
+    """This process's peak host RSS and, on CUDA, peak allocated GPU memory, in MB."""
+    import resource
+
+    import torch
+
+    gpu = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+    host = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return {"host_rss_mb": host, "gpu_allocated_mb": gpu}
+
+
+def checkpoint_dtypes(checkpoint: Path | None) -> list[str]:
+    """The tensor dtypes stored in a checkpoint's safetensors weights (e.g. ["F32"])."""
+    from safetensors import safe_open
+
+    dtypes: set[str] = set()
+    for file in sorted(checkpoint.glob("*.safetensors")) if checkpoint else []:
+        with safe_open(str(file), "pt") as f:
+            dtypes |= {f.get_slice(name).get_dtype() for name in f.keys()}  # noqa: SIM118
+    return sorted(dtypes)
+
+
 def _truncate_jsonl(path: Path, step: int) -> None:
     if path.exists():
         rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
@@ -399,6 +421,11 @@ def _finish(
         "checkpoints": sorted(
             int(p.name.split("-")[1]) for p in (out / "checkpoints").glob("checkpoint-*")
         ),
+        # Read from the newest checkpoint's file: what a launcher preset saved, not what it
+        # was asked for (DeepSpeed saves its bf16 module under bf16 mixed precision).
+        "checkpoint_dtypes": checkpoint_dtypes(last_checkpoint(out / "checkpoints")),
+        # Measured by the process that trained (a job worker's client sees only itself).
+        "peak_memory": peak_memory(),
     }
     (out / "run_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     return {"budget": budget, "run_info": info}
