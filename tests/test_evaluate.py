@@ -305,9 +305,7 @@ def test_a_checkpoints_generation_config_never_changes_the_evaluation(setup: dic
         "top_k": 0,
         "top_p": 1.0,
         "min_p": None,
-        "typical_p": 1.0,
         "repetition_penalty": 1.0,
-        "no_repeat_ngram_size": 0,
         "max_new_tokens": MAX_GEN,
         "stop": "the model's eos token id",
     }

@@ -175,8 +175,13 @@ def test_a_base_models_generation_config_never_changes_the_rollouts(setup, tmp_p
     config = TrainingConfig(max_steps=2, **TINY)
     for base, out in ((model, tmp_path / "plain"), (styled, tmp_path / "styled")):
         train(base, data, out, config, reward_func=digit_reward)
-    rows = [read_rollouts(tmp_path / run / "rollouts") for run in ("plain", "styled")]
+    # Control: the same run with the checkpoint's generation config left in place.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("grpo_ablation.training.train.neutral_generation_config", lambda m: {})
+        train(styled, data, tmp_path / "leaky", config, reward_func=digit_reward)
+    rows = [read_rollouts(tmp_path / run / "rollouts") for run in ("plain", "styled", "leaky")]
     assert rows[0]["completion"].tolist() == rows[1]["completion"].tolist()
+    assert rows[0]["completion"].tolist() != rows[2]["completion"].tolist(), "the file matters"
     info = json.loads((tmp_path / "styled" / "run_info.json").read_text())
     assert hub_style.items() <= info["ignored_generation_config"].items()
     record = json.loads((tmp_path / "styled" / "objective.json").read_text())

@@ -189,8 +189,9 @@ def test_the_socket_lives_in_a_private_folder_with_a_short_path(
 def test_another_hugging_face_cache_gets_another_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """The libraries fix their cache folders and offline flags at import: a worker started for one
     cache must never serve a job of another (the tests' own cache, then a user's run)."""
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     key = worker.code_key()
-    monkeypatch.setenv("HF_HOME", "/elsewhere/hf")
-    assert worker.code_key() != key
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    assert len({key, worker.code_key()}) == 2
+    offline = worker.code_key()
+    monkeypatch.setenv("HF_HOME", "/elsewhere/hf")
+    assert len({key, offline, worker.code_key()}) == 3

@@ -18,16 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
-# Every field that shapes the sampling distribution, at the value that leaves softmax(logits / T)
-# untouched. min_p None: transformers adds no min-p step (0.0 would add a no-op one).
-SAMPLING: dict[str, Any] = {
-    "top_k": 0,
-    "top_p": 1.0,
-    "min_p": None,
-    "typical_p": 1.0,
-    "repetition_penalty": 1.0,
-    "no_repeat_ngram_size": 0,
-}
+# The fields every caller states (TRL's arguments, lm-eval's generation kwargs for both its HF and
+# vLLM backends), at the values that leave softmax(logits / T) untouched. min_p None: no min-p step
+# (0.0 would add a no-op one). What only transformers knows (typical-p, n-gram bans, suppressed
+# tokens ...) stays at its neutral default because the generation config is stripped; vLLM's
+# SamplingParams would reject those names.
+SAMPLING: dict[str, Any] = {"top_k": 0, "top_p": 1.0, "min_p": None, "repetition_penalty": 1.0}
+# Fields that act only when sampling: transformers warns when a greedy call sets them.
+SAMPLING_ONLY = ("temperature", "top_k", "top_p", "min_p")
 STOP = "the model's eos token id"
 # What a loaded model keeps of its generation config: which ids end, pad and start a sequence.
 TOKEN_IDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
@@ -42,6 +40,17 @@ def protocol(temperature: float | None, max_new_tokens: int) -> dict[str, Any]:
         else {"do_sample": True, "temperature": float(temperature)}
     )
     return {**draw, **SAMPLING, "max_new_tokens": int(max_new_tokens), "stop": STOP}
+
+
+def generate_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
+    """A protocol as ``generate`` keyword arguments: steps that are absent (None) left out, and so
+    are the sampling-only fields of a greedy protocol."""
+    greedy = not settings["do_sample"]
+    return {
+        k: v
+        for k, v in settings.items()
+        if k != "stop" and v is not None and not (greedy and k in SAMPLING_ONLY)
+    }
 
 
 def neutral_generation_config(model: Any) -> dict[str, Any]:

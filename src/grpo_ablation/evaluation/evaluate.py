@@ -30,8 +30,9 @@ to the stop strings itself, so the task lists none.
 
 Resuming: a checkpoint's evaluation is finished when its ``done.json`` (written after its results
 and sample log) holds the key of what was evaluated: the checkpoint's weight files (path, size,
-modification time) or hub id and revision, the task files, seeds, batch size, device, precision,
-backend, limit, external benchmarks and library versions. A rerun (a retry, or a job killed
+modification time) or hub id and revision, the task files, the rows they point at and this
+module (by content), seeds, batch size, device, precision, backend, limit, external benchmarks
+and library versions. A rerun (a retry, or a job killed
 mid-way) skips every checkpoint whose key matches and evaluates the rest; anything else changed
 evaluates it again.
 
@@ -56,7 +57,7 @@ from typing import Any
 
 from grpo_ablation.choices import EXTERNAL_PROTOCOL
 from grpo_ablation.compute import OFFLINE_VARS, work_offline
-from grpo_ablation.sampling import neutral_generation_config, protocol
+from grpo_ablation.sampling import generate_kwargs, neutral_generation_config, protocol
 
 # Checkpoints and data are local or cached: nothing may touch the hub. Set before lm_eval/datasets
 # import.
@@ -252,21 +253,11 @@ def write_task(
     return [greedy, sampled]
 
 
-# Fields that act only when sampling: transformers warns when a greedy call sets them.
-_SAMPLING_ONLY = ("temperature", "top_k", "top_p", "min_p", "typical_p")
-
-
 def _generation_lines(settings: dict[str, Any]) -> list[str]:
     """A protocol as lm-eval ``generation_kwargs`` lines (lm-eval calls the limit max_gen_toks;
-    the eos stop is the model's, see the module docstring; None means the step is absent)."""
-    lines = []
-    for key, value in settings.items():
-        greedy_only_noise = not settings["do_sample"] and key in _SAMPLING_ONLY
-        if key == "stop" or value is None or greedy_only_noise:
-            continue
-        key = "max_gen_toks" if key == "max_new_tokens" else key
-        lines.append(f"{key}: {json.dumps(value)}")
-    return lines
+    the eos stop is the model's, see the module docstring)."""
+    renamed = {"max_new_tokens": "max_gen_toks"}
+    return [f"{renamed.get(k, k)}: {json.dumps(v)}" for k, v in generate_kwargs(settings).items()]
 
 
 def write_split_tasks(
@@ -384,6 +375,10 @@ def _checkpoint_identity(ckpt: str, local: bool, revision: str | None) -> Any:
         return {"hub": ckpt, "revision": revision}
     files = sorted(f for pattern in _WEIGHTS for f in Path(ckpt).glob(pattern))
     return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _finished(step_dir: Path, key: str) -> dict | None:
@@ -543,7 +538,11 @@ def evaluate_checkpoints(
     all_results = []
     rule = load_rule(task_dir)
     tasks_text = {p.name: p.read_text() for p in sorted(task_dir.iterdir()) if p.is_file()}
+    # The rows the tasks point at and this evaluation code, by content: a new split or a fix of
+    # the evaluation evaluates every checkpoint again.
+    content = [_sha256(Path(manifest["test"])), _sha256(Path(__file__))]
     settings = [seeds, batch_size, device, dtype, limit, backend, external, versions, tasks_text]
+    settings += content
     for step, ckpt in checkpoints:
         local = Path(ckpt).exists()
         ckpt = str(Path(ckpt).resolve()) if local else str(ckpt)

@@ -39,6 +39,7 @@ import torch
 from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from grpo_ablation.policy.tokenizer import build_char_tokenizer
+from grpo_ablation.sampling import generate_kwargs, protocol
 from grpo_ablation.tasks.addition import (
     TaskConfig,
     carryless_sum,
@@ -207,24 +208,19 @@ def generate_completions(
 ) -> list[list[tuple[str, int, bool]]]:
     """For each prompt, ``n_samples`` completions as (text, tokens incl. eos, truncated).
 
-    ``temperature=None`` is greedy decoding. Sampling uses plain temperature (no top-k/top-p), as
-    GRPO's rollouts do.
+    ``temperature=None`` is greedy decoding; sampling follows the rollouts' protocol
+    (``grpo_ablation.sampling``).
     """
     torch.manual_seed(seed)
     was_training = model.training
     model.eval()
     flat = [p for p in prompts for _ in range(n_samples)]
     out: list[tuple[str, int, bool]] = []
-    greedy = temperature is None
     for i in range(0, len(flat), batch_size):
         enc = tok(flat[i : i + batch_size], return_tensors="pt", padding=True)
         gen = model.generate(
             **enc,
-            do_sample=not greedy,
-            temperature=None if greedy else temperature,
-            top_k=None if greedy else 0,
-            top_p=None if greedy else 1.0,
-            max_new_tokens=max_new_tokens,
+            **generate_kwargs(protocol(temperature, max_new_tokens)),
             pad_token_id=tok.pad_token_id,
             eos_token_id=tok.eos_token_id,
         )[:, enc["input_ids"].shape[1] :]

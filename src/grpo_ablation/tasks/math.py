@@ -233,6 +233,12 @@ def make_splits(
 
 def check_fetched(source: Source, read: dict[str, list[SourceFile]], fetched: dict) -> None:
     """Stop when the files just read are not the ones the prefetch rule recorded."""
+    if "files" not in fetched:
+        raise ValueError(
+            f"the prefetch record of {source.describe()} lists no source files (it was written "
+            "by an older version): delete the experiment's prefetch.json and run again, so that "
+            "the prefetch rule records their hashes"
+        )
     now = {s: [asdict(f) for f in files] for s, files in read.items()}
     if now != fetched.get("files"):
         raise ValueError(

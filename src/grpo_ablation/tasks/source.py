@@ -88,7 +88,12 @@ def split_files(root: Path, name: str, split: str) -> list[Path]:
     if configs:
         if name not in configs:
             raise ValueError(f"{root} declares the configs {sorted(configs)}, not {name!r}")
-        patterns = sanitize_patterns(configs[name]["data_files"])
+        config = configs[name]
+        if "data_files" in config:
+            patterns = sanitize_patterns(config["data_files"])
+        else:  # a config that names a folder (data_dir): the file-name conventions inside it
+            root = root / config.get("data_dir", "")
+            patterns = {str(k): v for k, v in get_data_patterns(str(root)).items()}
     else:  # no README configs: the file-name conventions, under the config's folder if any
         base = root / name if (root / name).is_dir() else root
         patterns = {str(k): v for k, v in get_data_patterns(str(base)).items()}
