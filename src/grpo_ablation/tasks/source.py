@@ -65,7 +65,10 @@ class Source:
         files: list[SourceFile] = []
         for path in split_files(root, self.name, split):
             data = path.read_bytes()
-            table = pq.read_table(pa.BufferReader(data))
+            # One thread: arrow's thread pool is not worth it for a few MB, and its C++ threads
+            # once aborted a short-lived job at exit ("terminate called without an active
+            # exception") after its work was done.
+            table = pq.read_table(pa.BufferReader(data), use_threads=False)
             rows += table.to_pylist()
             relative = os.path.relpath(path, root)
             files.append(SourceFile(relative, hashlib.sha256(data).hexdigest(), table.num_rows))
