@@ -84,14 +84,7 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     # Slow training steps (tests/inject) so that a job can be cancelled between its checkpoints:
     # it is cancelled once checkpoint-2 of its 4 steps is complete.
     slow = faults_env(env, GRPO_FAULT_STEP_SLEEP="2")
-    first = subprocess.Popen(
-        _snakemake(results, logs),
-        cwd=ROOT,
-        env=slow,
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    first = _start(_snakemake(results, logs), slow)
     cancelled = saved = None
     deadline = time.time() + 600
     while cancelled is None and first.poll() is None and time.time() < deadline:
@@ -199,14 +192,7 @@ def test_a_requeued_training_job_resumes_and_the_workflow_finishes(cluster, tmp_
     }
     command = [*_snakemake(results, logs), str(run / "run_info.json")]
     command[command.index(str(results.parent / "one_seed.yaml"))] = str(_one_process(results))
-    first = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env=faults_env(env, GRPO_FAULT_STEP_SLEEP="2"),
-        text=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+    first = _start(command, faults_env(env, GRPO_FAULT_STEP_SLEEP="2"))
     requeued = saved = None
     deadline = time.time() + 600
     while requeued is None and first.poll() is None and time.time() < deadline:
@@ -231,6 +217,13 @@ def test_a_requeued_training_job_resumes_and_the_workflow_finishes(cluster, tmp_
     # checkpoint-2 as it was (a fresh start would have written it again), and the run complete.
     assert (run / "checkpoints/checkpoint-2/model.safetensors").stat().st_mtime_ns == saved
     assert json.loads((run / "run_info.json").read_text())["checkpoints"] == [2, 4]
+
+
+def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """Snakemake running in the background, its output captured."""
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
 
 
 def _one_process(results: Path) -> Path:
