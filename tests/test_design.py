@@ -191,7 +191,12 @@ def test_training_section_values_of_an_axis_are_checked():
 
 def test_captions_and_titles_are_derived_from_the_axes():
     config = default_config()
-    assert pipeline.stage_title(config, "kl") == "stage 4: KL coefficient β × std scaling"
+    # numbered among the declared stages, enabled or not (the recipe stages come 4th and 5th)
+    assert pipeline.stage_title(config, "kl") == "stage 6: KL coefficient β × std scaling"
+    assert pipeline.stage_caption(config, "dr_grpo").startswith(
+        "std scaling over ['sample', 'none'] crossed with length aggregation over "
+        "['sequence_mean', 'constant'] (reference sample / sequence_mean);"
+    )
     caption = pipeline.stage_caption(config, "update_epochs")
     assert caption.startswith("update epochs μ over ['1', '2', '4'] (reference 1);")
     assert "std scaling sample" in caption and "KL coefficient β 0" in caption

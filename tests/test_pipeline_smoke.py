@@ -97,6 +97,7 @@ def test_csv_outputs_have_their_columns(smoke_pipeline, design):
     files = {
         "tables/results.csv": [exp / "tables/results.csv"],
         "tables/objectives.csv": [exp / "tables/objectives.csv"],
+        "tables/hypotheses.csv": [exp / "tables/hypotheses.csv"],
         "figures/token_weights.csv": [exp / "figures/token_weights.csv"],
         "diagnostics/<cell>/seed=<s>/steps.csv": [
             exp / f"diagnostics/{c}/seed={s}/steps.csv" for c, s in runs(design)
@@ -146,11 +147,18 @@ def test_effect_plots_show_the_results_tables_contrasts_and_the_reading_is_writt
     for stage, (_, cells) in stages.items():
         effects = pd.read_csv(smoke_pipeline.exp / f"figures/{stage}/effects.csv")
         assert sorted(set(effects["cell"])) == sorted(c.path for c in cells)
-        assert list(dict.fromkeys(effects["quantity"])) == list(EFFECTS)
+        interaction = effects["quantity"].str.endswith("_interaction")
+        assert list(dict.fromkeys(effects.loc[~interaction, "quantity"])) == list(EFFECTS)
+        # a recipe cell two changes away from its reference also shows their interaction
+        recipe = "std=none/agg=constant/G=4"
+        assert set(effects.loc[interaction, "cell"]) == ({recipe} if stage == "dr_grpo" else set())
         for _, e in effects.iterrows():
             row = table.loc[(stage, e["cell"])]
+            column = (
+                e["quantity"] if e["quantity"].endswith("_interaction") else f"{e['quantity']}_diff"
+            )
             for stat in ("mean", "low", "high", "n"):
-                assert e[stat] == pytest.approx(row[f"{e['quantity']}_diff_{stat}"], nan_ok=True), (
+                assert e[stat] == pytest.approx(row[f"{column}_{stat}"], nan_ok=True), (
                     stage,
                     e["cell"],
                     e["quantity"],
@@ -162,6 +170,19 @@ def test_effect_plots_show_the_results_tables_contrasts_and_the_reading_is_writt
         assert (effects["n"] <= len(config["seeds"])).all()
     reading = (smoke_pipeline.exp / "figures/reading.rst").read_text()
     assert reading.count("**Stage ") == len(stages) and "seeds" in reading
+    # The verdicts on the smoke config's declared hypotheses open the reading.
+    verdicts = pd.read_csv(smoke_pipeline.exp / "tables/hypotheses.csv")
+    assert list(verdicts["id"]) == [h["id"] for h in config["hypotheses"]]
+    assert set(verdicts["verdict"]) <= {"supported", "refuted", "inconclusive"}
+    assert (verdicts["n"] == len(config["seeds"])).all()
+    assert reading.startswith("**Declared hypotheses** (2,")
+    assert reading.index("``dr_grpo_not_worse``: **") < reading.index("**Stage 1")
+    assert "**Exploratory contrasts in all**" in reading
+    # G's mixed-group contrast is a manipulation check, with the value the reference predicts
+    g = pd.read_csv(smoke_pipeline.exp / "figures/group_size/effects.csv")
+    check = g[(g["quantity"] == "fraction_mixed") & ~g["is_reference"]]
+    assert (check["role"] == "manipulation check").all() and check["predicted"].notna().all()
+    assert "predicted" in reading.split("Manipulation checks", 1)[1]
 
 
 def jobs(stdout: str) -> set[str]:
@@ -202,8 +223,9 @@ Promise.all(uris.map(u => new Promise(ok => { const i = new Image();
 
 
 def rendered(rst: str) -> list[str]:
-    """The reading's paragraphs as the browser shows them (inline markup gone, one space)."""
-    text = rst.replace("**", "").replace("``", "")
+    """The reading's paragraphs and list items as the browser shows them (inline markup and
+    bullets gone, one space)."""
+    text = rst.replace("**", "").replace("``", "").replace("\n- ", "\n\n")
     return [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
 
 
@@ -245,6 +267,8 @@ def test_report_renders_in_headless_chromium_with_every_figure(smoke_pipeline, d
     landing = " ".join(landing.split())
     for paragraph in rendered((smoke_pipeline.exp / "figures/reading.rst").read_text()):
         assert paragraph in landing, paragraph
+    # the verdicts first, then the effects
+    assert landing.index("Declared hypotheses") < landing.index("Stage 1:")
     menu = text.split()
     assert menu.index("Effects") < menu.index("Appendix") < menu.index("Figures")
     config, _ = design

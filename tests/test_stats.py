@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from grpo_ablation.analysis import stats
 from grpo_ablation.analysis.stats import (
     Interval,
     format_interval,
@@ -56,3 +57,48 @@ def test_pairing_removes_the_shared_seed_effect():
 def test_formatting_always_shows_the_interval_and_signs_differences():
     assert format_interval(Interval(0.25, 0.1, 0.4, 3)) == "0.250 [0.100, 0.400]"
     assert format_interval(Interval(-0.05, -0.1, 0.0, 3), signed=True) == "-0.050 [-0.100, +0.000]"
+
+
+def binomial_counts(G: int, p: float) -> dict[int, float]:
+    """Expected groups by number correct, per group, when every prompt succeeds with p."""
+    return {k: math.comb(G, k) * p**k * (1 - p) ** (G - k) for k in range(G + 1)}
+
+
+def test_the_mixed_fraction_at_another_group_size_reproduces_the_worked_numbers():
+    # P(mixed) = 1 − p^G − (1 − p)^G: 0.5888 at p = 0.2, G = 4; 0.832225 at G = 8
+    counts = binomial_counts(8, 0.2)
+    assert stats.mixed_fraction_at(counts, 8, 4) == pytest.approx(0.5888, abs=1e-12)
+    assert stats.mixed_fraction_at(counts, 8, 8) == pytest.approx(0.832225, abs=5e-7)  # 0.83222528
+    # one p for every prompt: the model for a larger G is exact too
+    assert stats.mixed_fraction_at(counts, 8, 16) == pytest.approx(1 - 0.2**16 - 0.8**16)
+
+
+def test_the_mixed_fraction_at_the_same_group_size_is_the_observed_one():
+    counts = {0: 7, 1: 3, 4: 5, 8: 2}
+    assert stats.mixed_fraction_at(counts, 8, 8) == pytest.approx(8 / 17)
+
+
+def test_a_larger_group_size_is_predicted_under_the_beta_the_counts_show():
+    # groups whose p is Beta(0.7, 0.5): k is beta-binomial; the fit recovers the Beta exactly
+    a, b, G = 0.7, 0.5, 8
+    beta = math.lgamma
+    pmf = {
+        k: math.comb(G, k)
+        * math.exp(
+            beta(k + a) + beta(G - k + b) - beta(G + a + b) - beta(a) - beta(b) + beta(a + b)
+        )
+        for k in range(G + 1)
+    }
+
+    def moment(x: float, y: float, n: int) -> float:  # E[p^n], p ~ Beta(x, y)
+        return math.exp(beta(x + n) + beta(x + y) - beta(x) - beta(x + y + n))
+
+    exact = 1 - moment(a, b, 16) - moment(b, a, 16)
+    assert stats.mixed_fraction_at(pmf, G, 16) == pytest.approx(exact, rel=1e-9)
+    # and the estimate for a smaller G needs no model: E[1 − p^4 − (1 − p)^4]
+    assert stats.mixed_fraction_at(pmf, G, 4) == pytest.approx(
+        1 - moment(a, b, 4) - moment(b, a, 4), rel=1e-9
+    )
+    # heterogeneity lowers the mixed fraction below the one-p prediction at the same mean
+    mean = a / (a + b)
+    assert stats.mixed_fraction_at(pmf, G, 16) < 1 - mean**16 - (1 - mean) ** 16

@@ -265,7 +265,10 @@ def test_effects_are_the_results_tables_paired_differences():
     assert set(ref["cell"]) == {REF} and (ref["mean"] == 0).all() and not ref["excludes_zero"].any()
 
 
-def effect_row(cell: str, quantity: str, mean: float, low: float, high: float, n: int = 3):
+def effect_row(
+    cell: str, quantity: str, mean: float, low: float, high: float, n: int = 3, **more
+) -> dict:
+    """One row of an effects table (``more`` overrides or adds columns)."""
     return {
         "stage": "aggregation",
         "stage_title": "stage 2: length aggregation",
@@ -280,6 +283,7 @@ def effect_row(cell: str, quantity: str, mean: float, low: float, high: float, n
         "high": high,
         "n": n,
         "excludes_zero": low > 0 or high < 0,
+        **more,
     }
 
 
@@ -301,15 +305,19 @@ def test_the_reading_names_the_intervals_that_exclude_zero_and_counts_the_others
     ) in text
     assert "greedy" not in text.split("excludes zero", 1)[1].split("The other")[0]
     assert "The other one includes zero" in text
-    assert text.count("\n\n") == 0  # one stage, one paragraph
+    # one stage, one paragraph; then the count over all stages next to the chance rate
+    stage, overall = text.strip().split("\n\n")
+    assert "(0.10 expected by chance with no effect at all)" in stage
+    assert overall.startswith("**Exploratory contrasts in all**: 1 of 2 exclude zero, 0.10")
 
 
 def test_the_reading_says_when_nothing_can_be_read():
     none_excluding = pd.DataFrame(
         [effect_row(REF, "greedy_final", 0, 0, 0), effect_row(OTHER, "greedy_final", 0.1, -1, 1)]
     )
-    assert "No interval excludes zero: all 1 contrasts include it." in tables.effects_reading(
-        none_excluding
+    assert (
+        "Exploratory: no interval excludes zero, all 1 contrasts include it"
+        in tables.effects_reading(none_excluding)
     )
     one_seed = pd.DataFrame(
         [

@@ -46,6 +46,9 @@ class Axis:
     enter: Enter | None = None  # None: set training.<name> to the value
     # What a reader should expect when this axis varies; the calculations sheet prints it.
     expectation: str = ""
+    # Paired quantities this axis changes by construction: their contrasts are manipulation
+    # checks, not findings (the report keeps them out of the exploratory count).
+    manipulates: tuple[str, ...] = ()
 
     def coerce(self, value: Any, where: str) -> Any:
         """``value`` as this axis's type, or a DesignError naming ``where`` and what is allowed."""
@@ -147,6 +150,8 @@ AXES: tuple[Axis, ...] = (
         always_named=True,
         enter=_group_size,
         expectation="at a fixed completion budget, a larger G means fewer prompts per step",
+        # P(mixed) = 1 - p^G - (1 - p)^G grows with G at every p strictly between 0 and 1
+        manipulates=("fraction_mixed",),
     ),
     Axis(
         "beta",

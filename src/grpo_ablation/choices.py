@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 Scaling = Literal["none", "population", "sample", "batch"]
@@ -12,11 +13,39 @@ SCALINGS: tuple[str, ...] = get_args(Scaling)
 AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 GROUP_CATEGORIES: tuple[str, ...] = get_args(GroupCategory)
 
+# How every results.json and table labels an lm-eval built-in benchmark (never the headline).
+EXTERNAL_PROTOCOL = "external benchmark, its own protocol"
+
 # Empty completions (no unmasked token, e.g. a truncated completion under truncation masking):
 # they stay in every count (B, the number of groups) and contribute zero, as TRL's ``grpo`` does,
 # so masking a completion never changes the weight of the others. verl instead drops them from
 # the sequence mean; the objective record names the rule used.
-# How every results.json and table labels an lm-eval built-in benchmark (never the headline).
-EXTERNAL_PROTOCOL = "external benchmark, its own protocol"
-
 EMPTY_COMPLETION_RULE = "counted in B and in the number of groups, contributing zero"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A published combination of the ablated choices: cells with these values are labelled so."""
+
+    name: str
+    values: dict[str, str]  # axis -> value, every other axis free
+    source: str
+
+
+RECIPES: tuple[Recipe, ...] = (
+    Recipe(
+        "GRPO",
+        {"std_scaling": "sample", "aggregation": "sequence_mean"},
+        "Shao et al. 2024, DeepSeekMath (arXiv 2402.03300)",
+    ),
+    Recipe(
+        "Dr. GRPO",
+        {"std_scaling": "none", "aggregation": "constant"},
+        "Liu et al. 2025, Understanding R1-Zero-Like Training (arXiv 2503.20783)",
+    ),
+    Recipe(
+        "Lite PPO",
+        {"std_scaling": "batch", "aggregation": "token_mean"},
+        "Liu et al. 2025, Tricks or Traps? A Deep Dive into RL for LLM Reasoning (arXiv 2508.08221)",
+    ),
+)

@@ -105,10 +105,14 @@ def _report_inputs(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
 
 
 def cmd_tables(a: argparse.Namespace) -> None:
+    from grpo_ablation.analysis.hypotheses import write_verdicts
     from grpo_ablation.analysis.tables import write_tables
 
     config, winners = _report_inputs(a)
-    for path in write_tables(a.exp, config, winners, a.out):
+    for path in [
+        *write_tables(a.exp, config, winners, a.out),
+        *write_verdicts(a.exp, config, winners, a.out),
+    ]:
         print(path)
 
 
@@ -121,9 +125,9 @@ def cmd_figures(a: argparse.Namespace) -> None:
 
 
 def cmd_reading(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.tables import write_reading
+    from grpo_ablation.analysis.hypotheses import write_reading
 
-    print(write_reading(a.effects, a.out))
+    print(write_reading(a.effects, a.out, a.verdicts))
 
 
 def cmd_token_weights(a: argparse.Namespace) -> None:
@@ -242,9 +246,10 @@ def main(argv: list[str] | None = None) -> None:
         p.set_defaults(func=func)
 
     p = sub.add_parser(
-        "reading", help="the report's reading of the effects (which intervals exclude zero)"
+        "reading", help="the report's reading: verdicts on the hypotheses, then the effects"
     )
     p.add_argument("--effects", type=Path, nargs="+", required=True, help="stages' effects.csv")
+    p.add_argument("--verdicts", type=Path, help="hypotheses.csv: the verdicts that open it")
     p.add_argument("--out", type=Path, required=True, help="the reading (reStructuredText)")
     p.set_defaults(func=cmd_reading)
 

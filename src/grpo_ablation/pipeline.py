@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.axes import AXES, BY_NAME, DesignError, axis, cell_path, defaults, parse_path
+from grpo_ablation.choices import RECIPES, Recipe
 from grpo_ablation.settings import from_dict
 from grpo_ablation.tasks import get_task
 from grpo_ablation.training.train import TrainingConfig
@@ -42,14 +43,30 @@ class Cell:
 
 
 def cell_label(path: str) -> str:
-    """``sample / sequence_mean / G=8 / beta=0.04``: choices by name, numbers with their key."""
+    """``sample / sequence_mean / G=8 / beta=0.04``: choices by name, numbers with their key; a
+    cell that is a published recipe says which (``none / constant / G=8 (Dr. GRPO)``)."""
     by_key = {a.key: a for a in AXES}
     parts = []
     for segment in path.strip("/").split("/"):
         key, _, value = segment.partition("=")
         a = by_key.get(key)
         parts.append(value if a is not None and a.choices else segment)
-    return " / ".join(parts)
+    recipe = cell_recipe(path)
+    return " / ".join(parts) + (f" ({recipe.name})" if recipe else "")
+
+
+def cell_recipe(path: str) -> Recipe | None:
+    """The published recipe whose choices the cell at ``path`` takes, if any."""
+    by_key = {a.key: a.name for a in AXES}
+    values = {
+        by_key[k]: v
+        for k, _, v in (seg.partition("=") for seg in path.strip("/").split("/"))
+        if k in by_key
+    }
+    for recipe in RECIPES:
+        if all(values.get(ax) == v for ax, v in recipe.values.items()):
+            return recipe
+    return None
 
 
 @dataclass(frozen=True)
@@ -64,12 +81,19 @@ class Stage:
     name: str
     vary: dict[str, tuple[Any, ...]]  # axis -> values, config order; the first is primary
     fixed: dict[str, Any]  # axis -> value or WinnerOf
-    reference: Any
+    reference: Any  # the primary axis's reference value
     selection_metric: str = "greedy_accuracy"
+    # Other varied axes pinned by the reference: every cell is then compared with that one cell
+    # (a recipe stage compares each recipe with plain GRPO), not with its own values elsewhere.
+    reference_also: dict[str, Any] = field(default_factory=dict)
 
     @property
     def primary(self) -> str:
         return next(iter(self.vary))
+
+    @property
+    def reference_values(self) -> dict[str, Any]:
+        return {self.primary: self.reference, **self.reference_also}
 
     def sources(self) -> list[str]:
         """The stages whose winners this one takes."""
@@ -104,13 +128,32 @@ def _stage(name: str, spec: dict[str, Any]) -> Stage:
         else:
             fixed[ax] = a.coerce(value, f"{where}.fixed.{ax}")
     primary = next(iter(vary))
-    reference = axis(primary).coerce(spec.get("reference"), f"{where}.reference")
-    if reference not in vary[primary]:
-        raise DesignError(
-            f"{where}.reference={spec.get('reference')!r} is not among the stage's values "
-            f"{list(vary[primary])}"
-        )
-    return Stage(name, vary, fixed, reference, spec.get("selection_metric", "greedy_accuracy"))
+    ref_spec = spec.get("reference")
+    # A value of the primary axis, or one cell of the stage as {axis: value} (the primary named).
+    wanted = ref_spec if isinstance(ref_spec, dict) else {primary: ref_spec}
+    if primary not in wanted:
+        raise DesignError(f"{where}.reference must name the primary axis {primary!r}")
+    reference_values: dict[str, Any] = {}
+    for ax, value in wanted.items():
+        if ax not in vary:
+            raise DesignError(
+                f"{where}.reference names {ax!r}, which the stage does not vary ({list(vary)})"
+            )
+        coerced = axis(ax).coerce(value, f"{where}.reference")
+        if coerced not in vary[ax]:
+            raise DesignError(
+                f"{where}.reference={value!r} is not among the stage's values {list(vary[ax])}"
+            )
+        reference_values[ax] = coerced
+    reference = reference_values.pop(primary)
+    return Stage(
+        name,
+        vary,
+        fixed,
+        reference,
+        spec.get("selection_metric", "greedy_accuracy"),
+        reference_values,
+    )
 
 
 def all_stages(config: dict[str, Any]) -> list[Stage]:
@@ -182,8 +225,9 @@ def stage_cells(
 
 
 def reference_of(stage: Stage, cell: Cell, cells: list[Cell]) -> Cell:
-    """The cell ``cell`` is compared with: the same values, the primary axis at the reference."""
-    want = {**dict(cell.values), stage.primary: stage.reference}
+    """The cell ``cell`` is compared with: the same values, the varied axes the reference names
+    (the primary, and any other it pins) at the reference's values."""
+    want = {**dict(cell.values), **stage.reference_values}
     for c in cells:
         if dict(c.values) == want:
             return c
@@ -292,7 +336,10 @@ def select_winner(
 # -- checks ------------------------------------------------------------------------------------
 def check_design(config: dict[str, Any]) -> None:
     """Everything the DAG can check before any job runs: names, references, winners' sources,
-    matched budgets, each run's training configuration."""
+    matched budgets, each run's training configuration, the declared hypotheses."""
+    # Imported here: the hypotheses are judged on this module's design (it imports this one).
+    from grpo_ablation.analysis import hypotheses
+
     evaluation_config(config)
     axis_defaults(config)
     declared = all_stages(config)
@@ -325,6 +372,7 @@ def check_design(config: dict[str, Any]) -> None:
             check_matched_budgets(config, s, cells)
             for cell in cells:
                 reference_of(s, cell, cells)
+    hypotheses.declared(config)
 
 
 def _check_no_cycle(config: dict[str, Any], start: str, path: tuple[str, ...] = ()) -> None:
@@ -436,6 +484,5 @@ def stage_caption(config: dict[str, Any], name: str) -> str:
         f"max completion length {t['max_completion_length']}, {completions_per_step(config)} "
         f"completions per step over {t['max_steps'] // int(t['num_iterations'])} generation steps"
     )
-    return (
-        f"{varied} (reference {BY_NAME[s.primary].spell(s.reference)}); {', '.join(held)}, {rest}"
-    )
+    reference = " / ".join(BY_NAME[ax].spell(v) for ax, v in s.reference_values.items())
+    return f"{varied} (reference {reference}); {', '.join(held)}, {rest}"

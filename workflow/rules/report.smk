@@ -8,13 +8,15 @@ from grpo_ablation.analysis import STAGE_FIGURES
 
 # The config sections the tables and figures need (no paths, so params never name outputs).
 # In config order: stages are numbered in the order the config declares them.
-REPORT_CONFIG = json.dumps({k: config[k] for k in ("seeds", "stages", "training")})
+REPORT_CONFIG = json.dumps(
+    {k: config[k] for k in ("seeds", "stages", "training", "hypotheses")}
+)
 STAGES_ON = pipeline.stage_names(config)
 # The plotting and table code are inputs, so editing them rebuilds what they draw. Checkout paths,
 # not workflow.source_path (a fresh cache copy on every invocation, which would always look new).
 SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
 FIGURE_CODE = str(SRC / "analysis" / "figures.py")
-TABLE_CODE = [str(SRC / "analysis" / "tables.py"), str(SRC / "analysis" / "stats.py")]
+TABLE_CODE = [str(SRC / "analysis" / n) for n in ("tables.py", "stats.py", "hypotheses.py")]
 
 
 wildcard_constraints:
@@ -85,6 +87,13 @@ rule tables:
         ),
         objectives_md=f"{EXP}/tables/objectives.md",
         objectives_tex=f"{EXP}/tables/objectives.tex",
+        hypotheses=report(
+            f"{EXP}/tables/hypotheses.csv",
+            caption="../report/hypotheses_table.rst",
+            category="Tables",
+            labels={"table": "declared hypotheses and their verdicts"},
+        ),
+        hypotheses_md=f"{EXP}/tables/hypotheses.md",
     params:
         cli=CLI,
         config=REPORT_CONFIG,
@@ -142,9 +151,11 @@ rule stage_figures:
 
 
 rule effects_reading:
-    # One paragraph per stage from the effect plots' numbers; the report's landing page shows it.
+    # The verdicts on the declared hypotheses, then one paragraph per stage from the effect plots'
+    # numbers; the report's landing page shows it.
     input:
         effects=[f"{EXP}/figures/{s}/effects.csv" for s in STAGES_ON],
+        verdicts=rules.tables.output.hypotheses,
         code=TABLE_CODE,
     output:
         report(
@@ -162,7 +173,8 @@ rule effects_reading:
     log:
         f"{EXP}/logs/figures/reading.log",
     shell:
-        "python {params.cli} reading --effects {input.effects} --out {output} > {log} 2>&1"
+        "python {params.cli} reading --effects {input.effects} --verdicts {input.verdicts}"
+        " --out {output} > {log} 2>&1"
 
 
 rule token_weight_figure:

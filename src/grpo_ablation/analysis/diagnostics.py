@@ -157,6 +157,10 @@ def step_diagnostics(
             mixed_group_probability(pooled, G) if len(scored) else math.nan
         )
         row["p_hat_step"] = float(pooled) if len(scored) else math.nan
+        # Groups by number correct (scored groups): what predicts P(mixed) at another G.
+        by_k = np.bincount(scored["n_correct"].astype(int), minlength=G + 1)
+        for k in range(G + 1):
+            row[f"groups_correct/{k}"] = int(by_k[k])
 
         step_rows = rollouts[rollouts["step"] == step]
         ok = step_rows["correct"].fillna(False).astype(bool) & step_rows["reward"].notna()
@@ -218,6 +222,10 @@ def run_summary(steps: pd.DataFrame) -> dict[str, Any]:
         vals = late[col].dropna() if col in late else pd.Series(dtype=float)
         out[f"{col}_late"] = float(vals.mean()) if len(vals) else None
     out["generated_tokens"] = int(steps["generated_tokens"].sum())
+    prefix = "groups_correct/"
+    out["groups_by_correct"] = {
+        c[len(prefix) :]: int(steps[c].sum()) for c in steps.columns if c.startswith(prefix)
+    }
     return out
 
 

@@ -29,7 +29,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis import STAGE_FIGURES, tables
+from grpo_ablation.analysis import STAGE_FIGURES, hypotheses, tables
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.objective.formulas import AGGREGATIONS, GROUP_CATEGORIES, token_weights
 
@@ -548,7 +548,12 @@ def write_figures(
     # The results table's own contrasts (one implementation of the paired differences).
     table = tables.results_table(tables.load_runs(exp, rows, seeds), tables.base_accuracy(exp))
     titles = {r["stage"]: pipeline.stage_title(config, r["stage"]) for r in rows}
-    effects = tables.effects_table(table, titles)
+    effects = tables.effects_table(
+        table,
+        titles,
+        hypotheses.contrast_roles(config, rows),
+        hypotheses.manipulation_predictions(exp, config, rows),
+    )
     palette = cell_palette(pipeline.all_cells(config))
     if stage is not None:
         title = pipeline.stage_title(config, stage)

@@ -40,7 +40,7 @@ class Interval:
 
 def t_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> Interval:
     """Mean ± t_{n-1} · s/√n over the finite values (NaN values are dropped, not imputed)."""
-    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    xs = _finite(values)
     n = len(xs)
     if n == 0:
         return Interval(math.nan, math.nan, math.nan, 0, confidence)
@@ -65,6 +65,85 @@ def paired_interval(
 ) -> Interval:
     """t interval of the per-seed paired differences (value − reference)."""
     return t_interval(paired_differences(values, reference).values(), confidence)
+
+
+def _finite(values: Iterable[float]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def one_sided_p(values: Iterable[float], threshold: float, direction: int) -> float:
+    """p-value of the one-sided t test of H1: mean > threshold (``direction`` +1) or mean <
+    threshold (−1) over the finite values; NaN with fewer than two, and when they are all equal
+    (no spread: the t statistic is undefined, and no verdict is made from it)."""
+    xs = _finite(values)
+    n = len(xs)
+    if n < 2:
+        return math.nan
+    mean = sum(xs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    if sd == 0:
+        return math.nan
+    t = (mean - threshold) / (sd / math.sqrt(n))
+    dist = _scipy_stats.t(n - 1)
+    return float(dist.sf(t) if direction > 0 else dist.cdf(t))
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjustment (family-wise error) of ``pvalues``, in their order; NaN stays
+    NaN and does not count in the family."""
+    order = sorted((p, i) for i, p in enumerate(pvalues) if math.isfinite(p))
+    m, running = len(order), 0.0
+    out = [math.nan] * len(pvalues)
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def tost_p(values: Iterable[float], margin: float) -> float:
+    """Two one-sided tests of equivalence within ±margin: the larger of the p-values of
+    H1: mean > −margin and H1: mean < +margin (below α exactly when the (1 − 2α) interval lies
+    inside ±margin)."""
+    xs = _finite(values)
+    low, high = one_sided_p(xs, -margin, +1), one_sided_p(xs, margin, -1)
+    return max(low, high) if math.isfinite(low) and math.isfinite(high) else math.nan
+
+
+def mixed_fraction_at(counts: Mapping[int, int], G: int, G_new: int) -> float:
+    """The fraction of groups of size ``G_new`` expected to be mixed, predicted from observed
+    groups of size ``G`` (``counts``: number of correct completions k -> groups), on the same
+    distribution of per-prompt success probabilities p: E[1 − p^n − (1 − p)^n], n = G_new.
+
+    For n ≤ G each group gives an unbiased estimate of p^n, the chance that n of its G completions
+    drawn without replacement are all correct, C(k, n) / C(G, n) (likewise for 1 − p), so no
+    model is assumed. For n > G there is no unbiased estimate; p is taken Beta-distributed with
+    the mean and spread the counts show (method of moments of the beta-binomial), where
+    E[p^n] = Π_{i<n} (a + i) / (a + b + i): a model, stated as such wherever it is used."""
+    total = sum(counts.values())
+    if total == 0 or G_new < 2:
+        return math.nan
+    if G_new <= G:
+        both = sum(
+            c * (math.comb(k, G_new) + math.comb(G - k, G_new)) for k, c in counts.items()
+        ) / math.comb(G, G_new)
+        return 1 - both / total
+    mean_k = sum(k * c for k, c in counts.items()) / total
+    var_k = sum(c * (k - mean_k) ** 2 for k, c in counts.items()) / total
+    mu = mean_k / G
+    if mu in (0.0, 1.0):
+        return 0.0
+    # var(k) = G μ(1 − μ) (1 + (G − 1) ρ), ρ = 1 / (a + b + 1)
+    rho = (var_k / (G * mu * (1 - mu)) - 1) / (G - 1)
+    if rho <= 0:  # no spread beyond the binomial's: one p for every prompt
+        return 1 - mu**G_new - (1 - mu) ** G_new
+    if rho >= 1:  # every prompt always right or always wrong
+        return 0.0
+    a, b = mu * (1 / rho - 1), (1 - mu) * (1 / rho - 1)
+
+    def moment(x: float, y: float) -> float:  # E[p^n] for p ~ Beta(x, y)
+        return math.prod((x + i) / (x + y + i) for i in range(G_new))
+
+    return 1 - moment(a, b) - moment(b, a)
 
 
 def format_interval(iv: Interval, digits: int = 3, signed: bool = False) -> str:

@@ -18,7 +18,13 @@ from typing import Any
 import pandas as pd
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis.stats import Interval, format_interval, paired_interval, t_interval
+from grpo_ablation.analysis.stats import (
+    CONFIDENCE,
+    Interval,
+    format_interval,
+    paired_interval,
+    t_interval,
+)
 from grpo_ablation.choices import EXTERNAL_PROTOCOL, GROUP_CATEGORIES
 
 ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_mean_at_k"}
@@ -43,20 +49,19 @@ RUN_QUANTITIES = (
     "generated_tokens",
     "wall_time_s",
 )
-PAIRED = (
-    "greedy_final",
-    "sampled_final",
-    "length_incorrect_late",
-    "test_length_incorrect",
-    "fraction_mixed",
-)
-# The contrasts the effect plots and the report's reading show, in panel order: paired
-# differences to each cell's reference (the results table's ``<quantity>_diff_*`` columns).
-EFFECTS = {
+# The quantities compared with each cell's reference, paired by seed (the results table's
+# ``<quantity>_diff_*`` columns; the metrics a hypothesis may name), and what they are called.
+PAIRED = {
     "greedy_final": "final greedy accuracy",
     "sampled_final": "final sampled mean@k",
     "length_incorrect_late": "incorrect-completion length, last ¼ of steps (tokens)",
+    "test_length_incorrect": "incorrect-completion length on test, final (tokens)",
     "fraction_mixed": "mixed-group fraction",
+}
+# The contrasts the effect plots and the report's reading show, in panel order.
+EFFECTS = {
+    q: PAIRED[q]
+    for q in ("greedy_final", "sampled_final", "length_incorrect_late", "fraction_mixed")
 }
 # lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
 # labelled as such, never the headline.
@@ -188,8 +193,36 @@ def results_table(runs: pd.DataFrame, base: dict[str, float]) -> pd.DataFrame:
             for q in PAIRED:
                 iv = paired_interval(by_seed[q].to_dict(), ref[q].to_dict())
                 _put(row, f"{q}_diff", iv)
+            singles = _single_changes(cell, ref_path, set(of_stage["cell"]))
+            for q in PAIRED if singles else ():
+                # Non-additivity: Δ(both changes) − Σ Δ(each change alone), seed by seed.
+                alone = [of_stage[of_stage["cell"] == c].set_index("seed")[q] for c in singles]
+                values = {
+                    s: by_seed[q][s] - ref[q][s] - sum(a[s] - ref[q][s] for a in alone)
+                    for s in by_seed.index
+                    if s in ref.index and all(s in a.index for a in alone)
+                }
+                _put(row, f"{q}_interaction", t_interval(values.values()))
             table.append(row)
     return pd.DataFrame(table)
+
+
+def _segments(path: str) -> dict[str, str]:
+    return dict(seg.split("=", 1) for seg in path.strip("/").split("/"))
+
+
+def _single_changes(cell: str, reference: str, cells: set[str]) -> list[str]:
+    """The cells of the stage that change one of the axes on which ``cell`` departs from
+    ``reference`` (a recipe stage's single changes), when ``cell`` departs on two or more and
+    every one is in the stage; else none."""
+    mine, ref = _segments(cell), _segments(reference)
+    changed = [k for k in mine.keys() | ref.keys() if mine.get(k) != ref.get(k)]
+    by_segments = {json.dumps(_segments(c), sort_keys=True): c for c in cells}
+    singles = []
+    for k in sorted(changed):
+        one = {**ref, k: mine[k]} if k in mine else {x: v for x, v in ref.items() if x != k}
+        singles.append(by_segments.get(json.dumps(one, sort_keys=True)))
+    return [c for c in singles if c] if len(changed) >= 2 and all(singles) else []
 
 
 DISPLAY = {  # column of the Markdown/LaTeX table -> (quantity, how to show it)
@@ -279,25 +312,43 @@ EFFECT_COLUMNS = [
     "high",
     "n",
     "excludes_zero",
+    "role",
+    "predicted",
 ]
+EXPLORATORY = "exploratory"
+# With no effect anywhere, a 95% interval excludes zero with probability 1 − 0.95.
+CHANCE = 1 - CONFIDENCE
 
 
-def effects_table(table: pd.DataFrame, titles: dict[str, str] | None = None) -> pd.DataFrame:
+def effects_table(
+    table: pd.DataFrame,
+    titles: dict[str, str] | None = None,
+    roles: dict[str, str] | None = None,
+    predicted: dict[str, float] | None = None,
+) -> pd.DataFrame:
     """The effect plots' numbers, long: one row per (stage, cell, quantity of EFFECTS), copied from
     the results table's paired-difference columns so that plot and table always agree. The
     reference keeps its row (its difference to itself: 0 on every seed), flagged ``is_reference``.
-    ``titles`` names each stage (``pipeline.stage_title``) for the reading."""
+    ``titles`` names each stage (``pipeline.stage_title``) for the reading; ``roles`` maps
+    ``stage|cell|quantity`` to a declared hypothesis or a manipulation check
+    (``hypotheses.contrast_roles``); every other contrast is exploratory. ``predicted`` gives a
+    manipulation check's predicted difference (``hypotheses.manipulation_predictions``)."""
     rows = []
+    # A recipe cell's interaction comes after the differences (the figure draws only those).
+    kinds = [(f"{q}_diff", q, metric) for q, metric in EFFECTS.items()] + [
+        (f"{q}_interaction", f"{q}_interaction", f"interaction (non-additivity) of {metric}")
+        for q, metric in EFFECTS.items()
+    ]
     for _, r in table[table["cell"] != BASE_LABEL].iterrows():
-        for q, metric in EFFECTS.items():
-            if f"{q}_diff_mean" not in r:
+        for column, q, metric in kinds:
+            n = r.get(f"{column}_n", math.nan)
+            if pd.isna(n) or (column.endswith("_interaction") and not n):
                 continue
-            n = r[f"{q}_diff_n"]
             iv = Interval(
-                float(r[f"{q}_diff_mean"]),
-                float(r[f"{q}_diff_low"]),
-                float(r[f"{q}_diff_high"]),
-                0 if pd.isna(n) else int(n),
+                float(r[f"{column}_mean"]),
+                float(r[f"{column}_low"]),
+                float(r[f"{column}_high"]),
+                int(n),
             )
             rows.append(
                 {
@@ -314,6 +365,8 @@ def effects_table(table: pd.DataFrame, titles: dict[str, str] | None = None) -> 
                     "high": iv.high,
                     "n": iv.n,
                     "excludes_zero": iv.excludes_zero(),
+                    "role": (roles or {}).get(f"{r['stage']}|{r['cell']}|{q}", EXPLORATORY),
+                    "predicted": (predicted or {}).get(f"{r['stage']}|{r['cell']}|{q}", math.nan),
                 }
             )
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
@@ -330,11 +383,43 @@ def _effect_text(row: pd.Series) -> str:
     return f"{way} {row['metric']}, {format_interval(iv, digits, signed=True)}"
 
 
-def effects_reading(effects: pd.DataFrame) -> str:
-    """One paragraph per stage, written from the numbers of ``effects_table`` (reStructuredText):
-    the contrasts whose 95% interval excludes zero, with their direction, and how many include
-    zero or have no interval. Never hand-written, so it cannot drift from the results."""
-    paragraphs = []
+def _excluding(rows: pd.DataFrame) -> str:
+    return "; ".join(
+        f"``{label}``: " + " and ".join(_effect_text(r) for _, r in of_cell.iterrows())
+        for label, of_cell in rows.groupby("label", sort=False)
+    )
+
+
+def _check_text(row: pd.Series) -> str:
+    """A manipulation check: its measured difference next to the value its axis predicts."""
+    iv = _effect_interval(row)
+    text = f"``{row['label']}``: {row['metric']} {format_interval(iv, 3, signed=True)}"
+    predicted = row.get("predicted", math.nan)
+    if pd.isna(predicted):
+        return text + ", no computed prediction"
+    inside = iv.defined and iv.low <= predicted <= iv.high
+    return (
+        f"{text}, predicted {predicted:+.3f} from the reference's groups "
+        f"({'inside' if inside else 'outside'} the interval)"
+    )
+
+
+def _chance(n: int) -> str:
+    return f"{CHANCE * n:.2f} expected by chance with no effect at all"
+
+
+def effects_reading(effects: pd.DataFrame, opening: str = "") -> str:
+    """The report's reading (reStructuredText), written from the numbers of ``effects_table``,
+    after ``opening`` (the verdicts on the declared hypotheses): one paragraph per stage. Declared
+    contrasts are named, not counted again; manipulation checks are listed as such; the
+    exploratory contrasts whose 95% interval excludes zero are given with their direction, and
+    their number next to the number expected by chance (no correction for multiplicity, and
+    contrasts sharing a reference are not independent). Never hand-written, so it cannot drift
+    from the results."""
+    role = effects["role"] if "role" in effects else pd.Series(EXPLORATORY, index=effects.index)
+    effects = effects.assign(role=role.fillna(EXPLORATORY))
+    paragraphs = [opening.strip()] if opening.strip() else []
+    explored = excluded = 0
     for stage, of_stage in effects.groupby("stage", sort=False):
         contrasts = of_stage[~of_stage["is_reference"].astype(bool)]
         refs = list(dict.fromkeys(pipeline.cell_label(str(r)) for r in of_stage["reference"]))
@@ -351,54 +436,68 @@ def effects_reading(effects: pd.DataFrame) -> str:
             paragraphs.append(f"{parts[0]} The stage has no cell besides its reference.")
             continue
         defined = contrasts[[_effect_interval(r).defined for _, r in contrasts.iterrows()]]
-        excluding = defined[defined["excludes_zero"].astype(bool)]
         if defined.empty:
             parts.append(
                 f"None of its {len(contrasts)} contrasts has an interval (one seed, or no "
                 "finite value): nothing here can be read as an effect."
             )
-        elif excluding.empty:
-            parts.append(f"No interval excludes zero: all {len(defined)} contrasts include it.")
-        else:
-            by_cell = [
-                f"``{label}``: " + " and ".join(_effect_text(r) for _, r in rows.iterrows())
-                for label, rows in excluding.groupby("label", sort=False)
-            ]
+            paragraphs.append(" ".join(parts))
+            continue
+        declared = defined[defined["role"].str.startswith("hypothesis")]
+        if not declared.empty:
+            ids = ", ".join(f"``{r[len('hypothesis ') :]}``" for r in declared["role"])
+            parts.append(f"Declared, judged above: {ids}.")
+        checks = defined[defined["role"] == "manipulation check"]
+        if not checks.empty:
             parts.append(
-                f"{len(excluding)} of {len(contrasts)} contrasts "
-                f"{'excludes' if len(excluding) == 1 else 'exclude'} zero. "
-                + "; ".join(by_cell)
+                "Manipulation checks (the varied axis changes these by construction; not "
+                "findings): " + "; ".join(_check_text(r) for _, r in checks.iterrows()) + "."
+            )
+        free = defined[defined["role"] == EXPLORATORY]
+        hits = free[free["excludes_zero"].astype(bool)]
+        explored, excluded = explored + len(free), excluded + len(hits)
+        if free.empty:
+            pass
+        elif hits.empty:
+            parts.append(
+                f"Exploratory: no interval excludes zero, all {len(free)} contrasts include it "
+                f"({_chance(len(free))})."
+            )
+        else:
+            parts.append(
+                f"Exploratory: {len(hits)} of {len(free)} contrasts "
+                f"{'excludes' if len(hits) == 1 else 'exclude'} zero ({_chance(len(free))}): "
+                + _excluding(hits)
                 + "."
             )
-            rest = len(defined) - len(excluding)
+            rest = len(free) - len(hits)
             if rest:
                 others = "one includes" if rest == 1 else f"{rest} include"
                 parts.append(
                     f"The other {others} zero: no difference from the reference is resolved "
                     "there at this number of seeds."
                 )
-        if len(defined) and (defined["low"] == 0).all() and (defined["high"] == 0).all():
+        if (defined["low"] == 0).all() and (defined["high"] == 0).all():
             parts.append(
                 "Every difference is exactly zero on every seed: these cells' numbers equal "
                 "the reference's."
             )
         undefined = len(contrasts) - len(defined)
-        if undefined and len(defined):
+        if undefined:
             parts.append(
                 f"{undefined} {'contrast has' if undefined == 1 else 'contrasts have'} no "
                 "interval (fewer than two finite values)."
             )
         paragraphs.append(" ".join(parts))
+    if explored:
+        paragraphs.append(
+            f"**Exploratory contrasts in all**: {excluded} of {explored} exclude zero, "
+            f"{_chance(explored)} (95% intervals, no correction for multiplicity; contrasts "
+            "that share a reference are not independent, so the count by chance varies more "
+            "than a binomial's). An exploratory exclusion is a lead for a hypothesis declared "
+            "before another run, not a conclusion."
+        )
     return "\n\n".join(paragraphs) + "\n"
-
-
-def write_reading(effects: Iterable[Path], out: Path) -> Path:
-    """The report's reading (reStructuredText) from the stages' ``effects.csv``, in the order
-    given."""
-    frames = [pd.read_csv(path) for path in effects]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(effects_reading(pd.concat(frames, ignore_index=True)))
-    return out
 
 
 def objectives_table(exp: Path, cells: Iterable[str], seeds: Iterable[int]) -> pd.DataFrame:
@@ -413,6 +512,7 @@ def objectives_table(exp: Path, cells: Iterable[str], seeds: Iterable[int]) -> p
             {
                 "cell": cell,
                 "label": pipeline.cell_label(cell),
+                "recipe": f"{r.name}: {r.source}" if (r := pipeline.cell_recipe(cell)) else "",
                 "same_across_seeds": len(records) == 1,
                 "objective": (runs[0] / "objective.md").read_text().strip(),
             }

@@ -1,0 +1,334 @@
+"""Hypotheses declared before the run: checked against the design before any job, judged by the
+report (supported / refuted / inconclusive with the test and its numbers), and every other
+contrast read as exploratory next to its chance rate."""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from test_bad_input import dry_run
+from test_design import default_config
+from test_stats import binomial_counts
+from test_tables_figures import effect_row
+
+from grpo_ablation import pipeline
+from grpo_ablation.analysis import hypotheses, stats, tables
+from grpo_ablation.axes import DesignError
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = list(range(6))
+REF, POP, NONE, BATCH = (
+    f"std={s}/agg=sequence_mean/G=8" for s in ("sample", "population", "none", "batch")
+)
+REFERENCE = {"std_scaling": "sample"}
+
+
+def config_with(*specs: dict) -> dict:
+    config = default_config()
+    config["hypotheses"] = list(specs)
+    return config
+
+
+def spec(hid: str, cell: str, kind: str, metric: str = "greedy_final", **more) -> dict:
+    return {
+        "id": hid,
+        "kind": kind,
+        "stage": "std_scaling",
+        "cell": cell,
+        "metric": metric,
+        "source": "a test",
+        **more,
+    }
+
+
+def planted_runs() -> pd.DataFrame:
+    """Stage 1 over six seeds: population = reference + 0.001·noise (a planted equivalence), none
+    = reference − 0.10 + noise (a planted effect), batch = reference + noise of SD 0.03 centred on
+    its own mean (nothing at all: its mean difference is exactly zero)."""
+    rng = np.random.default_rng(7)
+    reference = 0.4 + 0.05 * rng.standard_normal(len(SEEDS))
+    noise = 0.03 * rng.standard_normal(len(SEEDS))
+    cells = {
+        REF: reference,
+        POP: reference + 0.001 * rng.standard_normal(len(SEEDS)),
+        NONE: reference - 0.10 + 0.01 * rng.standard_normal(len(SEEDS)),
+        BATCH: reference + noise - noise.mean(),
+    }
+    return pd.DataFrame(
+        {"stage": "std_scaling", "cell": c, "reference": REF, "seed": s, "greedy_final": v[s]}
+        for c, values in cells.items()
+        for s, v in [(s, values) for s in SEEDS]
+    )
+
+
+PLANTED = [
+    spec("pop_equals_sample", "population", "equivalence", margin=0.02),
+    spec("none_lowers", "none", "directional", direction="lower", minimum_effect=0.02),
+    spec("batch_raises", "batch", "directional", direction="higher", minimum_effect=0.0),
+]
+
+
+def test_a_planted_effect_a_planted_equivalence_and_pure_noise_get_their_verdicts():
+    config = config_with(*PLANTED)
+    rows = pipeline.design_rows(config, only=["std_scaling"])
+    verdicts = hypotheses.verdicts_table(hypotheses.declared(config), planted_runs(), rows, config)
+    got = dict(zip(verdicts["id"], verdicts["verdict"], strict=True))
+    assert got == {
+        "pop_equals_sample": "supported",
+        "none_lowers": "supported",
+        "batch_raises": "inconclusive",
+    }
+    row = verdicts.set_index("id").loc["none_lowers"]
+    assert row["cell"] == "none / sequence_mean / G=8" and row["reference"].startswith("sample")
+    assert row["n"] == 6 and row["mean"] == pytest.approx(-0.1, abs=0.02)
+    assert "Holm across 2 directional" in row["test"] and row["p_holm"] >= row["p"]
+
+
+def test_the_verdicts_are_the_tests_a_hand_computation_gives():
+    h = hypotheses.declared(config_with(*PLANTED))
+    diffs = {
+        "pop_equals_sample": [0.01, -0.005, 0.0, 0.004, -0.002, 0.003],
+        "none_lowers": [-0.12, -0.08, -0.11, -0.09, -0.10, -0.13],
+        "batch_raises": [0.03, -0.02, 0.01, -0.04, 0.02, 0.0],
+    }
+    judged = hypotheses.judge(h, diffs)
+    # none_lowers: t = (mean(−Δ) − 0.02) / (s/√6) against t_5, upper tail
+    x = -np.array(diffs["none_lowers"])
+    t = (x.mean() - 0.02) / (x.std(ddof=1) / math.sqrt(6))
+    from scipy import stats as sps
+
+    p_none = sps.t(5).sf(t)
+    x = np.array(diffs["batch_raises"])
+    p_batch = sps.t(5).sf(x.mean() / (x.std(ddof=1) / math.sqrt(6)))
+    # Holm over two: the smaller p times 2, the larger times 1 (never below the smaller's)
+    assert p_none < p_batch
+    assert judged["none_lowers"]["p"] == pytest.approx(p_none)
+    assert judged["none_lowers"]["p_holm"] == pytest.approx(2 * p_none)
+    assert judged["batch_raises"]["p_holm"] == pytest.approx(max(2 * p_none, p_batch))
+    # TOST: the larger of the two one-sided p-values against ±0.02
+    x = np.array(diffs["pop_equals_sample"])
+    se = x.std(ddof=1) / math.sqrt(6)
+    p_tost = max(sps.t(5).sf((x.mean() + 0.02) / se), sps.t(5).cdf((x.mean() - 0.02) / se))
+    assert judged["pop_equals_sample"]["p"] == pytest.approx(p_tost)
+    assert judged["pop_equals_sample"]["verdict"] == "supported"
+    low, high = x.mean() + np.array([-1, 1]) * sps.t(5).ppf(0.95) * se
+    assert (judged["pop_equals_sample"]["low90"], judged["pop_equals_sample"]["high90"]) == (
+        pytest.approx(low),
+        pytest.approx(high),
+    )
+
+
+def test_a_contradicted_prediction_is_refuted_and_an_interval_across_zero_is_no_equivalence():
+    h = hypotheses.declared(config_with(*PLANTED))
+    diffs = {
+        # 0.10 apart, tightly: outside the ±0.02 margin
+        "pop_equals_sample": [0.10, 0.11, 0.09, 0.10, 0.12, 0.10],
+        # predicted lower by > 0.02, measured higher
+        "none_lowers": [0.05, 0.06, 0.04, 0.05, 0.07, 0.05],
+        "batch_raises": [0.3, -0.3, 0.2, -0.2, 0.1, -0.1],
+    }
+    judged = hypotheses.judge(h, diffs)
+    assert judged["pop_equals_sample"]["verdict"] == "refuted"
+    assert judged["none_lowers"]["verdict"] == "refuted"
+    assert "rejects an effect of interest" in judged["none_lowers"]["test"]
+    # Wide noise around zero: includes zero, and includes ±margin, so not an equivalence either.
+    wide = {**diffs, "pop_equals_sample": [0.3, -0.3, 0.2, -0.2, 0.1, -0.1]}
+    assert hypotheses.judge(h, wide)["pop_equals_sample"]["verdict"] == "inconclusive"
+    one_seed = {k: v[:1] for k, v in diffs.items()}
+    assert {v["verdict"] for v in hypotheses.judge(h, one_seed).values()} == {"inconclusive"}
+
+
+def test_holm_matches_its_definition():
+    assert stats.holm([0.01, 0.04, 0.03, math.nan]) == pytest.approx(
+        [0.03, 0.06, 0.06, math.nan], nan_ok=True
+    )
+    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"stage": "std_scalin"}, "hypotheses[h].stage='std_scalin' is not an enabled stage"),
+        ({"cell": "populaton"}, "unknown std scaling 'populaton'"),
+        ({"metric": "greedy"}, "hypotheses[h].metric='greedy'; expected one of"),
+        ({"cell": "sample"}, "is the stage's reference itself"),
+        ({"cell": {"aggregation": "constant"}}, "names ['aggregation'], which stage"),
+        ({"kind": "directional"}, "hypotheses[h].direction=None"),
+        ({"stage": "kl", "cell": 0.04}, "is not an enabled stage"),
+    ],
+)
+def test_a_misnamed_hypothesis_is_refused_naming_it(change, message):
+    config = config_with({**spec("h", "population", "equivalence", margin=0.02), **change})
+    with pytest.raises(DesignError, match=re.escape(message)):
+        pipeline.check_design(config)
+
+
+def test_a_misnamed_hypothesis_stops_the_dag_before_any_job(tmp_path):
+    bad = spec("typo", "population", "equivalence", metric="greedy_finale", margin=0.1)
+    done = dry_run(tmp_path, hypotheses=[bad])
+    out = done.stdout + done.stderr
+    assert done.returncode != 0 and "hypotheses[typo].metric='greedy_finale'" in out
+    assert "Job stats" not in out  # no job was planned
+
+
+def test_a_crossed_stage_must_name_every_axis_its_reference_does_not_pin():
+    config = default_config()
+    config["stages"]["kl"]["enabled"] = True
+    config["hypotheses"] = [
+        {
+            "id": "kl",
+            "kind": "equivalence",
+            "stage": "kl",
+            "cell": 0.04,
+            "metric": "greedy_final",
+            "margin": 0.1,
+            "source": "a test",
+        }
+    ]
+    with pytest.raises(DesignError, match="cell must name 'std_scaling': stage 'kl' crosses it"):
+        pipeline.check_design(config)
+    config["hypotheses"][0]["cell"] = {"beta": 0.04, "std_scaling": "none"}
+    (h,) = hypotheses.declared(config)
+    rows = pipeline.design_rows(config, only=["kl"])
+    assert hypotheses.contrast(h, rows, config)["reference"] == "std=none/agg=sequence_mean/G=8"
+
+
+def recipe_config() -> dict:
+    from snakemake.utils import validate
+
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))  # fills the defaults
+    return config
+
+
+def test_a_recipe_stage_compares_every_cell_with_one_reference_cell_and_labels_the_recipes():
+    config = recipe_config()
+    rows = [r for r in pipeline.design_rows(config) if r["stage"] == "dr_grpo"]
+    grpo = "std=sample/agg=sequence_mean/G=8"
+    assert {r["reference"] for r in rows} == {grpo}
+    labels = {pipeline.cell_label(r["cell"]) for r in rows}
+    assert labels == {
+        "sample / sequence_mean / G=8 (GRPO)",
+        "sample / constant / G=8",
+        "none / sequence_mean / G=8",
+        "none / constant / G=8 (Dr. GRPO)",
+    }
+    lite = {pipeline.cell_label(r["cell"]) for r in pipeline.design_rows(config, only=["lite_ppo"])}
+    assert "batch / token_mean / G=8 (Lite PPO)" in lite
+    broken = copy.deepcopy(config)
+    broken["stages"]["dr_grpo"]["reference"] = {"aggregation": "constant"}
+    with pytest.raises(DesignError, match="reference must name the primary axis 'std_scaling'"):
+        pipeline.check_design(broken)
+
+
+def test_the_interaction_of_a_recipe_is_its_difference_minus_the_two_single_changes():
+    grpo, const, none, dr = (
+        "std=sample/agg=sequence_mean/G=8",
+        "std=sample/agg=constant/G=8",
+        "std=none/agg=sequence_mean/G=8",
+        "std=none/agg=constant/G=8",
+    )
+    values = {
+        grpo: [0.30, 0.40, 0.50],
+        const: [0.32, 0.41, 0.50],
+        none: [0.29, 0.42, 0.47],
+        dr: [0.40, 0.45, 0.55],
+    }
+    runs = pd.DataFrame(
+        {
+            "stage": "dr_grpo",
+            "cell": c,
+            "reference": grpo,
+            "seed": s,
+            **{q: v[s] for q in tables.RUN_QUANTITIES + tuple(tables.PAIRED)},
+        }
+        for c, v in values.items()
+        for s in range(3)
+    )
+    table = tables.results_table(runs, {"greedy": 0.2}).set_index("cell")
+    # per seed: (dr − grpo) − (const − grpo) − (none − grpo) = 0.09, 0.02, 0.08
+    hand = stats.t_interval([0.09, 0.02, 0.08])
+    assert table.loc[dr, "greedy_final_interaction_mean"] == pytest.approx(hand.mean)
+    assert table.loc[dr, "greedy_final_interaction_low"] == pytest.approx(hand.low)
+    assert pd.isna(table.loc[const].get("greedy_final_interaction_mean", math.nan))
+    effects = tables.effects_table(table.reset_index())
+    inter = effects[effects["quantity"] == "greedy_final_interaction"]
+    assert list(inter["cell"]) == [dr] and inter["metric"].iloc[0].startswith("interaction")
+
+
+def test_the_reading_opens_with_the_verdicts_and_counts_exploratory_exclusions_against_chance():
+    config = config_with(*PLANTED[:2])
+    config["stages"]["group_size"]["enabled"] = True
+    rows = pipeline.design_rows(config, only=["std_scaling", "group_size"])
+    runs = planted_runs()
+    verdicts = hypotheses.verdicts_table(hypotheses.declared(config), runs, rows, config)
+    roles = hypotheses.contrast_roles(config, rows)
+    assert roles[f"std_scaling|{POP}|greedy_final"] == "hypothesis pop_equals_sample"
+    assert roles["group_size|std=sample/agg=sequence_mean/G=16|fraction_mixed"] == (
+        "manipulation check"
+    )
+    assert "group_size|std=sample/agg=sequence_mean/G=16|greedy_final" not in roles
+    # a figure job sees one stage's rows: hypotheses on other stages are not its business
+    only_g = pipeline.design_rows(config, only=["group_size"])
+    assert set(hypotheses.contrast_roles(config, only_g).values()) == {"manipulation check"}
+    effects = pd.DataFrame(
+        [
+            row(REF, "greedy_final", 0, 0, 0, roles),
+            row(POP, "greedy_final", 0.0, -0.001, 0.001, roles),
+            row(NONE, "greedy_final", -0.1, -0.12, -0.08, roles),
+            row(BATCH, "greedy_final", 0.01, -0.02, 0.04, roles),
+            row(BATCH, "sampled_final", 0.03, 0.01, 0.05, roles),
+            row(POP, "sampled_final", 0.01, -0.01, 0.03, roles),
+        ]
+    )
+    text = tables.effects_reading(effects, hypotheses.verdicts_reading(verdicts))
+    first, after = text.split("**Stage 1", 1)
+    rest = ("**Stage 1" + after).split("\n\n")
+    assert first.startswith("**Declared hypotheses** (2, written in the config before the run")
+    assert "``pop_equals_sample``: **SUPPORTED**" in first and "TOST" in first
+    stage = rest[0]
+    assert "Declared, judged above: ``pop_equals_sample``, ``none_lowers``." in stage
+    # 3 exploratory contrasts (batch greedy, batch sampled, population sampled); one excludes zero
+    assert "Exploratory: 1 of 3 contrasts excludes zero (0.15 expected by chance" in stage
+    assert rest[-1].startswith("**Exploratory contrasts in all**: 1 of 3 exclude zero, 0.15")
+    assert "not a conclusion" in rest[-1]
+
+
+def row(cell, quantity, mean, low, high, roles, stage="std_scaling"):
+    """A stage-1 row of an effects table over six seeds, with its role."""
+    return effect_row(
+        cell,
+        quantity,
+        mean,
+        low,
+        high,
+        6,
+        stage=stage,
+        stage_title="stage 1: std scaling",
+        reference=REF,
+        is_reference=cell == REF,
+        role=roles.get(f"{stage}|{cell}|{quantity}", tables.EXPLORATORY),
+    )
+
+
+def test_the_reading_of_a_config_without_hypotheses_says_everything_is_exploratory():
+    text = hypotheses.verdicts_reading(pd.DataFrame(columns=hypotheses.VERDICT_COLUMNS))
+    assert "none" in text and "every contrast below is exploratory" in text
+
+
+def test_every_manipulation_check_an_axis_declares_has_its_prediction():
+    from grpo_ablation.axes import AXES
+
+    declared = {(a.name, q) for a in AXES for q in a.manipulates}
+    assert declared == set(hypotheses.PREDICTIONS) and declared
+    # G = 4 from a G = 8 reference whose groups all had p = 0.2: 0.5888 − 0.83222528
+    summary = {"groups_by_correct": {str(k): v * 1e6 for k, v in binomial_counts(8, 0.2).items()}}
+    predict = hypotheses.PREDICTIONS[("group_size", "fraction_mixed")]
+    assert predict(summary, 8, 4) == pytest.approx(0.5888 - 0.83222528, abs=1e-6)  # integer counts
