@@ -193,6 +193,9 @@ def test_captions_and_titles_are_derived_from_the_axes():
     config = default_config()
     # numbered among the declared stages, enabled or not (the recipe stages come 4th and 5th)
     assert pipeline.stage_title(config, "kl") == "stage 6: KL coefficient β × std scaling"
+    # a recipe stage names the recipe it runs besides its reference's
+    assert pipeline.stage_title(config, "dr_grpo").endswith("× length aggregation (Dr. GRPO)")
+    assert pipeline.stage_title(config, "group_size") == "stage 3: group size G"
     assert pipeline.stage_caption(config, "dr_grpo").startswith(
         "std scaling over ['sample', 'none'] crossed with length aggregation over "
         "['sequence_mean', 'constant'] (reference sample / sequence_mean);"

@@ -452,7 +452,21 @@ def stage_title(config: dict[str, Any], name: str) -> str:
     """``stage 4: KL coefficient β × std scaling`` (position among the declared stages)."""
     order = [s.name for s in all_stages(config)]
     s = get_stage(config, name)
-    return f"stage {order.index(name) + 1}: " + " × ".join(BY_NAME[ax].label for ax in s.vary)
+    title = f"stage {order.index(name) + 1}: " + " × ".join(BY_NAME[ax].label for ax in s.vary)
+    # A recipe stage names the recipes it runs besides its reference's (e.g. "(Dr. GRPO)").
+    held = {ax: v for ax, v in s.fixed.items() if not isinstance(v, WinnerOf)}
+    own = cell_recipe(make_cell(config, {**held, **s.reference_values}).path)
+    recipes = dict.fromkeys(
+        r.name
+        for combo in itertools.product(*s.vary.values())
+        if (
+            r := cell_recipe(
+                make_cell(config, {**held, **dict(zip(s.vary, combo, strict=True))}).path
+            )
+        )
+        and r != own
+    )
+    return title + (f" ({', '.join(recipes)})" if recipes else "")
 
 
 def stage_caption(config: dict[str, Any], name: str) -> str:

@@ -120,7 +120,7 @@ def _one(spec: dict[str, Any], stages: dict[str, pipeline.Stage], seen: set[str]
         raise DesignError(f"{where}.cell is the stage's reference itself: nothing to compare")
     common = {"id": hid, "kind": kind, "stage": stage.name, "metric": metric}
     common["cell"] = tuple(values.items())
-    common["source"] = str(spec.get("source") or "")
+    common["source"] = " ".join(str(spec.get("source") or "").split())
     if not common["source"]:
         raise DesignError(f"{where}.source: say where the prediction comes from")
     if kind == "equivalence":
