@@ -22,6 +22,8 @@ rule train:
         mem_mb=config["resources"]["train_mem_mb"],
         # `gpu` is the resource the SLURM executor turns into --gpus.
         gpu=config["resources"]["gpus_per_train_job"] * config["compute"]["processes_per_train_job"],
+        # A resource, not a param: params are rerun triggers, and tracking changes no result.
+        report_to=",".join(config["tracking"]["report_to"]) or "none",
     conda:
         "../../envs/grpo.yaml"
     log:
@@ -31,4 +33,4 @@ rule train:
     shell:
         "python {params.cli} train --base {input.base} --data {params.data} --out {params.out}"
         " --training {params.training:q} --task {params.task:q} --compute {params.compute:q}"
-        " --threads {threads} > {log} 2>&1"
+        " --threads {threads} --report-to {resources.report_to} > {log} 2>&1"

@@ -19,6 +19,9 @@ def arguments() -> argparse.ArgumentParser:
     p.add_argument("--task", default="{}", help="task config as JSON (prompts and reward)")
     p.add_argument("--compute", required=True, help="the config's compute section as JSON")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--report-to", default="none", help="live trackers, e.g. tensorboard,wandb (or none)"
+    )
     return p
 
 
@@ -57,4 +60,5 @@ def run(a: argparse.Namespace) -> None:
         revision=info.get("revision"),
         keep_optimizer_state=compute["keep_optimizer_state"],
         gradient_checkpointing=compute["gradient_checkpointing"],
+        report_to=a.report_to,
     )

@@ -21,6 +21,7 @@ from grpo_ablation.axes import check_choices
 from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config, protocol
 from grpo_ablation.settings import config_hash, from_dict
+from grpo_ablation.training import tracking
 
 GENERATION_BACKENDS = ("transformers", "vllm")
 
@@ -166,6 +167,7 @@ def _build_args(
     use_cpu: bool,
     dtype: str,
     gradient_checkpointing: bool = False,
+    report_to: list[str] | None = None,
 ):
     from trl import GRPOConfig
 
@@ -199,7 +201,8 @@ def _build_args(
         bf16=dtype == "bfloat16",
         # Said explicitly: TRL 1.16 turns it on by default, a second forward pass per step.
         gradient_checkpointing=gradient_checkpointing,
-        report_to="none",
+        report_to=report_to or "none",
+        run_name=tracking.run_name(out),
         disable_tqdm=True,
         # Dropout would make the training log-probs disagree with the sampling policy.
         disable_dropout=True,
@@ -249,12 +252,14 @@ def train(
     revision: str | None = None,
     keep_optimizer_state: str = "newest",
     gradient_checkpointing: bool = False,
+    report_to: str = "none",
 ) -> dict[str, Any]:
     """Train one run into ``out``; resumes if ``out`` holds a complete checkpoint.
 
     ``model_dir`` is a local Hugging Face directory or a hub id (read from the cache, offline,
     at ``revision``). ``task_config`` is the config's ``task`` section: the task gives the prompts
-    and, unless ``reward_func`` overrides it (tests), the reward.
+    and, unless ``reward_func`` overrides it (tests), the reward. ``report_to`` names the live
+    trackers (``tensorboard,wandb``; ``grpo_ablation.training.tracking``).
     """
     import torch
     from accelerate import PartialState
@@ -308,7 +313,12 @@ def train(
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     state.wait_for_everyone()
 
-    args = _build_args(cfg, out, nproc, run_device == "cpu", dtype, gradient_checkpointing)
+    trackers, tracker_callbacks = tracking.setup(
+        tracking.parse(report_to), out, record.to_dict(), state.is_main_process
+    )
+    args = _build_args(
+        cfg, out, nproc, run_device == "cpu", dtype, gradient_checkpointing, trackers
+    )
     hub = {} if _is_local(model_dir) else {"revision": revision}
     tokenizer = AutoTokenizer.from_pretrained(model_dir, **hub)
     if task.chat_template and not tokenizer.chat_template:
@@ -339,7 +349,11 @@ def train(
         success_threshold=cfg.success_threshold,
         run_dir=out,
         # Pruning first, so that later callbacks see the checkpoints as they stay on disk.
-        callbacks=[KeepOptimizerStateOfNewest(keep_optimizer_state), *(callbacks or [])],
+        callbacks=[
+            KeepOptimizerStateOfNewest(keep_optimizer_state),
+            *tracker_callbacks,
+            *(callbacks or []),
+        ],
     )
     started = time.time()
     trainer.train(resume_from_checkpoint=str(resume) if resume else None)
