@@ -328,7 +328,14 @@ def test_every_manipulation_check_an_axis_declares_has_its_prediction():
 
     declared = {(a.name, q) for a in AXES for q in a.manipulates}
     assert declared == set(hypotheses.PREDICTIONS) and declared
-    # G = 4 from a G = 8 reference whose groups all had p = 0.2: 0.5888 − 0.83222528
-    summary = {"groups_by_correct": {str(k): v * 1e6 for k, v in binomial_counts(8, 0.2).items()}}
     predict = hypotheses.PREDICTIONS[("group_size", "fraction_mixed")]
-    assert predict(summary, 8, 4) == pytest.approx(0.5888 - 0.83222528, abs=1e-6)  # integer counts
+
+    def summary(G: int, p: float) -> dict:
+        counts = binomial_counts(G, p)
+        return {"groups_by_correct": {str(k): round(v * 1e6) for k, v in counts.items()}}
+
+    # every prompt at p = 0.2 in both runs: G = 4 from a G = 8 reference, 0.5888 − 0.83222528
+    assert predict(summary(8, 0.2), None, 8, 4) == pytest.approx(-0.24342528, abs=1e-5)
+    # G = 16 against G = 8: the G = 16 run's groups predict the reference's fraction at G = 8
+    g16 = 1 - 0.2**16 - 0.8**16
+    assert predict(None, summary(16, 0.2), 8, 16) == pytest.approx(g16 - 0.83222528, abs=1e-5)

@@ -259,16 +259,25 @@ def contrast_roles(config: dict[str, Any], rows: list[dict[str, str]]) -> dict[s
     return roles
 
 
-def _mixed_at_group_size(reference: dict[str, Any], G_ref: int, G: int) -> float:
-    """Predicted Δ mixed fraction of a G cell from its reference run's groups (G_ref): the
-    fraction expected at G on the reference's distribution of per-prompt success probabilities,
-    minus the reference's own (both over scored groups)."""
-    counts = {int(k): int(n) for k, n in reference.get("groups_by_correct", {}).items()}
-    return mixed_fraction_at(counts, G_ref, G) - mixed_fraction_at(counts, G_ref, G_ref)
+def _mixed_at_group_size(
+    reference: dict[str, Any], cell: dict[str, Any], G_ref: int, G: int
+) -> float:
+    """Predicted Δ mixed fraction (cell − reference) if both runs' groups came from one
+    distribution of per-prompt success probabilities: the larger groups predict the smaller ones'
+    mixed fraction without a model (``stats.mixed_fraction_at``), and the other run's is observed."""
+
+    def counts(summary: dict[str, Any]) -> dict[int, int]:
+        return {int(k): int(n) for k, n in summary.get("groups_by_correct", {}).items()}
+
+    if G_ref <= G:
+        mine = counts(cell)
+        return mixed_fraction_at(mine, G, G) - mixed_fraction_at(mine, G, G_ref)
+    ref = counts(reference)
+    return mixed_fraction_at(ref, G_ref, G) - mixed_fraction_at(ref, G_ref, G_ref)
 
 
-# The value each manipulation check predicts, by (axis, quantity): from the reference run's
-# diagnostics summary, the reference's value and the cell's value of the axis.
+# The value each manipulation check predicts, by (axis, quantity): from the diagnostics summaries
+# of the reference run and the cell's run (same seed), and the two values of the axis.
 PREDICTIONS = {("group_size", "fraction_mixed"): _mixed_at_group_size}
 
 
@@ -288,8 +297,9 @@ def manipulation_predictions(
         for q in BY_NAME[ax].manipulates:
             predicted = [
                 PREDICTIONS[(ax, q)](
-                    json.loads(
-                        (exp / f"diagnostics/{r['reference']}/seed={s}/summary.json").read_text()
+                    *(
+                        json.loads((exp / f"diagnostics/{c}/seed={s}/summary.json").read_text())
+                        for c in (r["reference"], r["cell"])
                     ),
                     ref[ax],
                     cell[ax],

@@ -110,40 +110,22 @@ def tost_p(values: Iterable[float], margin: float) -> float:
 
 
 def mixed_fraction_at(counts: Mapping[int, int], G: int, G_new: int) -> float:
-    """The fraction of groups of size ``G_new`` expected to be mixed, predicted from observed
-    groups of size ``G`` (``counts``: number of correct completions k -> groups), on the same
-    distribution of per-prompt success probabilities p: E[1 − p^n − (1 − p)^n], n = G_new.
+    """The fraction of groups of size ``G_new`` ≤ ``G`` expected to be mixed on the same
+    distribution of per-prompt success probabilities p as observed groups of size ``G``
+    (``counts``: number of correct completions k -> groups): E[1 − p^n − (1 − p)^n], n = G_new.
 
-    For n ≤ G each group gives an unbiased estimate of p^n, the chance that n of its G completions
-    drawn without replacement are all correct, C(k, n) / C(G, n) (likewise for 1 − p), so no
-    model is assumed. For n > G there is no unbiased estimate; p is taken Beta-distributed with
-    the mean and spread the counts show (method of moments of the beta-binomial), where
-    E[p^n] = Π_{i<n} (a + i) / (a + b + i): a model, stated as such wherever it is used."""
+    Model-free: each group gives an unbiased estimate of p^n, the chance that n of its G
+    completions drawn without replacement are all correct, C(k, n) / C(G, n) (likewise for
+    1 − p). For n > G no unbiased estimate exists, so the caller predicts the other way round."""
+    if G_new > G:
+        raise ValueError(f"P(mixed) at G={G_new} has no unbiased estimate from groups of {G}")
     total = sum(counts.values())
     if total == 0 or G_new < 2:
         return math.nan
-    if G_new <= G:
-        both = sum(
-            c * (math.comb(k, G_new) + math.comb(G - k, G_new)) for k, c in counts.items()
-        ) / math.comb(G, G_new)
-        return 1 - both / total
-    mean_k = sum(k * c for k, c in counts.items()) / total
-    var_k = sum(c * (k - mean_k) ** 2 for k, c in counts.items()) / total
-    mu = mean_k / G
-    if mu in (0.0, 1.0):
-        return 0.0
-    # var(k) = G μ(1 − μ) (1 + (G − 1) ρ), ρ = 1 / (a + b + 1)
-    rho = (var_k / (G * mu * (1 - mu)) - 1) / (G - 1)
-    if rho <= 0:  # no spread beyond the binomial's: one p for every prompt
-        return 1 - mu**G_new - (1 - mu) ** G_new
-    if rho >= 1:  # every prompt always right or always wrong
-        return 0.0
-    a, b = mu * (1 / rho - 1), (1 - mu) * (1 / rho - 1)
-
-    def moment(x: float, y: float) -> float:  # E[p^n] for p ~ Beta(x, y)
-        return math.prod((x + i) / (x + y + i) for i in range(G_new))
-
-    return 1 - moment(a, b) - moment(b, a)
+    both = sum(
+        c * (math.comb(k, G_new) + math.comb(G - k, G_new)) for k, c in counts.items()
+    ) / math.comb(G, G_new)
+    return 1 - both / total
 
 
 def format_interval(iv: Interval, digits: int = 3, signed: bool = False) -> str:

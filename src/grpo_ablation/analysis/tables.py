@@ -399,7 +399,8 @@ def _check_text(row: pd.Series) -> str:
         return text + ", no computed prediction"
     inside = iv.defined and iv.low <= predicted <= iv.high
     return (
-        f"{text}, predicted {predicted:+.3f} from the reference's groups "
+        f"{text}, predicted {predicted:+.3f} if both runs drew their groups from one "
+        f"distribution of per-prompt success probabilities "
         f"({'inside' if inside else 'outside'} the interval)"
     )
 
