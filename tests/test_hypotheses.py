@@ -160,8 +160,10 @@ def test_holm_matches_its_definition():
         ({"metric": "greedy"}, "hypotheses[h].metric='greedy'; expected one of"),
         ({"cell": "sample"}, "is the stage's reference itself"),
         ({"cell": {"aggregation": "constant"}}, "names ['aggregation'], which stage"),
-        ({"kind": "directional"}, "hypotheses[h].direction=None"),
+        ({"kind": "directional", "margin": None}, "hypotheses[h].direction=None"),
         ({"stage": "kl", "cell": 0.04}, "is not an enabled stage"),
+        ({"direction": "lower"}, "equivalence hypotheses take no direction or minimum_effect"),
+        ({"kind": "directional"}, "directional hypotheses take no margin"),
     ],
 )
 def test_a_misnamed_hypothesis_is_refused_naming_it(change, message):

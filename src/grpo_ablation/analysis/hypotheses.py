@@ -123,6 +123,10 @@ def _one(spec: dict[str, Any], stages: dict[str, pipeline.Stage], seen: set[str]
     common["source"] = " ".join(str(spec.get("source") or "").split())
     if not common["source"]:
         raise DesignError(f"{where}.source: say where the prediction comes from")
+    # A field of the other kind would be silently ignored: refuse it.
+    foreign = {"equivalence": ("direction", "minimum_effect"), "directional": ("margin",)}[kind]
+    if any(spec.get(f) is not None for f in foreign):
+        raise DesignError(f"{where}: {kind} hypotheses take no {' or '.join(foreign)}")
     if kind == "equivalence":
         margin = float(spec.get("margin", math.nan))
         if not margin > 0:
