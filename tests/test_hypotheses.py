@@ -243,11 +243,18 @@ def test_the_interaction_of_a_recipe_is_its_difference_minus_the_two_single_chan
         none: [0.29, 0.42, 0.47],
         dr: [0.40, 0.45, 0.55],
     }
+    # the design's rows say which cells are the recipe's single changes
+    config = recipe_config()
+    singles = {
+        r["cell"]: r["singles"] for r in pipeline.design_rows(config) if r["stage"] == "dr_grpo"
+    }
+    assert singles[dr] == (none, const) and singles[const] == ()
     runs = pd.DataFrame(
         {
             "stage": "dr_grpo",
             "cell": c,
             "reference": grpo,
+            "singles": singles[c],
             "seed": s,
             **{q: v[s] for q in tables.RUN_QUANTITIES + tuple(tables.PAIRED)},
         }

@@ -106,12 +106,15 @@ def _report_inputs(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
 
 def cmd_tables(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.hypotheses import write_verdicts
-    from grpo_ablation.analysis.tables import write_tables
+    from grpo_ablation.analysis.tables import load_runs, write_tables
+    from grpo_ablation.pipeline import design_rows
 
     config, winners = _report_inputs(a)
+    rows = design_rows(config, winners)
+    runs = load_runs(a.exp, rows, [int(s) for s in config["seeds"]])  # read once, used twice
     for path in [
-        *write_tables(a.exp, config, winners, a.out),
-        *write_verdicts(a.exp, config, winners, a.out),
+        *write_tables(a.exp, config, rows, runs, a.out),
+        *write_verdicts(config, rows, runs, a.out),
     ]:
         print(path)
 

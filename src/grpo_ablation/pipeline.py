@@ -42,15 +42,21 @@ class Cell:
         return dict(self.values)[axis_name]
 
 
+def _segments(path: str) -> list[tuple[str, str]]:
+    """``std=sample/agg=constant/G=8`` -> [("std", "sample"), ("agg", "constant"), ("G", "8")]."""
+    return [
+        (key, value) for key, _, value in (s.partition("=") for s in path.strip("/").split("/"))
+    ]
+
+
 def cell_label(path: str) -> str:
     """``sample / sequence_mean / G=8 / beta=0.04``: choices by name, numbers with their key; a
     cell that is a published recipe says which (``none / constant / G=8 (Dr. GRPO)``)."""
     by_key = {a.key: a for a in AXES}
-    parts = []
-    for segment in path.strip("/").split("/"):
-        key, _, value = segment.partition("=")
-        a = by_key.get(key)
-        parts.append(value if a is not None and a.choices else segment)
+    parts = [
+        value if key in by_key and by_key[key].choices else f"{key}={value}"
+        for key, value in _segments(path)
+    ]
     recipe = cell_recipe(path)
     return " / ".join(parts) + (f" ({recipe.name})" if recipe else "")
 
@@ -58,11 +64,7 @@ def cell_label(path: str) -> str:
 def cell_recipe(path: str) -> Recipe | None:
     """The published recipe whose choices the cell at ``path`` takes, if any."""
     by_key = {a.key: a.name for a in AXES}
-    values = {
-        by_key[k]: v
-        for k, _, v in (seg.partition("=") for seg in path.strip("/").split("/"))
-        if k in by_key
-    }
+    values = {by_key[k]: v for k, v in _segments(path) if k in by_key}
     for recipe in RECIPES:
         if all(values.get(ax) == v for ax, v in recipe.values.items()):
             return recipe
@@ -234,18 +236,37 @@ def reference_of(stage: Stage, cell: Cell, cells: list[Cell]) -> Cell:
     raise DesignError(f"stage {stage.name!r}: no reference cell for {cell.path}")
 
 
+def single_changes(stage: Stage, cell: Cell, cells: list[Cell]) -> list[Cell]:
+    """Where ``cell`` departs from its reference on two or more varied axes (a recipe against
+    GRPO): the cells of the stage that make each of those changes alone, whose differences its
+    interaction is measured against; else none (or when the stage lacks one of them)."""
+    ref = reference_of(stage, cell, cells)
+    changed = [ax for ax in stage.vary if cell[ax] != ref[ax]]
+    by_values = {c.values: c for c in cells}
+    singles = [
+        by_values.get(tuple((a, cell[a] if a == ax else ref[a]) for a, _ in ref.values))
+        for ax in changed
+    ]
+    return [c for c in singles if c] if len(changed) >= 2 and all(singles) else []
+
+
 def design_rows(
     config: dict[str, Any], winners: dict[str, Any] | None = None, only: list[str] | None = None
-) -> list[dict[str, str]]:
-    """(stage, cell, reference) of every enabled stage (or of ``only``), in config order; a cell
-    may appear in several stages."""
+) -> list[dict[str, Any]]:
+    """(stage, cell, reference, singles: ``single_changes``) of every enabled stage (or of
+    ``only``), in config order; a cell may appear in several stages."""
     rows = []
     for s in stages(config):
         if only and s.name not in only:
             continue
         cells = stage_cells(config, s, winners)
         rows += [
-            {"stage": s.name, "cell": c.path, "reference": reference_of(s, c, cells).path}
+            {
+                "stage": s.name,
+                "cell": c.path,
+                "reference": reference_of(s, c, cells).path,
+                "singles": tuple(x.path for x in single_changes(s, c, cells)),
+            }
             for c in cells
         ]
     return rows
@@ -454,18 +475,13 @@ def stage_title(config: dict[str, Any], name: str) -> str:
     s = get_stage(config, name)
     title = f"stage {order.index(name) + 1}: " + " × ".join(BY_NAME[ax].label for ax in s.vary)
     # A recipe stage names the recipes it runs besides its reference's (e.g. "(Dr. GRPO)").
-    held = {ax: v for ax, v in s.fixed.items() if not isinstance(v, WinnerOf)}
-    own = cell_recipe(make_cell(config, {**held, **s.reference_values}).path)
-    recipes = dict.fromkeys(
-        r.name
-        for combo in itertools.product(*s.vary.values())
-        if (
-            r := cell_recipe(
-                make_cell(config, {**held, **dict(zip(s.vary, combo, strict=True))}).path
-            )
-        )
-        and r != own
-    )
+    recipes: dict[str, None] = {}
+    for winners in possible_winners(config, s):
+        cells = stage_cells(config, s, winners)
+        for c in cells:
+            r = cell_recipe(c.path)
+            if r and r != cell_recipe(reference_of(s, c, cells).path):
+                recipes[r.name] = None
     return title + (f" ({', '.join(recipes)})" if recipes else "")
 
 

@@ -30,7 +30,7 @@ import pandas as pd
 
 from grpo_ablation import pipeline
 from grpo_ablation.analysis.stats import holm, mixed_fraction_at, one_sided_p, t_interval, tost_p
-from grpo_ablation.analysis.tables import PAIRED, effects_reading, load_runs, to_markdown
+from grpo_ablation.analysis.tables import PAIRED, contrast_key, effects_reading, to_markdown
 from grpo_ablation.axes import BY_NAME, DesignError
 
 ALPHA = 0.05
@@ -254,12 +254,12 @@ def contrast_roles(config: dict[str, Any], rows: list[dict[str, str]]) -> dict[s
         for ax in stages[r["stage"]].vary:
             if cell[ax] != ref[ax]:
                 for q in BY_NAME[ax].manipulates:
-                    roles[role_key(r["stage"], r["cell"], q)] = MANIPULATION
+                    roles[contrast_key(r["stage"], r["cell"], q)] = MANIPULATION
     for h in declared(config):
         if h.stage not in stages or all(r["stage"] != h.stage for r in rows):
             continue  # rows of other stages only (a figure job's)
         r = contrast(h, rows, config)
-        roles[role_key(h.stage, r["cell"], h.metric)] = f"hypothesis {h.id}"
+        roles[contrast_key(h.stage, r["cell"], h.metric)] = f"hypothesis {h.id}"
     return roles
 
 
@@ -310,12 +310,8 @@ def manipulation_predictions(
                 )
                 for s in config["seeds"]
             ]
-            out[role_key(r["stage"], r["cell"], q)] = float(np.mean(predicted))
+            out[contrast_key(r["stage"], r["cell"], q)] = float(np.mean(predicted))
     return out
-
-
-def role_key(stage: str, cell: str, quantity: str) -> str:
-    return f"{stage}|{cell}|{quantity}"
 
 
 def _number(x: float, metric: str, signed: bool = True) -> str:
@@ -355,11 +351,9 @@ def verdicts_reading(verdicts: pd.DataFrame) -> str:
 
 
 def write_verdicts(
-    exp: Path, config: dict[str, Any], winners: dict[str, Any], out: Path
+    config: dict[str, Any], rows: list[dict[str, Any]], runs: pd.DataFrame, out: Path
 ) -> list[Path]:
-    """hypotheses.csv and hypotheses.md under ``out``."""
-    rows = pipeline.design_rows(config, winners)
-    runs = load_runs(exp, rows, [int(s) for s in config["seeds"]])
+    """hypotheses.csv and hypotheses.md under ``out``, from the design's rows and their runs."""
     verdicts = verdicts_table(declared(config), runs, rows, config)
     out.mkdir(parents=True, exist_ok=True)
     verdicts.to_csv(out / "hypotheses.csv", index=False)

@@ -193,7 +193,7 @@ def results_table(runs: pd.DataFrame, base: dict[str, float]) -> pd.DataFrame:
             for q in PAIRED:
                 iv = paired_interval(by_seed[q].to_dict(), ref[q].to_dict())
                 _put(row, f"{q}_diff", iv)
-            singles = _single_changes(cell, ref_path, set(of_stage["cell"]))
+            singles = of_cell["singles"].iloc[0] if "singles" in of_cell else ()
             for q in PAIRED if singles else ():
                 # Non-additivity: Δ(both changes) − Σ Δ(each change alone), seed by seed.
                 alone = [of_stage[of_stage["cell"] == c].set_index("seed")[q] for c in singles]
@@ -205,24 +205,6 @@ def results_table(runs: pd.DataFrame, base: dict[str, float]) -> pd.DataFrame:
                 _put(row, f"{q}_interaction", t_interval(values.values()))
             table.append(row)
     return pd.DataFrame(table)
-
-
-def _segments(path: str) -> dict[str, str]:
-    return dict(seg.split("=", 1) for seg in path.strip("/").split("/"))
-
-
-def _single_changes(cell: str, reference: str, cells: set[str]) -> list[str]:
-    """The cells of the stage that change one of the axes on which ``cell`` departs from
-    ``reference`` (a recipe stage's single changes), when ``cell`` departs on two or more and
-    every one is in the stage; else none."""
-    mine, ref = _segments(cell), _segments(reference)
-    changed = [k for k in mine.keys() | ref.keys() if mine.get(k) != ref.get(k)]
-    by_segments = {json.dumps(_segments(c), sort_keys=True): c for c in cells}
-    singles = []
-    for k in sorted(changed):
-        one = {**ref, k: mine[k]} if k in mine else {x: v for x, v in ref.items() if x != k}
-        singles.append(by_segments.get(json.dumps(one, sort_keys=True)))
-    return [c for c in singles if c] if len(changed) >= 2 and all(singles) else []
 
 
 DISPLAY = {  # column of the Markdown/LaTeX table -> (quantity, how to show it)
@@ -316,6 +298,13 @@ EFFECT_COLUMNS = [
     "predicted",
 ]
 EXPLORATORY = "exploratory"
+
+
+def contrast_key(stage: str, cell: str, quantity: str) -> str:
+    """How roles and predictions name one contrast: ``stage|cell|quantity``."""
+    return f"{stage}|{cell}|{quantity}"
+
+
 # With no effect anywhere, a 95% interval excludes zero with probability 1 − 0.95.
 CHANCE = 1 - CONFIDENCE
 
@@ -365,8 +354,10 @@ def effects_table(
                     "high": iv.high,
                     "n": iv.n,
                     "excludes_zero": iv.excludes_zero(),
-                    "role": (roles or {}).get(f"{r['stage']}|{r['cell']}|{q}", EXPLORATORY),
-                    "predicted": (predicted or {}).get(f"{r['stage']}|{r['cell']}|{q}", math.nan),
+                    "role": (roles or {}).get(
+                        key := contrast_key(r["stage"], r["cell"], q), EXPLORATORY
+                    ),
+                    "predicted": (predicted or {}).get(key, math.nan),
                 }
             )
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
@@ -457,14 +448,12 @@ def effects_reading(effects: pd.DataFrame, opening: str = "") -> str:
         free = defined[defined["role"] == EXPLORATORY]
         hits = free[free["excludes_zero"].astype(bool)]
         explored, excluded = explored + len(free), excluded + len(hits)
-        if free.empty:
-            pass
-        elif hits.empty:
+        if not free.empty and hits.empty:
             parts.append(
                 f"Exploratory: no interval excludes zero, all {len(free)} contrasts include it "
                 f"({_chance(len(free))})."
             )
-        else:
+        elif not hits.empty:
             parts.append(
                 f"Exploratory: {len(hits)} of {len(free)} contrasts "
                 f"{'excludes' if len(hits) == 1 else 'exclude'} zero ({_chance(len(free))}): "
@@ -606,13 +595,13 @@ def scoring_flags(table: pd.DataFrame) -> list[str]:
 
 
 def write_tables(
-    exp: Path, config: dict[str, Any], winners: dict[str, Any], out: Path
+    exp: Path, config: dict[str, Any], rows: list[dict[str, Any]], runs: pd.DataFrame, out: Path
 ) -> list[Path]:
-    """results.{csv,md,tex} and objectives.{csv,md,tex} under ``out``."""
+    """results.{csv,md,tex} and objectives.{csv,md,tex} under ``out``, from the design's rows and
+    their runs (``load_runs``)."""
     out.mkdir(parents=True, exist_ok=True)
-    rows = pipeline.design_rows(config, winners)
     seeds = [int(s) for s in config["seeds"]]
-    table = results_table(load_runs(exp, rows, seeds), base_accuracy(exp))
+    table = results_table(runs, base_accuracy(exp))
     table.to_csv(out / "results.csv", index=False)
     shown = display_table(table)
     flags = "".join(f"{line}\n\n" for line in scoring_flags(table))
