@@ -197,10 +197,13 @@ def test_evaluation_generates_as_training_does():
         "training": {"max_completion_length": 512},
         "compute": {"device": "cuda", "dtype": "bfloat16"},
         "evaluation": {"max_gen_toks": None, "k": 4},
+        "task": {"kind": "math"},
+        "base_policy": {"kind": "hub"},
     }
     assert evaluation_config(config) | {} == {
         "max_gen_toks": 512,
         "k": 4,
+        "sampled_metric": "mean_at_k",
         "device": "cuda",
         "dtype": "bfloat16",
     }
@@ -209,6 +212,34 @@ def test_evaluation_generates_as_training_does():
         DesignError, match=r"max_gen_toks=256 differs from training\.max_completion_length=512"
     ):
         evaluation_config(config)
+
+
+@pytest.mark.parametrize(
+    "task,base,asked,expected",
+    [
+        ("addition", "local", "auto", "exact"),
+        ("addition", "local", "mean_at_k", "mean_at_k"),
+        ("addition", "hub", "auto", "mean_at_k"),  # a subword tokenizer: not enumerable
+        ("math", "hub", "auto", "mean_at_k"),
+        ("math", "hub", "exact", "task 'math' with base_policy.kind 'hub' cannot enumerate"),
+        ("addition", "hub", "exact", "task 'addition' with base_policy.kind 'hub' cannot"),
+    ],
+)
+def test_the_exact_metric_only_where_accepted_completions_are_enumerable(
+    task, base, asked, expected
+):
+    from grpo_ablation.pipeline import DesignError, sampled_metric
+
+    config = {
+        "task": {"kind": task},
+        "base_policy": {"kind": base},
+        "evaluation": {"sampled_metric": asked},
+    }
+    if expected in ("exact", "mean_at_k"):
+        assert sampled_metric(config) == expected
+    else:
+        with pytest.raises(DesignError, match=expected):
+            sampled_metric(config)
 
 
 def test_a_cuda_device_is_refused_where_there_is_none(monkeypatch):

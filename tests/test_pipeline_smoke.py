@@ -76,6 +76,45 @@ def test_every_run_has_its_record_budget_rollouts_and_evaluations(smoke_pipeline
         assert summary["groups"] > 0 and summary["objective"]["aggregation"] in cell
 
 
+def test_the_exact_sampled_accuracy_agrees_with_many_samples(smoke_pipeline, design, tmp_path):
+    """On a trained checkpoint, mean@k over many samples per prompt lies within its binomial
+    interval of the exact expected accuracy (which bounds P(correct) in [exact, exact + U])."""
+    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints, write_task
+
+    exp, stages = smoke_pipeline.exp, design[1]
+    summary = json.loads((exp / "eval/base/test/summary.json").read_text())["checkpoints"][0]
+    assert summary["sampled_metric"] == "exact" and summary["sampled_accuracy"] > 0
+    reference = next(c for c in stages["std_scaling"][1] if "std=sample" in c.path)
+    final = json.loads((exp / f"eval/{reference.path}/seed=0/test/summary.json").read_text())[
+        "checkpoints"
+    ][-1]
+    manifest = json.loads((exp / "tasks/test/manifest.json").read_text())
+    k = 128  # the smoke checkpoints are barely trained: P(correct) is a few percent
+    write_task(
+        Path(manifest["test"]),
+        tmp_path / "tasks",
+        "many",
+        manifest["max_gen_toks"],
+        k,
+        manifest["temperature"],
+        exact=manifest["exact"],
+    )
+    got = evaluate_checkpoints(
+        [(final["step"], Path(final["checkpoint"]))], tmp_path / "tasks", tmp_path / "out"
+    )[0]
+    rows = [
+        json.loads(x)
+        for x in (tmp_path / f"out/step={final['step']}/samples.jsonl").read_text().splitlines()
+    ]
+    exact = [r for r in rows if r["task"] == "exact"]
+    n = len(exact)
+    se = (sum(r["p_correct"] * (1 - r["p_correct"]) for r in exact) / k) ** 0.5 / n
+    low, high = got["sampled_exact"], got["sampled_exact"] + got["sampled_exact_unresolved"]
+    assert got["sampled_exact"] == pytest.approx(final["sampled_exact"], abs=1e-6)
+    assert n * k * low >= 30 and se > 0  # enough correct samples for the interval to bite
+    assert low - 3.5 * se <= got["sampled_mean_at_k"] <= high + 3.5 * se, (low, high, se, got)
+
+
 def test_run_info_records_the_split_hashes(smoke_pipeline, design):
     manifest = json.loads((smoke_pipeline.exp / "data/manifest.json").read_text())
     hashes = {split: entry["sha256"] for split, entry in manifest["splits"].items()}

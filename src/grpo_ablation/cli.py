@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,12 @@ def cmd_prefetch(a: argparse.Namespace) -> None:
     record = prefetch(json.loads(a.config))
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    print(json.dumps(record, indent=2))
+    print(json.dumps(record, indent=2), flush=True)
+    sys.stderr.flush()
+    # Everything is written. A native thread left by the hub and data-set clients has aborted the
+    # interpreter's shutdown now and then ("terminate called without an active exception",
+    # exit 134, after the complete record), failing a finished job: leave without that shutdown.
+    os._exit(0)
 
 
 def cmd_base_policy(a: argparse.Namespace) -> None:
@@ -68,9 +74,15 @@ def cmd_eval_tasks(a: argparse.Namespace) -> None:
     from grpo_ablation.evaluation.evaluate import write_split_tasks
     from grpo_ablation.tasks import get_task
 
-    task = get_task(json.loads(a.task))
+    task, evaluation = get_task(json.loads(a.task)), json.loads(a.evaluation)
+    exact = None
+    if evaluation["sampled_metric"] == "exact":  # the local base's tokenizer, built as it builds it
+        from grpo_ablation.evaluation.evaluate import exact_tokens
+        from grpo_ablation.policy.tokenizer import build_char_tokenizer
+
+        exact = exact_tokens(build_char_tokenizer())
     write_split_tasks(
-        a.data, a.tasks, task.kind, json.loads(a.evaluation), task.answer_rule, task.chat_template
+        a.data, a.tasks, task.kind, evaluation, task.answer_rule, task.chat_template, exact
     )
 
 

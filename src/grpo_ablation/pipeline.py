@@ -416,9 +416,32 @@ def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
             f"{length}: evaluation must generate as training does; drop evaluation.max_gen_toks"
         )
     ev["max_gen_toks"] = length
+    ev["sampled_metric"] = sampled_metric(config)
     ev["device"] = config["compute"]["device"]
     ev["dtype"] = config["compute"]["dtype"]
     return ev
+
+
+def sampled_metric(config: dict[str, Any]) -> str:
+    """``exact`` or ``mean_at_k``: exact needs a task that declares its accepted completions
+    enumerable and the local base's character tokenizer (one token per character)."""
+    asked = config["evaluation"].get("sampled_metric", "auto")
+    task, base = get_task(config["task"]), config["base_policy"].get("kind", "local")
+    possible = task.enumerable and base == "local" and not config.get("stand_in")
+    if asked == "exact" and not possible:
+        raise DesignError(
+            f"evaluation.sampled_metric=exact: task {task.kind!r} with base_policy.kind {base!r} "
+            "cannot enumerate its accepted completions (needs an enumerable task and the local "
+            "character tokenizer); use mean_at_k"
+        )
+    exact = asked == "exact" or (asked == "auto" and possible)
+    ev = config["evaluation"]
+    if exact and ev.get("backend", "hf") != "hf" and float(ev.get("temperature", 1.0)) != 1.0:
+        raise DesignError(
+            "evaluation.sampled_metric exact at temperature != 1 needs evaluation.backend hf "
+            "(vLLM's log-likelihoods are at temperature 1)"
+        )
+    return "exact" if exact else "mean_at_k"
 
 
 def needs_prefetch(config: dict[str, Any]) -> bool:

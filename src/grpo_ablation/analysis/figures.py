@@ -266,7 +266,7 @@ def accuracy_figure(curves: pd.DataFrame, palette) -> plt.Figure:
     _style()
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), sharex=True)
     for ax, (col, title) in zip(
-        axes, [("greedy", "greedy accuracy"), ("sampled", "sampled mean@k")], strict=True
+        axes, [("greedy", "greedy accuracy"), ("sampled", "sampled accuracy")], strict=True
     ):
         x = "generation_step" if "generation_step" in curves else "step"
         _fit_y([ax], _lines(ax, curves, x, col, palette, bounds=(0, 1)))

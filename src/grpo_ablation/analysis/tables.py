@@ -27,7 +27,7 @@ from grpo_ablation.analysis.stats import (
 )
 from grpo_ablation.choices import EXTERNAL_PROTOCOL, GROUP_CATEGORIES
 
-ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_mean_at_k"}
+ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_accuracy"}
 BASE_LABEL = "base policy (step 0)"
 # Per-run quantities summarised as mean [95% t interval] over seeds.
 RUN_QUANTITIES = (
@@ -53,7 +53,7 @@ RUN_QUANTITIES = (
 # ``<quantity>_diff_*`` columns; the metrics a hypothesis may name), and what they are called.
 PAIRED = {
     "greedy_final": "final greedy accuracy",
-    "sampled_final": "final sampled mean@k",
+    "sampled_final": "final sampled accuracy",
     "length_incorrect_late": "incorrect-completion length, last ¼ of steps (tokens)",
     "test_length_incorrect": "incorrect-completion length on test, final (tokens)",
     "fraction_mixed": "mixed-group fraction",
@@ -211,9 +211,9 @@ DISPLAY = {  # column of the Markdown/LaTeX table -> (quantity, how to show it)
     "final greedy acc.": ("greedy_final", "interval"),
     "Δ final greedy vs ref.": ("greedy_final_diff", "diff"),
     "best greedy acc.": ("greedy_best", "interval"),
-    "final sampled mean@k": ("sampled_final", "interval"),
+    "final sampled accuracy": ("sampled_final", "interval"),
     "Δ final sampled vs ref.": ("sampled_final_diff", "diff"),
-    "best sampled mean@k": ("sampled_best", "interval"),
+    "best sampled accuracy": ("sampled_best", "interval"),
     "length correct, last ¼ of steps": ("length_correct_late", "interval1"),
     "length incorrect, last ¼ of steps": ("length_incorrect_late", "interval1"),
     "Δ length incorrect vs ref.": ("length_incorrect_late_diff", "diff"),

@@ -10,7 +10,8 @@ The evaluation asks the question training asks: the prompt column fed verbatim (
 chat template when the task declares one, as TRL does for conversational prompts), generation
 stopped at the model's eos, the same ``max_gen_toks`` as training's ``max_completion_length``.
 
-Two tasks are written per split:
+Two tasks are written per split, three where the answer rule's accepted completions can be
+enumerated with the checkpoints' tokenizer:
 
 - ``<name>_greedy``: one greedy completion per prompt; metric ``correct`` (accuracy).
 - ``<name>_sampled``: ``repeats: k`` completions at ``temperature`` (pure temperature sampling:
@@ -21,6 +22,11 @@ Two tasks are written per split:
   its k raw completions; ``correct`` returns the fraction of them the rule accepts, and lm-eval's
   ``mean`` aggregation averages it over documents: mean@k. The same number is recomputed from the
   per-sample log and the two must agree.
+- ``<name>_exact``: the expected accuracy under that same sampled protocol, computed exactly: the
+  log-likelihood at temperature T of every completion the rule accepts, summed per prompt
+  (``grpo_ablation.evaluation.exact``, copied next to the task as lm-eval's functions). It is the
+  headline sampled metric (``sampled_accuracy``) and has no sampling noise; mean@k stays as its
+  cross-check. Per-prompt probabilities are written to the sample log.
 
 Generation stops at the eos *id* (``generation_config.eos_token_id``, checked and set on load):
 HFLM decodes continuations with ``skip_special_tokens=True``, so an eos stop *string* never
@@ -57,6 +63,7 @@ from typing import Any
 
 from grpo_ablation.choices import EXTERNAL_PROTOCOL
 from grpo_ablation.compute import OFFLINE_VARS, work_offline
+from grpo_ablation.evaluation import exact as exact_module
 from grpo_ablation.sampling import generate_kwargs, neutral_generation_config, protocol
 
 # Checkpoints and data are local or cached: nothing may touch the hub. Set before lm_eval/datasets
@@ -66,6 +73,9 @@ work_offline()
 FALLBACK = "[invalid]"
 MANIFEST = "manifest.json"
 METRICS_MODULE = "grpo_answer"
+EXACT_MODULE = "grpo_exact"  # a copy of grpo_ablation/evaluation/exact.py
+# The answer rules whose accepted completions grpo_exact enumerates.
+ENUMERABLE_RULES = ("full_match_digits",)
 
 # The declared answer rules, implemented for lm-eval. Each module defines extract(text) (what the
 # rule reads as the answer, for the sample log) and is_correct(text, gold), and the metric
@@ -137,12 +147,13 @@ def is_correct(text, gold):
 }
 
 
-def load_rule(task_dir: Path) -> Any:
-    """The answer-rule module written into ``task_dir`` (the one lm-eval scores with)."""
+def load_rule(task_dir: Path, module: str = METRICS_MODULE) -> Any:
+    """The answer-rule module written into ``task_dir`` (the one lm-eval scores with), or another
+    module written there (the exact task's enumeration)."""
     import importlib.util
 
-    path = Path(task_dir) / f"{METRICS_MODULE}.py"
-    spec = importlib.util.spec_from_file_location(f"{METRICS_MODULE}_{abs(hash(path))}", path)
+    path = Path(task_dir) / f"{module}.py"
+    spec = importlib.util.spec_from_file_location(f"{module}_{abs(hash(path))}", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module
@@ -153,14 +164,8 @@ def _q(value: str) -> str:
     return json.dumps(value)
 
 
-def _task_yaml(
-    task: str,
-    test_jsonl: Path,
-    generation: list[str],
-    repeats: int,
-    filters: list[str],
-) -> str:
-    lines = [
+def _task_header(task: str, test_jsonl: Path) -> list[str]:
+    return [
         "# Written by grpo_ablation.evaluation.evaluate.write_task; do not edit by hand.",
         f"task: {task}",
         "dataset_path: json",
@@ -169,14 +174,26 @@ def _task_yaml(
         # Absolute: lm-eval resolves data_files from the working directory, not this folder.
         f"    test: {_q(str(test_jsonl))}",
         "test_split: test",
-        "output_type: generate_until",
         # Bare column names: the prompt is fed verbatim (through the chat template when the task
         # declares one), and lm-eval skips compiling a Jinja template per document.
         "doc_to_text: prompt",
-        "doc_to_target: answer",
         'target_delimiter: ""',
         'fewshot_delimiter: ""',
         "num_fewshot: 0",
+    ]
+
+
+def _task_yaml(
+    task: str,
+    test_jsonl: Path,
+    generation: list[str],
+    repeats: int,
+    filters: list[str],
+) -> str:
+    lines = [
+        *_task_header(task, test_jsonl),
+        "output_type: generate_until",
+        "doc_to_target: answer",
         "generation_kwargs:",
         "  until: []  # lm-eval adds the model's eos; training stops at eos too",
         *[f"  {g}" for g in generation],
@@ -194,6 +211,50 @@ def _task_yaml(
     return "\n".join(lines) + "\n"
 
 
+def _exact_yaml(task: str, test_jsonl: Path, bounded: bool) -> str:
+    """The exact task: the log-likelihood of every continuation of :mod:`exact`'s enumeration,
+    summed into P(correct) per document by its ``process_results`` (``bounded``: and the
+    unresolved mass)."""
+    twin = "_bounded" if bounded else ""
+    metrics = ["p_correct", *(["p_unresolved"] if bounded else [])]
+    lines = [
+        *_task_header(task, test_jsonl),
+        "output_type: multiple_choice",
+        f"doc_to_choice: !function {EXACT_MODULE}.doc_to_choice{twin}",
+        "doc_to_target: 0  # unused: process_results scores every continuation",
+        f"process_results: !function {EXACT_MODULE}.process_results{twin}",
+        "metric_list:",
+        *[f"  - metric: {m}\n    aggregation: mean" for m in metrics],
+        "metadata:",
+        "  version: 1",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def exact_tokens(tokenizer: Any) -> dict[str, Any]:
+    """What the enumeration of :mod:`exact` needs to know of a tokenizer: its eos, the tokens that
+    decode to nothing and those that decode to whitespace. Raises when the accepted completions
+    are not enumerable with it: a token that decodes to more than one character (``55`` could
+    then be one token or two), or a character of an answer that is not exactly one token."""
+    vocab: dict[str, int] = tokenizer.get_vocab()
+    if tokenizer.eos_token is None:
+        raise ValueError("exact metric: the tokenizer has no eos token")
+    empty, space = [], []
+    for text, i in sorted(vocab.items(), key=lambda kv: kv[1]):
+        decoded = tokenizer.decode([i], skip_special_tokens=True)
+        if len(decoded) > 1:
+            raise ValueError(
+                f"exact metric: token {text!r} decodes to {decoded!r}; enumerating accepted "
+                "completions needs a tokenizer of one token per character"
+            )
+        if i != tokenizer.eos_token_id and decoded.strip() == "":
+            (space if decoded else empty).append(text)
+    for text in [".", *"0123456789", tokenizer.eos_token, *empty, *space]:
+        if tokenizer.encode(text, add_special_tokens=False) != [vocab[text]]:
+            raise ValueError(f"exact metric: {text!r} is not one token of the tokenizer")
+    return {"eos": tokenizer.eos_token, "empty": empty, "space": space}
+
+
 def write_task(
     test_jsonl: Path,
     task_dir: Path,
@@ -204,8 +265,13 @@ def write_task(
     *,
     answer_rule: str = "full_match_digits",
     chat_template: bool = False,
+    exact: dict[str, Any] | None = None,
 ) -> list[str]:
     """Write the greedy and sampled lm-eval tasks for ``test_jsonl``; return their names.
+
+    ``exact`` (the :func:`exact_tokens` of the tokenizer the checkpoints will have) adds the exact
+    task: P(correct) under the sampled protocol by enumeration (:mod:`exact`), the headline sampled
+    metric, with mean@k kept as its cross-check.
 
     ``max_gen_toks`` is training's ``max_completion_length`` (lm-eval's default of 256 would both
     change the protocol and exceed a tiny model's context). ``answer_rule`` names the declared
@@ -237,9 +303,26 @@ def write_task(
         _task_yaml(sampled, test_jsonl, sampled_gen, repeats=k, filters=[])
     )
     (task_dir / f"{METRICS_MODULE}.py").write_text(ANSWER_RULES[answer_rule])
+    tasks = {"greedy": greedy, "sampled": sampled}
+    if exact is not None:
+        if answer_rule not in ENUMERABLE_RULES or chat_template:
+            raise ValueError(
+                f"exact metric: answer rule {answer_rule!r} (chat template {chat_template}) has no "
+                f"enumeration; enumerable rules: {list(ENUMERABLE_RULES)} without a chat template"
+            )
+        for role, bounded in (("exact", False), ("exact_bounded", True)):
+            tasks[role] = f"{name}_{role}"
+            (task_dir / f"{tasks[role]}.yaml").write_text(
+                _exact_yaml(tasks[role], test_jsonl, bounded)
+            )
+        (task_dir / f"{EXACT_MODULE}.py").write_text(Path(exact_module.__file__).read_text())
+        spec = {"max_len": max_gen_toks, **exact}
+        (task_dir / exact_module.SPEC_FILE).write_text(json.dumps(spec, indent=2) + "\n")
     manifest = {
         "name": name,
-        "tasks": {"greedy": greedy, "sampled": sampled},
+        "tasks": tasks,
+        "sampled_metric": "exact" if exact is not None else "mean_at_k",
+        "exact": exact,
         "test": str(test_jsonl),
         "k": k,
         "temperature": float(temperature),
@@ -250,7 +333,7 @@ def write_task(
         "sampling": sampling,
     }
     (task_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    return [greedy, sampled]
+    return list(tasks.values())
 
 
 def _generation_lines(settings: dict[str, Any]) -> list[str]:
@@ -267,8 +350,10 @@ def write_split_tasks(
     evaluation: dict[str, Any],
     answer_rule: str,
     chat_template: bool,
+    exact: dict[str, Any] | None = None,
 ) -> None:
-    """The test and validation tasks of a splits folder, as the evaluation section says."""
+    """The test and validation tasks of a splits folder, as the evaluation section says. The exact
+    task is the test split's headline; validation only chooses winners (greedy or mean@k)."""
     for split in ("test", "validation"):
         write_task(
             Path(data) / f"{split}.jsonl",
@@ -279,6 +364,7 @@ def write_split_tasks(
             evaluation["temperature"],
             answer_rule=answer_rule,
             chat_template=chat_template,
+            exact=exact if split == "test" else None,
         )
 
 
@@ -444,6 +530,67 @@ def _sample_rows(
     return rows
 
 
+def _exact_ready(lm: Any, manifest: dict[str, Any], backend: str, ckpt: str) -> None:
+    """Check that the enumeration holds for this checkpoint's tokenizer, and make lm-eval's
+    log-likelihoods those of the sampling distribution softmax(logits / T)."""
+    got = exact_tokens(lm.tokenizer)
+    if got != manifest["exact"]:
+        raise ValueError(
+            f"{ckpt}: the exact task was written for tokens {manifest['exact']} but this "
+            f"checkpoint's tokenizer has {got}; write the tasks again for this tokenizer"
+        )
+    temperature = float(manifest["temperature"])
+    if backend != "hf":
+        if temperature != 1.0:
+            raise ValueError("exact metric at temperature != 1 needs evaluation.backend hf")
+        return
+    inner = lm._model_call  # HFLM's forward for log-likelihoods (generation does not use it)
+
+    def tempered(*args: Any, **kwargs: Any) -> Any:
+        return inner(*args, **kwargs) / temperature
+
+    lm._model_call = tempered
+    # lm-eval encodes each request's context again (~90 requests share one prompt): encoding is a
+    # pure function of the string, so remember it (halves the exact task's encoding time).
+    encode, memo = lm.tok_encode, {}
+
+    def remembered(string: str, *args: Any, **kwargs: Any) -> list[int]:
+        key = (string, args, tuple(sorted(kwargs.items())))
+        if key not in memo:
+            memo[key] = encode(string, *args, **kwargs)
+        return list(memo[key])
+
+    lm.tok_encode = remembered
+
+
+def _exact_rows(
+    samples: list[dict], task: str, res: dict[str, Any], exact: Any, bounded: bool
+) -> list[dict]:
+    """One row per document: its exact P(correct) (and unresolved mass where ``bounded``),
+    recomputed from the logged log-likelihoods and checked against lm-eval's aggregate."""
+    rows = []
+    for s in sorted(samples, key=lambda s: s["doc_id"]):
+        lls = [float(r[0]) for r in s["filtered_resps"]]
+        kinds = [kind for kind, _ in exact._continuations(s["doc"], bounded)]
+        rows.append(
+            {
+                "task": "exact",
+                "task_name": task,
+                "doc_id": s["doc_id"],
+                **s["doc"],
+                "target": s["target"],
+                "context": s["arguments"][0][0],
+                **exact.probabilities(kinds, lls),
+                "n_continuations": len(lls),
+            }
+        )
+    for metric in ("p_correct", "p_unresolved") if bounded else ("p_correct",):
+        value, recomputed = res[f"{metric},none"], _mean([r[metric] for r in rows])
+        if abs(value - recomputed) > 1e-9:
+            raise RuntimeError(f"{task}: lm-eval {metric}={value} but samples give {recomputed}")
+    return rows
+
+
 def _mean(xs: list[float]) -> float:
     return sum(xs) / len(xs) if xs else float("nan")
 
@@ -537,18 +684,24 @@ def evaluate_checkpoints(
     versions = _versions()
     all_results = []
     rule = load_rule(task_dir)
+    exact = load_rule(task_dir, EXACT_MODULE) if "exact" in roles else None
     tasks_text = {p.name: p.read_text() for p in sorted(task_dir.iterdir()) if p.is_file()}
     # The rows the tasks point at and this evaluation code, by content: a new split or a fix of
     # the evaluation evaluates every checkpoint again.
     content = [_sha256(Path(manifest["test"])), _sha256(Path(__file__))]
     settings = [seeds, batch_size, device, dtype, limit, backend, external, versions, tasks_text]
     settings += content
-    for step, ckpt in checkpoints:
+    for i, (step, ckpt) in enumerate(checkpoints):
         local = Path(ckpt).exists()
         ckpt = str(Path(ckpt).resolve()) if local else str(ckpt)
         step_dir = out_dir / f"step={step}"
+        # The exact task's unresolved mass at the last checkpoint only (it costs ~8x the exact
+        # value): the one the contrasts are read at.
+        last = i == len(checkpoints) - 1
+        run_roles = [r for r in roles if r != ("exact" if last else "exact_bounded")]
         identity = _checkpoint_identity(ckpt, local, None if local else revision)
-        key = hashlib.sha256(json.dumps([identity, settings], default=str).encode()).hexdigest()
+        key = [identity, settings, run_roles]
+        key = hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()
         finished = _finished(step_dir, key)
         if finished is not None:
             all_results.append(finished)
@@ -558,12 +711,14 @@ def evaluate_checkpoints(
         lm, ignored = _load_lm(
             ckpt, device, batch_size, dtype, None if local else revision, backend, seed
         )
+        if "exact" in roles:
+            _exact_ready(lm, manifest, backend, ckpt)
         t2 = time.perf_counter()
         gen_s = _time_generation(lm)
         with _without_env_probe():
             out = lm_eval.simple_evaluate(
                 model=lm,
-                tasks=list(roles.values()),
+                tasks=[roles[r] for r in run_roles],
                 task_manager=task_manager,
                 limit=limit,
                 log_samples=True,
@@ -576,6 +731,13 @@ def evaluate_checkpoints(
         rows: list[dict] = []
         metrics: dict[str, Any] = {}
         for role, task in roles.items():
+            if role not in run_roles:
+                continue
+            if role.startswith("exact"):
+                bounded = role == "exact_bounded"
+                samples, res = out["samples"][task], out["results"][task]
+                rows += _exact_rows(samples, task, res, exact, bounded)
+                continue
             cfg = out["configs"][task]
             max_gen = int(cfg["generation_kwargs"]["max_gen_toks"])
             task_rows = _sample_rows(out["samples"][task], role, task, lm.tokenizer, max_gen, rule)
@@ -604,10 +766,22 @@ def evaluate_checkpoints(
         by_doc: dict[int, int] = {}
         for r in sampled_rows:
             by_doc[r["doc_id"]] = max(by_doc.get(r["doc_id"], 0), r["correct"])
+        exact_rows = [r for r in rows if r["task"] == "exact"]
+        exact_p = _mean([r["p_correct"] for r in exact_rows]) if exact_rows else None
+        unresolved = [r["p_unresolved"] for r in exact_rows if r["p_unresolved"] is not None]
         result = {
             "step": step,
             "checkpoint": str(ckpt),
             "greedy_accuracy": metrics["greedy"]["value"],
+            # The headline sampled metric: expected accuracy under the sampled protocol, exact
+            # where the task's accepted completions are enumerable, else estimated by mean@k.
+            "sampled_accuracy": metrics["sampled"]["value"] if exact_p is None else exact_p,
+            "sampled_metric": manifest["sampled_metric"],
+            # P(correct) lies in [exact, exact + unresolved] per prompt (evaluation/exact.py);
+            # the unresolved mass is computed at the last checkpoint of a run (null elsewhere).
+            "sampled_exact": exact_p,
+            "sampled_exact_unresolved": _mean(unresolved) if unresolved else None,
+            "sampled_exact_unresolved_max": max(unresolved) if unresolved else None,
             "greedy_accuracy_stderr": metrics["greedy"]["stderr"],
             "sampled_mean_at_k": metrics["sampled"]["value"],
             "sampled_mean_at_k_stderr": metrics["sampled"]["stderr"],

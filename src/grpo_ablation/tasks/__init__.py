@@ -40,6 +40,9 @@ class Task(Protocol):
     local_base: bool
     # Whether its data come from the hub (or a local folder in the hub's layout): prefetch first.
     hub_data: bool
+    # Whether the completions its answer rule accepts can be enumerated (with a tokenizer of one
+    # token per character), so evaluation computes the expected sampled accuracy exactly.
+    enumerable: bool
 
     # Writes the splits and their manifest; ``fetched`` is what ``prefetch`` recorded (the source
     # files' hashes), which the files read now must match.

@@ -51,6 +51,7 @@ class TaskConfig:
     kind: ClassVar[str] = "addition"
     answer_rule: ClassVar[str] = "full_match_digits"
     chat_template: ClassVar[bool] = False  # the character tokenizer has none
+    enumerable: ClassVar[bool] = True
     hub_data: ClassVar[bool] = False
     local_base: ClassVar[bool] = True
     # Seed of the split generator; the same config always writes byte-identical files.

@@ -60,6 +60,7 @@ class MathTask:
 
     kind: ClassVar[str] = "math"
     answer_rule: ClassVar[str] = "math_verify"
+    enumerable: ClassVar[bool] = False
     hub_data: ClassVar[bool] = True
     local_base: ClassVar[bool] = False
 

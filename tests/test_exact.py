@@ -1,0 +1,200 @@
+"""The exact expected accuracy: the enumeration is complete and disjoint (checked against every
+token sequence of a toy vocabulary), its bounds hold for a toy autoregressive model, and through
+lm-eval it equals the probabilities a direct teacher-forcing computation gives at temperature T."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from grpo_ablation.evaluation.exact import ACCEPTED, UNRESOLVED, continuations, probabilities
+
+EOS, PAD, SPACE = "<e>", "<p>", " "
+TOY_VOCAB = [".", "7", "8", SPACE, PAD, EOS]
+
+
+def _accepts(text: str, gold: str) -> bool:
+    """The full_match_digits rule, as written for lm-eval (evaluate.ANSWER_RULES)."""
+    import re
+
+    m = re.fullmatch(r"\.*(\d+)", text.strip())
+    return bool(m) and m.group(1) == gold
+
+
+def test_worked_example_gold_7_in_3_tokens() -> None:
+    got = continuations("7", 3, EOS, [PAD], [SPACE])
+    assert [t for k, t in got if k == ACCEPTED] == ["7<e>", ".7<e>", "..7"]
+    assert sorted(t for k, t in got if k == UNRESOLVED) == sorted(
+        # the pad anywhere the answer can still come; a space first, or after the whole answer
+        ["<p>", " ", ".<p>", "..<p>", "7<p>", "7 ", ".7<p>", ".7 "]
+    )
+
+
+def test_an_answer_that_cannot_fit_is_refused() -> None:
+    with pytest.raises(ValueError, match="fit in 2 tokens"):
+        continuations("123", 2, EOS, [PAD], [SPACE])
+
+
+def _sequences(max_len: int) -> list[tuple[str, ...]]:
+    """Every completion the sampler can produce: tokens until eos or max_len."""
+    out = []
+    for n in range(1, max_len + 1):
+        for seq in itertools.product(TOY_VOCAB, repeat=n):
+            if EOS in seq[:-1] or (n < max_len and seq[-1] != EOS):
+                continue
+            out.append(seq)
+    return out
+
+
+def _text(seq: tuple[str, ...]) -> str:
+    return "".join(t for t in seq if t not in (PAD, EOS))  # special tokens decode to nothing
+
+
+@pytest.mark.parametrize("gold,max_len", [("7", 4), ("78", 5), ("87", 3)])
+def test_every_accepted_completion_is_enumerated_or_unresolved(gold: str, max_len: int) -> None:
+    listed = continuations(gold, max_len, EOS, [PAD], [SPACE])
+    tokens = {text: _tokens(text) for _, text in listed}
+    accepted = {tokens[t] for k, t in listed if k == ACCEPTED}
+    prefixes = [tokens[t] for k, t in listed if k == UNRESOLVED]
+    # disjoint events: no listed sequence is a prefix of another
+    every = list(accepted) + prefixes
+    for a, b in itertools.permutations(every, 2):
+        assert b[: len(a)] != a, (a, b)
+    for seq in _sequences(max_len):
+        ok = _accepts(_text(seq), gold)
+        if seq in accepted:
+            assert ok, seq
+        elif ok:
+            assert any(seq[: len(p)] == p for p in prefixes), seq
+
+
+def _tokens(text: str) -> tuple[str, ...]:
+    out, i = [], 0
+    while i < len(text):
+        tok = next(t for t in (EOS, PAD) if text.startswith(t, i)) if text[i] == "<" else text[i]
+        out.append(tok)
+        i += len(tok)
+    return tuple(out)
+
+
+def _toy_next(prefix: tuple[str, ...]) -> dict[str, float]:
+    """A deterministic autoregressive distribution over TOY_VOCAB for each prefix."""
+    w = [
+        1 + int(hashlib.sha256(repr((prefix, t)).encode()).hexdigest()[:4], 16) % 9
+        for t in TOY_VOCAB
+    ]
+    return {t: x / sum(w) for t, x in zip(TOY_VOCAB, w, strict=True)}
+
+
+def _logprob(seq: tuple[str, ...]) -> float:
+    return sum(math.log(_toy_next(seq[:i])[t]) for i, t in enumerate(seq))
+
+
+@pytest.mark.parametrize("gold,max_len", [("7", 4), ("78", 5)])
+def test_the_true_probability_lies_in_the_bounds(gold: str, max_len: int) -> None:
+    truth = sum(math.exp(_logprob(s)) for s in _sequences(max_len) if _accepts(_text(s), gold))
+    listed = continuations(gold, max_len, EOS, [PAD], [SPACE])
+    got = probabilities([k for k, _ in listed], [_logprob(_tokens(t)) for _, t in listed])
+    assert got["p_correct"] <= truth + 1e-12
+    assert truth <= got["p_correct"] + got["p_unresolved"] + 1e-12
+    assert got["p_unresolved"] > 0  # the toy model gives every token mass: the bound is not vacuous
+
+
+# -- through lm-eval, on a tiny GPT-2 -------------------------------------------------------------
+torch = pytest.importorskip("torch")
+pytest.importorskip("lm_eval")
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints, exact_tokens, write_task
+    from grpo_ablation.policy.tokenizer import build_char_tokenizer
+    from tests.test_evaluate import PROMPTS, _tiny_model, _write_rows
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("exact")
+    model = _tiny_model(root / "model")
+    golds = ["9", "5", "90", "0", "99", "9", "1", "55", "9", "05"]
+    test = _write_rows(root / "test.jsonl", list(zip(PROMPTS, golds, strict=True)))
+    spec = exact_tokens(build_char_tokenizer())
+    temperature = 0.7  # not 1: the log-likelihoods must be those of softmax(logits / T)
+    write_task(test, root / "tasks", "t", 6, 2, temperature, exact=spec)
+    # The same weights as steps 0 and 1: the bound is asked for at the last checkpoint only.
+    results = evaluate_checkpoints(
+        [(0, model), (1, model)], root / "tasks", root / "out", batch_size=8
+    )
+    rows = [json.loads(x) for x in (root / "out/step=1/samples.jsonl").read_text().splitlines()]
+    return {
+        "model": model,
+        "results": results,
+        "result": results[-1],
+        "rows": rows,
+        "spec": spec,
+        "T": temperature,
+    }
+
+
+def _teacher_forced(model_dir: Path, prompt: str, texts: list[str], temperature: float) -> float:
+    """Sum of the probabilities of ``texts`` after ``prompt``, token by token, from the model's
+    logits: an implementation independent of lm-eval's request machinery."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    ctx = tok.encode(prompt, add_special_tokens=False)
+    total = 0.0
+    for text in texts:
+        ids = tok.encode(text, add_special_tokens=False)
+        with torch.no_grad():
+            logits = model(torch.tensor([ctx + ids])).logits[0] / temperature
+        logp = torch.log_softmax(logits.double(), -1)
+        total += math.exp(sum(logp[len(ctx) + i - 1, t].item() for i, t in enumerate(ids)))
+    return total
+
+
+def test_exact_probabilities_equal_teacher_forcing_at_temperature(evaluated: dict) -> None:
+    spec, rows = evaluated["spec"], [r for r in evaluated["rows"] if r["task"] == "exact"]
+    assert len(rows) == 10
+    for row in rows[:3]:
+        listed = continuations(row["answer"], 6, spec["eos"], spec["empty"], spec["space"])
+        for kind, key in ((ACCEPTED, "p_correct"), (UNRESOLVED, "p_unresolved")):
+            texts = [t for k, t in listed if k == kind]
+            want = _teacher_forced(evaluated["model"], row["prompt"], texts, evaluated["T"])
+            assert row[key] == pytest.approx(want, rel=1e-4, abs=1e-9)
+    assert max(r["p_correct"] for r in rows) > 1e-3  # not sums of vanishing terms only
+
+
+def test_results_name_the_exact_headline(evaluated: dict) -> None:
+    res, rows = evaluated["result"], [r for r in evaluated["rows"] if r["task"] == "exact"]
+    assert res["sampled_metric"] == "exact"
+    assert res["sampled_accuracy"] == res["sampled_exact"]
+    assert res["sampled_exact"] == pytest.approx(sum(r["p_correct"] for r in rows) / len(rows))
+    assert res["sampled_exact_unresolved_max"] == max(r["p_unresolved"] for r in rows)
+    assert res["sampled_mean_at_k"] is not None  # the cross-check is kept
+
+
+def test_the_unresolved_mass_is_computed_at_the_last_checkpoint_only(evaluated: dict) -> None:
+    first, last = evaluated["results"]
+    assert first["sampled_exact"] == pytest.approx(last["sampled_exact"], rel=1e-9)
+    assert first["sampled_exact_unresolved"] is None
+    assert last["sampled_exact_unresolved"] > 0
+
+
+def test_a_checkpoint_with_another_tokenizer_is_refused(evaluated: dict, tmp_path: Path) -> None:
+    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
+
+    tasks = Path(evaluated["result"]["test"]).parent / "tasks"
+    manifest = json.loads((tasks / "manifest.json").read_text())
+    manifest["exact"] = {**manifest["exact"], "empty": ["<pad>"]}  # as if written for another one
+    other = tmp_path / "tasks"
+    other.mkdir()
+    for f in tasks.iterdir():
+        (other / f.name).write_bytes(f.read_bytes())
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="tokenizer has"):
+        evaluate_checkpoints([(0, evaluated["model"])], other, tmp_path / "out")
