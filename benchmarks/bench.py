@@ -592,6 +592,62 @@ def _count_jobs(text: str) -> int:
     return -1
 
 
+SAMPLED_METRICS = {"mean@k": "sampled_mean_at_k", "exact": "sampled_exact"}
+
+
+def sampled_noise(
+    exp_dir: Path, config: Path = Path("config/config.yaml"), stages=("std_scaling", "aggregation")
+) -> dict[str, Any]:
+    """The exact sampled accuracy against mean@k on the same checkpoints: per contrast of the
+    stages, the 95% interval half-width and the per-seed SD of the paired differences with each,
+    side by side (a finished experiment evaluated with ``sampled_metric: exact``)."""
+    import yaml
+    from snakemake.utils import validate
+
+    from grpo_ablation import pipeline
+    from grpo_ablation.analysis.stats import paired_differences, paired_interval
+
+    cfg = yaml.safe_load(config.read_text())
+    validate(cfg, "workflow/schemas/config.schema.yaml")  # fills the defaults
+    winners = pipeline.read_winners(sorted((exp_dir / "selection").glob("*.json")))
+    rows = pipeline.design_rows(cfg, winners, list(stages))
+    finals: dict[str, dict[str, dict[int, float]]] = {m: {} for m in SAMPLED_METRICS}
+    for r in rows:
+        for seed in cfg["seeds"]:
+            summary = exp_dir / f"eval/{r['cell']}/seed={seed}/test/summary.json"
+            final = json.loads(summary.read_text())["checkpoints"][-1]
+            for m, key in SAMPLED_METRICS.items():
+                finals[m].setdefault(r["cell"], {})[int(seed)] = float(final[key])
+    contrasts = []
+    for r in rows:
+        if r["cell"] == r["reference"]:
+            continue
+        row: dict[str, Any] = {"stage": r["stage"], "cell": r["cell"]}
+        for m in SAMPLED_METRICS:
+            a, b = finals[m][r["cell"]], finals[m][r["reference"]]
+            iv = paired_interval(a, b)
+            row[m] = {
+                "diff": iv.mean,
+                "half_width": (iv.high - iv.low) / 2,
+                "sd": statistics.stdev(paired_differences(a, b).values()),
+            }
+        contrasts.append(row)
+
+    def median(m: str, key: str) -> float:
+        return statistics.median(c[m][key] for c in contrasts)
+
+    return {
+        "benchmark": "sampled_noise",
+        "experiment": str(exp_dir),
+        "seeds": len(cfg["seeds"]),
+        "contrasts": contrasts,
+        "median_half_width": {m: median(m, "half_width") for m in SAMPLED_METRICS},
+        "median_sd": {m: median(m, "sd") for m in SAMPLED_METRICS},
+        "ratio": median("mean@k", "half_width") / median("exact", "half_width"),
+        "target": "median half-width of stage 1-2 contrasts >= 2x narrower (with all of issue 21)",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("results/bench"))
@@ -613,6 +669,7 @@ def main() -> None:
         "evaluation_overhead": lambda: evaluation_overhead(a.experiment),
         "evaluation_modes": lambda: evaluation_modes(a.experiment),
         "memory": lambda: memory(a.experiment),
+        "sampled_noise": lambda: sampled_noise(a.experiment),
         "slurm_packing": slurm_packing,
     }
     a.out.mkdir(parents=True, exist_ok=True)
@@ -688,6 +745,11 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     share,
                     r["target"],
                 )
+        elif name == "sampled_noise":
+            for m in SAMPLED_METRICS:
+                add(name, f"median stage 1-2 half-width, {m}", r["median_half_width"][m])
+                add(name, f"median per-seed SD of the differences, {m}", r["median_sd"][m])
+            add(name, "half-width mean@k / exact (median)", r["ratio"], r["target"])
         elif name == "memory":
             for rule, mb in r["peak_rss_mb"].items():
                 add(name, f"peak RSS of rule {rule} (MB)", mb)

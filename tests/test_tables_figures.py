@@ -212,8 +212,9 @@ def synthetic_effects() -> pd.DataFrame:
 def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
     curves, steps = synthetic_frames()
     palette = figures.cell_palette(pipeline.all_cells(CONFIG))
+    groups = calibration_groups().assign(stage="std_scaling")
     paths = figures.write_stage_figures(
-        curves, steps, synthetic_effects(), "std_scaling", palette, tmp_path
+        curves, steps, groups, synthetic_effects(), "std_scaling", palette, tmp_path
     )
     assert sorted(p.name for p in paths) == sorted(
         ["effects.csv", *(f"{k}.{e}" for k in STAGE_FIGURES for e in ("png", "pdf"))]
@@ -372,20 +373,29 @@ def test_axes_fit_the_data_not_the_interval():
     assert bottom > 3.5 and top < 9.5  # the runs span 4..9; the t band (t = 12.7) is cut
 
 
-def test_calibration_bins_pair_predicted_and_observed_mixed_fractions():
-    steps = pd.DataFrame(
+def calibration_groups() -> pd.DataFrame:
+    return pd.DataFrame(
         {
             "cell": [REF] * 4,
             "seed": [0, 0, 1, 1],
-            "step": [0, 1, 0, 1],
-            "mixed_predicted": [0.12, 0.18, 0.55, math.nan],
-            "mixed_observed": [0.0, 0.5, 1.0, 0.5],
+            "step": [0, 50, 0, 50],
+            "failed": [False, False, False, True],
+            "predicted": [0.12, 0.18, 0.55, 0.9],
+            "observed": [0, 1, 1, 1],
         }
     )
-    bins = figures.calibration_bins(steps).set_index("bin")
-    assert list(bins.index) == [1, 5] and list(bins["points"]) == [2, 1]
+
+
+def test_calibration_bins_pair_predicted_and_observed_mixed_fractions():
+    groups = calibration_groups()
+    bins = figures.calibration_bins(groups).set_index("bin")
+    # the group with a scoring failure is left out
+    assert list(bins.index) == [1, 5] and list(bins["groups"]) == [2, 1]
     assert bins.loc[1, "predicted"] == pytest.approx(0.15)
-    assert bins.loc[1, "observed"] == pytest.approx(0.25)
-    fig = figures.mixed_figure(steps.assign(stage="x"), figures.cell_palette([REF]))
+    assert bins.loc[1, "observed"] == pytest.approx(0.5)
+    # Wilson interval of 1 in 2: 0.5 ± 0.405 (centre 0.5)
+    assert bins.loc[1, "low"] == pytest.approx(0.0945, abs=1e-4)
+    assert bins.loc[1, "high"] == pytest.approx(0.9055, abs=1e-4)
+    fig = figures.mixed_figure(groups.assign(stage="x"), [REF], figures.cell_palette([REF]))
     identity = fig.axes[0].get_lines()[0]
     assert list(identity.get_xdata()) == list(identity.get_ydata())

@@ -117,6 +117,7 @@ def _report_inputs(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
 
 
 def cmd_tables(a: argparse.Namespace) -> None:
+    from grpo_ablation.analysis.calibration import write_calibration
     from grpo_ablation.analysis.hypotheses import write_verdicts
     from grpo_ablation.analysis.tables import load_runs, write_tables
     from grpo_ablation.pipeline import design_rows
@@ -127,6 +128,7 @@ def cmd_tables(a: argparse.Namespace) -> None:
     for path in [
         *write_tables(a.exp, config, rows, runs, a.out),
         *write_verdicts(config, rows, runs, a.out),
+        *write_calibration(a.exp, rows, [int(s) for s in config["seeds"]], a.out),
     ]:
         print(path)
 
@@ -142,7 +144,7 @@ def cmd_figures(a: argparse.Namespace) -> None:
 def cmd_reading(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.hypotheses import write_reading
 
-    print(write_reading(a.effects, a.out, a.verdicts))
+    print(write_reading(a.effects, a.out, a.verdicts, a.calibration))
 
 
 def cmd_token_weights(a: argparse.Namespace) -> None:
@@ -265,6 +267,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--effects", type=Path, nargs="+", required=True, help="stages' effects.csv")
     p.add_argument("--verdicts", type=Path, help="hypotheses.csv: the verdicts that open it")
+    p.add_argument("--calibration", type=Path, help="calibration.csv: the closing paragraph")
     p.add_argument("--out", type=Path, required=True, help="the reading (reStructuredText)")
     p.set_defaults(func=cmd_reading)
 

@@ -466,8 +466,8 @@ def selection_path(exp: str | Path, stage: str) -> str:
 def report_inputs(
     exp: str, cells_by_stage: dict[str, list[str]], seeds: list[int], sources: list[str]
 ) -> dict[str, Any]:
-    """The files the tables and figures read (Snakemake input): every run's test evaluation and
-    diagnostics, and the selections of the stages whose winners others take."""
+    """The files the tables and figures read (Snakemake input): every run's test evaluation,
+    calibration probabilities and diagnostics, and the selections of the stages whose winners others take."""
     cells = dict.fromkeys(c for cs in cells_by_stage.values() for c in cs)
     files: dict[str, Any] = {
         "evals": [f"{exp}/eval/{c}/seed={s}/test/summary.json" for c in cells for s in seeds],
@@ -477,6 +477,7 @@ def report_inputs(
             for s in seeds
             for f in ("steps.csv", "summary.json")
         ],
+        "calibration": [f"{exp}/eval/{c}/seed={s}/calibration.json" for c in cells for s in seeds],
     }
     if sources:
         files["selection"] = [selection_path(exp, s) for s in sources]

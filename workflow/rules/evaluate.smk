@@ -75,6 +75,8 @@ rule evaluate:
     output:
         test=f"{EXP}/eval/{{cell}}/seed={{seed}}/test/summary.json",
         validation=f"{EXP}/eval/{{cell}}/seed={{seed}}/validation/summary.json",
+        # exact P(correct) of the prompts each saved policy was sampled on (mixed calibration)
+        calibration=f"{EXP}/eval/{{cell}}/seed={{seed}}/calibration.json",
     params:
         cli=CLI,
         evaluation=EVALUATION,

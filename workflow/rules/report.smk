@@ -16,7 +16,9 @@ STAGES_ON = pipeline.stage_names(config)
 # not workflow.source_path (a fresh cache copy on every invocation, which would always look new).
 SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
 FIGURE_CODE = str(SRC / "analysis" / "figures.py")
-TABLE_CODE = [str(SRC / "analysis" / n) for n in ("tables.py", "stats.py", "hypotheses.py")]
+TABLE_CODE = [
+    str(SRC / "analysis" / n) for n in ("tables.py", "stats.py", "hypotheses.py", "calibration.py")
+]
 
 
 wildcard_constraints:
@@ -94,6 +96,13 @@ rule tables:
             labels={"table": "declared hypotheses and their verdicts"},
         ),
         hypotheses_md=f"{EXP}/tables/hypotheses.md",
+        calibration=report(
+            f"{EXP}/tables/calibration.csv",
+            caption="../report/calibration_table.rst",
+            category="Tables",
+            labels={"table": "mixed-group calibration"},
+        ),
+        calibration_md=f"{EXP}/tables/calibration.md",
     params:
         cli=CLI,
         config=REPORT_CONFIG,
@@ -156,6 +165,7 @@ rule effects_reading:
     input:
         effects=[f"{EXP}/figures/{s}/effects.csv" for s in STAGES_ON],
         verdicts=rules.tables.output.hypotheses,
+        calibration=rules.tables.output.calibration,
         code=TABLE_CODE,
     output:
         report(
@@ -174,7 +184,7 @@ rule effects_reading:
         f"{EXP}/logs/figures/reading.log",
     shell:
         "python {params.cli} reading --effects {input.effects} --verdicts {input.verdicts}"
-        " --out {output} > {log} 2>&1"
+        " --calibration {input.calibration} --out {output} > {log} 2>&1"
 
 
 rule token_weight_figure:

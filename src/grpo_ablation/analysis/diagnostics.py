@@ -11,7 +11,9 @@ Two estimators are worth naming:
   the step's scored prompts of ``1 − p̂^G − (1 − p̂)^G`` (plug-in, ``objective.mixed_group_probability``).
   The plug-in is biased low for a finite G (p̂ = 0 or 1 predicts 0), so observed above predicted
   is expected even under independent draws; ``mixed_predicted_pooled`` uses one p̂ per step (the
-  step's accuracy) and shows how much prompt heterogeneity alone removes mixed groups.
+  step's accuracy) and shows how much prompt heterogeneity alone removes mixed groups. Both read
+  the groups they predict, so neither can fail as a calibration: the calibration figure and table
+  predict from probabilities measured without the groups (``analysis/calibration.py``).
 * **token-weight share** (``weight_share/<category>``): the share of the step's total per-token
   loss weight (``objective.completion_coefficients`` with the run's aggregation, L_i the logged
   length, 0 for a truncated completion when truncated completions are masked) held by groups of

@@ -361,11 +361,19 @@ def write_verdicts(
     return [out / "hypotheses.csv", out / "hypotheses.md"]
 
 
-def write_reading(effects: list[Path], out: Path, verdicts: Path | None = None) -> Path:
+def write_reading(
+    effects: list[Path], out: Path, verdicts: Path | None = None, calibration: Path | None = None
+) -> Path:
     """The report's reading (reStructuredText): the verdicts on the declared hypotheses
-    (``verdicts``: hypotheses.csv) first, then the stages' ``effects.csv`` in the order given."""
+    (``verdicts``: hypotheses.csv) first, then the stages' ``effects.csv`` in the order given,
+    then the mixed-group calibration (``calibration``: calibration.csv)."""
+    from grpo_ablation.analysis.calibration import calibration_reading
+
     frames = [pd.read_csv(path) for path in effects]
     opening = verdicts_reading(pd.read_csv(verdicts)) if verdicts else ""
+    text = effects_reading(pd.concat(frames, ignore_index=True), opening)
+    if calibration:
+        text = text.rstrip("\n") + "\n\n" + calibration_reading(pd.read_csv(calibration)) + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(effects_reading(pd.concat(frames, ignore_index=True), opening))
+    out.write_text(text)
     return out

@@ -842,6 +842,47 @@ def evaluate_checkpoints(
     return all_results
 
 
+def exact_probabilities(
+    model: Path | str,
+    task_dir: Path,
+    *,
+    batch_size: int = 64,
+    device: str = "cpu",
+    dtype: str = "float32",
+    seed: int = 0,
+    revision: str | None = None,
+    backend: str = "hf",
+) -> list[dict]:
+    """Per prompt of ``task_dir``'s rows, the exact P(correct) and unresolved mass of ``model``
+    under the sampled protocol (the exact task alone: no generation). The calibration of the
+    mixed-group fraction uses it on the prompts a policy was sampled on in training."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    task_dir = Path(task_dir)
+    manifest = json.loads((task_dir / MANIFEST).read_text())
+    task = manifest["tasks"]["exact_bounded"]
+    local = Path(model).exists()
+    model = str(Path(model).resolve()) if local else str(model)
+    lm, _ = _load_lm(model, device, batch_size, dtype, None if local else revision, backend, seed)
+    _exact_ready(lm, manifest, backend, model)
+    task_manager = TaskManager(include_path=str(task_dir.resolve()), include_defaults=False)
+    with _without_env_probe():
+        out = lm_eval.simple_evaluate(
+            model=lm,
+            tasks=[task],
+            task_manager=task_manager,
+            log_samples=True,
+            verbosity="WARNING",
+            random_seed=seed,
+            numpy_random_seed=seed,
+            torch_random_seed=seed,
+            fewshot_random_seed=seed,
+        )
+    exact = load_rule(task_dir, EXACT_MODULE)
+    return _exact_rows(out["samples"][task], task, out["results"][task], exact, bounded=True)
+
+
 def _parse_checkpoint(spec: str) -> tuple[int, Path]:
     step, sep, path = spec.partition("=")
     if not sep or not step.isdigit():

@@ -21,8 +21,8 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def run(a: argparse.Namespace) -> None:
-    """Evaluate every checkpoint of a run (or the base policy as step 0) on the test split, and
-    the final one on validation."""
+    """Evaluate every checkpoint of a run (or the base policy as step 0) on the test split, the
+    final one on validation, and (a run) the calibration's probabilities."""
     from grpo_ablation.compute import resolve_device, set_threads
     from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
 
@@ -54,3 +54,8 @@ def run(a: argparse.Namespace) -> None:
         **options,
     )
     evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", a.out / "validation", **options)
+    if a.run:  # P(correct) of the prompts each saved policy was sampled on in training
+        from grpo_ablation.evaluation.calibration import measure
+
+        options.pop("limit")
+        measure(a.run, Path(info["base_model"]), a.tasks, a.out, **options)

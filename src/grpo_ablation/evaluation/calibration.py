@@ -1,0 +1,105 @@
+"""The probabilities behind the mixed-group calibration, measured apart from the groups they predict.
+
+At every step where training sampled its groups from a policy that was saved (the base policy at
+step 0, ``checkpoint-N`` at step N: a rollout's step is the number of optimizer steps taken before
+it was generated), the exact P(correct) of each of that step's prompts under that policy is
+computed with lm-eval (:func:`evaluate.exact_probabilities`) and stored next to the group's
+observed outcome. P(mixed) = 1 − p^G − (1 − p)^G then predicts the group from a number that never
+saw it; the analysis compares (``analysis/calibration.py``). The rollout log is read as data (its
+fields are documented in the README); no training code is imported.
+
+Writes ``<out>/calibration.json``: ``measured`` (false, with the reason, where the sampled accuracy
+is not exact), the policy steps, and one entry per group: step, group index, prompt id, size G,
+correct and failed counts, its category, ``p_correct`` and ``p_unresolved``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from grpo_ablation.evaluation.evaluate import MANIFEST, exact_probabilities, write_task
+
+OUT = "calibration.json"
+
+
+def read_rollouts(run: Path) -> Iterator[dict[str, Any]]:
+    for path in sorted((Path(run) / "rollouts").glob("rank*.jsonl.gz")):
+        with gzip.open(path, "rt") as f:
+            yield from (json.loads(line) for line in f if line.strip())
+
+
+def policy_groups(rows: Iterable[dict[str, Any]], steps: set[int]) -> list[dict[str, Any]]:
+    """The groups generated at ``steps``, one entry each, in (step, group index) order."""
+    groups: dict[tuple[int, int], dict[str, Any]] = {}
+    for r in rows:
+        if r["step"] not in steps:
+            continue
+        key = (int(r["step"]), int(r["group_index"]))
+        g = groups.setdefault(
+            key,
+            {
+                "step": key[0],
+                "group_index": key[1],
+                "prompt_id": r["prompt_id"],
+                "size": 0,
+                "correct": 0,
+                "failed": 0,
+                "category": r["group_category"],
+            },
+        )
+        g["size"] += 1
+        g["failed"] += r["correct"] is None
+        g["correct"] += bool(r["correct"])
+    return [groups[k] for k in sorted(groups)]
+
+
+def measure(
+    run: Path, base_model: Path | str, tasks: Path, out: Path, **options: Any
+) -> dict[str, Any]:
+    """Exact P(correct) of every prompt a saved policy was sampled on, per group (``OUT``)."""
+    manifest = json.loads((Path(tasks) / "test" / MANIFEST).read_text())
+    out = Path(out)
+    if manifest["sampled_metric"] != "exact":
+        record: dict[str, Any] = {
+            "measured": False,
+            "reason": "the task's accepted completions are not enumerable (sampled_metric "
+            f"{manifest['sampled_metric']}): no probability measured apart from the groups",
+        }
+        (out / OUT).write_text(json.dumps(record, indent=2) + "\n")
+        return record
+    info = json.loads((Path(run) / "run_info.json").read_text())
+    policies: dict[int, Path | str] = {0: base_model}
+    policies |= {int(s): Path(run) / "checkpoints" / f"checkpoint-{s}" for s in info["checkpoints"]}
+    groups = policy_groups(read_rollouts(run), set(policies))
+    # The training prompts: the split file next to the test split the tasks were written from.
+    train = Path(manifest["test"]).with_name("train.jsonl")
+    rows = {r["prompt_id"]: r for r in map(json.loads, train.read_text().splitlines())}
+    for step in sorted({g["step"] for g in groups}):
+        at = [g for g in groups if g["step"] == step]
+        folder = out / "calibration" / f"step={step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        ids = sorted({g["prompt_id"] for g in at})
+        (folder / "rows.jsonl").write_text("".join(json.dumps(rows[i]) + "\n" for i in ids))
+        write_task(
+            folder / "rows.jsonl",
+            folder / "task",
+            "calibration",
+            manifest["max_gen_toks"],
+            1,
+            manifest["temperature"],
+            exact=manifest["exact"],
+        )
+        probs = {
+            r["prompt_id"]: r
+            for r in exact_probabilities(policies[step], folder / "task", **options)
+        }
+        for g in at:
+            g["p_correct"] = probs[g["prompt_id"]]["p_correct"]
+            g["p_unresolved"] = probs[g["prompt_id"]]["p_unresolved"]
+    record = {"measured": True, "policy_steps": sorted(policies), "groups": groups}
+    (out / OUT).write_text(json.dumps(record, indent=2) + "\n")
+    return record
