@@ -80,7 +80,9 @@ def test_worked_calibration_numbers() -> None:
     assert not table.loc["big", "within"] and table.loc["big", "z"] < -10
     assert table.loc["big", "predicted_from_reference"] == pytest.approx(0.9921875)
     reading = calibration_reading(table.reset_index())
-    assert "1 of 2 cells outside their 95% prediction interval (0.1 expected by chance if" in reading
+    assert (
+        "1 of 2 cells outside their 95% prediction interval (0.1 expected by chance if" in reading
+    )
     assert "big predicted 0.992, observed 0.000" in reading
 
 
