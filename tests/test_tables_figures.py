@@ -397,5 +397,10 @@ def test_calibration_bins_pair_predicted_and_observed_mixed_fractions():
     assert bins.loc[1, "low"] == pytest.approx(0.0945, abs=1e-4)
     assert bins.loc[1, "high"] == pytest.approx(0.9055, abs=1e-4)
     fig = figures.mixed_figure(groups.assign(stage="x"), [REF], figures.cell_palette([REF]))
+    # every group of a bin mixed: the Wilson bound meets the fraction (no negative bar)
+    all_mixed = pd.DataFrame(
+        {"cell": [REF] * 10, "failed": [False] * 10, "predicted": [0.9] * 10, "observed": [1] * 10}
+    )
+    figures.mixed_figure(all_mixed, [REF], figures.cell_palette([REF]))
     identity = fig.axes[0].get_lines()[0]
     assert list(identity.get_xdata()) == list(identity.get_ydata())

@@ -131,6 +131,8 @@ def calibration_reading(table: pd.DataFrame) -> str:
             "**Mixed-group calibration**: not measured (the task's accepted completions are not "
             "enumerable, so no P(correct) is measured apart from the groups)."
         )
+    # A cell in several stages (a shared reference) is one check, counted once.
+    table = table.drop_duplicates("cell")
     outside = table[~table["within"]]
     n = len(table)
     text = (
@@ -144,7 +146,7 @@ def calibration_reading(table: pd.DataFrame) -> str:
     )
     if not outside.empty:
         text += ": " + "; ".join(
-            f"{r.stage} {r.cell} observed {r.observed:.3f}, predicted {r.predicted:.3f} "
+            f"{r.cell} observed {r.observed:.3f}, predicted {r.predicted:.3f} "
             f"[{r.predicted_low:.3f}, {r.predicted_high:.3f}]"
             for r in outside.itertuples()
         )

@@ -427,7 +427,11 @@ def mixed_figure(groups: pd.DataFrame, cells: list[str], palette) -> plt.Figure:
             ax.errorbar(
                 b["predicted"],
                 b["observed"],
-                yerr=[b["observed"] - b["low"], b["high"] - b["observed"]],
+                # clipped: at 0 or 1 the Wilson bound equals the fraction up to rounding
+                yerr=[
+                    (b["observed"] - b["low"]).clip(lower=0),
+                    (b["high"] - b["observed"]).clip(lower=0),
+                ],
                 fmt="o",
                 markersize=4,
                 color=palette[cell],
