@@ -550,17 +550,6 @@ def _exact_ready(lm: Any, manifest: dict[str, Any], backend: str, ckpt: str) -> 
         return inner(*args, **kwargs) / temperature
 
     lm._model_call = tempered
-    # lm-eval encodes each request's context again (~90 requests share one prompt): encoding is a
-    # pure function of the string, so remember it (halves the exact task's encoding time).
-    encode, memo = lm.tok_encode, {}
-
-    def remembered(string: str, *args: Any, **kwargs: Any) -> list[int]:
-        key = (string, args, tuple(sorted(kwargs.items())))
-        if key not in memo:
-            memo[key] = encode(string, *args, **kwargs)
-        return list(memo[key])
-
-    lm.tok_encode = remembered
 
 
 def _exact_rows(
@@ -571,7 +560,7 @@ def _exact_rows(
     rows = []
     for s in sorted(samples, key=lambda s: s["doc_id"]):
         lls = [float(r[0]) for r in s["filtered_resps"]]
-        kinds = [kind for kind, _ in exact._continuations(s["doc"], bounded)]
+        kinds = [kind for kind, _ in exact.doc_continuations(s["doc"], bounded)]
         rows.append(
             {
                 "task": "exact",
@@ -589,6 +578,16 @@ def _exact_rows(
         if abs(value - recomputed) > 1e-9:
             raise RuntimeError(f"{task}: lm-eval {metric}={value} but samples give {recomputed}")
     return rows
+
+
+def _seeds(seed: int) -> dict[str, int]:
+    """lm-eval's four seeds, all set to ``seed``."""
+    return {
+        "random_seed": seed,
+        "numpy_random_seed": seed,
+        "torch_random_seed": seed,
+        "fewshot_random_seed": seed,
+    }
 
 
 def _mean(xs: list[float]) -> float:
@@ -675,12 +674,7 @@ def evaluate_checkpoints(
     # include_defaults=False skips indexing lm-eval's hundreds of built-in tasks (~13 s).
     task_manager = TaskManager(include_path=str(task_dir.resolve()), include_defaults=False)
     index_s = time.perf_counter() - t0 - import_s
-    seeds = {
-        "random_seed": seed,
-        "numpy_random_seed": seed,
-        "torch_random_seed": seed,
-        "fewshot_random_seed": seed,
-    }
+    seeds = _seeds(seed)
     versions = _versions()
     all_results = []
     rule = load_rule(task_dir)
@@ -874,10 +868,7 @@ def exact_probabilities(
             task_manager=task_manager,
             log_samples=True,
             verbosity="WARNING",
-            random_seed=seed,
-            numpy_random_seed=seed,
-            torch_random_seed=seed,
-            fewshot_random_seed=seed,
+            **_seeds(seed),
         )
     exact = load_rule(task_dir, EXACT_MODULE)
     return _exact_rows(out["samples"][task], task, out["results"][task], exact, bounded=True)

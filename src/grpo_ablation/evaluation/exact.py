@@ -77,19 +77,19 @@ def _spec() -> dict[str, Any]:
     return _SPEC
 
 
-def _continuations(doc: dict[str, Any], bounded: bool) -> list[tuple[str, str]]:
+def doc_continuations(doc: dict[str, Any], bounded: bool) -> list[tuple[str, str]]:
     s = _spec()
     return continuations(doc["answer"], s["max_len"], s["eos"], s["empty"], s["space"], bounded)
 
 
 def doc_to_choice(doc: dict[str, Any]) -> list[str]:
     """lm-eval: the accepted continuations, whose log-likelihoods are asked for."""
-    return [text for _, text in _continuations(doc, bounded=False)]
+    return [text for _, text in doc_continuations(doc, bounded=False)]
 
 
 def doc_to_choice_bounded(doc: dict[str, Any]) -> list[str]:
     """lm-eval: the accepted and the unresolved continuations."""
-    return [text for _, text in _continuations(doc, bounded=True)]
+    return [text for _, text in doc_continuations(doc, bounded=True)]
 
 
 def process_results(doc: dict[str, Any], results: list[tuple[float, bool]]) -> dict[str, Any]:
@@ -105,5 +105,5 @@ def process_results_bounded(
 
 
 def _scored(doc: dict[str, Any], results: list[tuple[float, bool]], bounded: bool) -> dict:
-    kinds = [kind for kind, _ in _continuations(doc, bounded)]
+    kinds = [kind for kind, _ in doc_continuations(doc, bounded)]
     return probabilities(kinds, [float(ll) for ll, _ in results])
