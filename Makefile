@@ -10,7 +10,7 @@ CONFIG ?= config/config.yaml
 export PATH := $(abspath $(BIN)):$(PATH)
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: setup run test lint figures report bench smoke clean
+.PHONY: setup run test test-fast lint figures report bench smoke clean
 
 setup: $(VENV)/.installed
 
@@ -37,6 +37,11 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+
+# The edit-test loop: everything but the tests marked slow (pipeline-level; `make test` runs all).
+test-fast: setup
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -m "not slow"
 
 lint: setup
 	$(BIN)/ruff check .

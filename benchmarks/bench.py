@@ -648,6 +648,67 @@ def sampled_noise(
     }
 
 
+NOISE_STAGES = ("std_scaling", "aggregation")
+
+
+def _contrast_noise(exp_dir: Path, stages=NOISE_STAGES) -> dict[tuple[str, str, str], dict]:
+    """(stage, cell, quantity) -> 95% half-width and per-seed SD of the paired difference, from a
+    finished experiment's effect tables (``figures/<stage>/effects.csv``)."""
+    from scipy import stats
+
+    out = {}
+    for stage in stages:
+        with (exp_dir / f"figures/{stage}/effects.csv").open() as fh:
+            for row in csv.DictReader(fh):
+                if row["is_reference"] == "True" or row["low"] in ("", "nan"):
+                    continue
+                n, half = int(row["n"]), (float(row["high"]) - float(row["low"])) / 2
+                sd = half * n**0.5 / float(stats.t.ppf(0.975, n - 1))
+                out[(stage, row["cell"], row["quantity"])] = {"half_width": half, "sd": sd}
+    return out
+
+
+def crn_gain(before: Path, after: Path) -> dict[str, Any]:
+    """Common random numbers: the stage 1-2 contrasts of two finished six-seed defaults that differ
+    only in ``training.sampler`` / ``evaluation.sampler`` (stream before, keyed after), side by
+    side: per quantity the median 95% half-width and per-seed SD, and their ratios."""
+    missing = [str(p) for p in (before, after) if not (p / "figures").is_dir()]
+    if missing:
+        return {
+            "benchmark": "crn_gain",
+            "skipped": f"no finished experiment at {missing}: run the default with "
+            "--config experiment=default_stream 'training={sampler: stream}' "
+            "'evaluation={sampler: stream}'",
+        }
+    a, b = _contrast_noise(before), _contrast_noise(after)
+    common = sorted(a.keys() & b.keys())
+    quantities = sorted({q for _, _, q in common})
+    per_quantity = {}
+    for q in quantities:
+        keys = [k for k in common if k[2] == q]
+        med = {
+            side: {m: statistics.median(d[k][m] for k in keys) for m in ("half_width", "sd")}
+            for side, d in (("before", a), ("after", b))
+        }
+        per_quantity[q] = {
+            "contrasts": len(keys),
+            **med,
+            "ratio": med["before"]["half_width"] / med["after"]["half_width"],
+            "narrower": sum(b[k]["half_width"] < a[k]["half_width"] for k in keys),
+        }
+    return {
+        "benchmark": "crn_gain",
+        "before": str(before),
+        "after": str(after),
+        "quantities": per_quantity,
+        "contrasts": [
+            {"stage": k[0], "cell": k[1], "quantity": k[2], "before": a[k], "after": b[k]}
+            for k in common
+        ],
+        "target": "median stage 1-2 half-width >= 2x narrower (before / after)",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("results/bench"))
@@ -657,6 +718,12 @@ def main() -> None:
         type=Path,
         default=Path("results/default"),
         help="a finished pipeline run, for the pipeline, evaluation and memory figures",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        default=Path("results/default_stream"),
+        help="crn_gain: the default run with training.sampler and evaluation.sampler stream",
     )
     a = parser.parse_args()
     torch.set_num_threads(1)
@@ -670,6 +737,7 @@ def main() -> None:
         "evaluation_modes": lambda: evaluation_modes(a.experiment),
         "memory": lambda: memory(a.experiment),
         "sampled_noise": lambda: sampled_noise(a.experiment),
+        "crn_gain": lambda: crn_gain(a.before, a.experiment),
         "slurm_packing": slurm_packing,
     }
     a.out.mkdir(parents=True, exist_ok=True)
@@ -750,6 +818,13 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 add(name, f"median stage 1-2 half-width, {m}", r["median_half_width"][m])
                 add(name, f"median per-seed SD of the differences, {m}", r["median_sd"][m])
             add(name, "half-width mean@k / exact (median)", r["ratio"], r["target"])
+        elif name == "crn_gain" and "skipped" in r:
+            add(name, "skipped", r["skipped"])
+        elif name == "crn_gain":
+            for q, d in r["quantities"].items():
+                for side in ("before", "after"):
+                    add(name, f"median half-width {q}, {side}", d[side]["half_width"])
+                add(name, f"half-width before / after {q} (median)", d["ratio"], r["target"])
         elif name == "memory":
             for rule, mb in r["peak_rss_mb"].items():
                 add(name, f"peak RSS of rule {rule} (MB)", mb)

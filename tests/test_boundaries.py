@@ -1,4 +1,4 @@
-"""The package's boundaries, as the README states them: evaluation imports nothing from training,
+"""The package's boundaries, as docs/design.md states them: evaluation imports nothing from training,
 nothing imports the CLI, and building the DAG imports neither torch nor matplotlib (nor the other
 heavy libraries), so `snakemake -n` stays fast and runs where they are not installed."""
 

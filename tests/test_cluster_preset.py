@@ -204,9 +204,18 @@ def test_evaluation_generates_as_training_does():
         "max_gen_toks": 512,
         "k": 4,
         "sampled_metric": "mean_at_k",
+        "sampler": "keyed",
         "device": "cuda",
         "dtype": "bfloat16",
     }
+    # vLLM draws from its own generator: keyed evaluation sampling is refused before any job.
+    config["evaluation"]["backend"] = "vllm"
+    with pytest.raises(
+        DesignError, match=r"evaluation\.sampler keyed needs evaluation\.backend hf"
+    ):
+        evaluation_config(config)
+    config["evaluation"]["sampler"] = "stream"
+    assert evaluation_config(config)["sampler"] == "stream"
     config["evaluation"]["max_gen_toks"] = 256
     with pytest.raises(
         DesignError, match=r"max_gen_toks=256 differs from training\.max_completion_length=512"

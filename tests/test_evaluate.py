@@ -243,6 +243,30 @@ def test_seeds_reset_per_checkpoint(setup: dict) -> None:
     assert [r["generated"] for r in a] == [r["generated"] for r in b]
 
 
+def _sampled(out: Path) -> dict[tuple[int, int], str]:
+    rows = _read_samples(out / "step=0" / "samples.jsonl")
+    return {(r["doc_id"], r["repeat"]): r["generated"] for r in rows if r["task"] == "sampled"}
+
+
+@pytest.mark.parametrize("sampler", ["keyed", "stream"])
+def test_keyed_evaluation_draws_depend_on_prompt_and_repeat_only(setup: dict, sampler) -> None:
+    # Another batch size puts other prompts beside each one and consumes the global stream in
+    # another order: keyed draws stay the same, stream draws do not (the test can fail).
+    root = setup["root"]
+    task_dir = root / f"tasks_{sampler}"
+    write_task(setup["test"], task_dir, sampler, MAX_GEN, k=K, temperature=1.0, sampler=sampler)
+    draws = []
+    for batch in (4, 7):
+        out = root / f"{sampler}_b{batch}"
+        result = evaluate_checkpoints([(0, setup["ckpt"])], task_dir, out, batch_size=batch)
+        draws.append(_sampled(out))
+    assert (draws[0] == draws[1]) == (sampler == "keyed")
+    assert result[0]["sampler"].startswith("keyed" if sampler == "keyed" else "the global")
+    # Repeats of one prompt are different draws.
+    docs = {d for d, _ in draws[0]}
+    assert sum(len({draws[0][(d, r)] for r in range(K)}) > 1 for d in docs) >= len(docs) // 2
+
+
 def test_rerun_is_identical_and_correct_answers_score_one(setup: dict) -> None:
     root = setup["root"]
     first = _read_samples(setup["out"] / "step=0" / "samples.jsonl")

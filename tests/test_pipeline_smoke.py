@@ -143,6 +143,39 @@ def test_the_mixed_calibration_predicts_groups_it_never_saw(smoke_pipeline, desi
     assert "Mixed-group calibration" in (exp / "figures/reading.rst").read_text()
 
 
+def test_every_cell_of_a_seed_starts_from_the_same_keyed_draws(smoke_pipeline, design):
+    """Keyed sampling in the whole DAG: every cell with its reference's batch shape drew, at step
+    0, exactly the reference's completions at each seed (both sample the base policy with the same
+    keys), the coupling table and reading say how long that lasts, and the sampler is recorded."""
+    exp = smoke_pipeline.exp
+    for cell, seed in runs(design):
+        objective = json.loads((exp / f"runs/{cell}/seed={seed}/objective.json").read_text())
+        assert objective["sampler"].startswith("keyed Gumbel-max"), (cell, seed)
+    steps = pd.read_csv(exp / "tables/coupling_steps.csv")
+    table = pd.read_csv(exp / "tables/coupling.csv")
+    assert not table.empty
+    first = steps[steps["step"] == 0]
+    assert (first["identical"] == 1.0).all(), first[first["identical"] < 1.0]
+    assert (table["identical_step0"] == 1.0).all()
+    assert "Coupling of the cells' samples" in (exp / "figures/reading.rst").read_text()
+
+
+def test_the_push_is_measured_at_the_base_policy_and_the_final_checkpoint(smoke_pipeline):
+    """push.json for the baseline cell's first seed, every choice at steps 0 and final; the
+    directions the formulas call identical have cosine 1 up to the std's epsilon."""
+    from grpo_ablation.analysis.push import IDENTITIES
+
+    exp = smoke_pipeline.exp
+    table = pd.read_csv(exp / "tables/push.csv")
+    assert sorted(table["step"].unique()) == [0, 4] and table["choice"].nunique() == 16
+    assert table[["accuracy", "incorrect_length", "mixed"]].notna().all().all()
+    cosine = pd.read_csv(exp / "tables/push_cosine.csv").set_index(["a", "b"])
+    for pair in IDENTITIES:
+        assert (cosine.loc[pair, "cosine"] > 0.999).all(), pair
+    assert (exp / "figures/push.png").stat().st_size > 1000
+    assert "The push of each objective" in (exp / "figures/reading.rst").read_text()
+
+
 def test_run_info_records_the_split_hashes(smoke_pipeline, design):
     manifest = json.loads((smoke_pipeline.exp / "data/manifest.json").read_text())
     hashes = {split: entry["sha256"] for split, entry in manifest["splits"].items()}
@@ -165,6 +198,8 @@ def test_csv_outputs_have_their_columns(smoke_pipeline, design):
         "tables/results.csv": [exp / "tables/results.csv"],
         "tables/objectives.csv": [exp / "tables/objectives.csv"],
         "tables/hypotheses.csv": [exp / "tables/hypotheses.csv"],
+        "tables/coupling.csv": [exp / "tables/coupling.csv"],
+        "tables/coupling_steps.csv": [exp / "tables/coupling_steps.csv"],
         "figures/token_weights.csv": [exp / "figures/token_weights.csv"],
         "diagnostics/<cell>/seed=<s>/steps.csv": [
             exp / f"diagnostics/{c}/seed={s}/steps.csv" for c, s in runs(design)
@@ -375,8 +410,13 @@ def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
     assert {k: b2[k] for k in ("optimizer_steps", "completions", "prompts")} == {
         k: b1[k] for k in ("optimizer_steps", "completions", "prompts")
     }
-    # Each rank samples from its own stream, so the completions (and what follows) differ from the
-    # one-process run: the same objective, another draw.
+    # Keyed sampling names each completion's noise by its slot in the whole batch, not on its rank:
+    # at step 0 (the base policy on both sides) the two-process run draws the one-process run's
+    # completions, up to rounding differences of the batch shapes.
+    key = ["step", "group_index", "completion_index"]
+    both = rows[rows["step"] == 0].merge(ref[ref["step"] == 0], on=key, suffixes=("", "_one"))
+    assert len(both) == (ref["step"] == 0).sum()
+    assert (both["completion"] == both["completion_one"]).mean() >= 0.9
     final = json.loads((tmp_path / f"smoke/eval/{cell}/test/summary.json").read_text())[
         "checkpoints"
     ][-1]

@@ -213,8 +213,19 @@ def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
     curves, steps = synthetic_frames()
     palette = figures.cell_palette(pipeline.all_cells(CONFIG))
     groups = calibration_groups().assign(stage="std_scaling")
+    coupled = pd.DataFrame(
+        {
+            "stage": "std_scaling",
+            "cell": OTHER,
+            "reference": REF,
+            "seed": [s for s in (0, 1) for _ in range(3)],
+            "step": [0, 1, 2] * 2,
+            "compared": 8,
+            "identical": [1.0, 0.75, 0.5, 1.0, 1.0, 0.25],
+        }
+    )
     paths = figures.write_stage_figures(
-        curves, steps, groups, synthetic_effects(), "std_scaling", palette, tmp_path
+        curves, steps, groups, synthetic_effects(), coupled, "std_scaling", palette, tmp_path
     )
     assert sorted(p.name for p in paths) == sorted(
         ["effects.csv", *(f"{k}.{e}" for k in STAGE_FIGURES for e in ("png", "pdf"))]

@@ -118,17 +118,20 @@ def _report_inputs(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any
 
 def cmd_tables(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.calibration import write_calibration
+    from grpo_ablation.analysis.coupling import write_coupling
     from grpo_ablation.analysis.hypotheses import write_verdicts
     from grpo_ablation.analysis.tables import load_runs, write_tables
     from grpo_ablation.pipeline import design_rows
 
     config, winners = _report_inputs(a)
     rows = design_rows(config, winners)
-    runs = load_runs(a.exp, rows, [int(s) for s in config["seeds"]])  # read once, used twice
+    seeds = [int(s) for s in config["seeds"]]
+    runs = load_runs(a.exp, rows, seeds)  # read once, used twice
     for path in [
         *write_tables(a.exp, config, rows, runs, a.out),
         *write_verdicts(config, rows, runs, a.out),
-        *write_calibration(a.exp, rows, [int(s) for s in config["seeds"]], a.out),
+        *write_calibration(a.exp, rows, seeds, a.out),
+        *write_coupling(a.exp, rows, seeds, a.out),
     ]:
         print(path)
 
@@ -144,7 +147,36 @@ def cmd_figures(a: argparse.Namespace) -> None:
 def cmd_reading(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.hypotheses import write_reading
 
-    print(write_reading(a.effects, a.out, a.verdicts, a.calibration))
+    print(write_reading(a.effects, a.out, a.verdicts, a.calibration, a.coupling, a.push))
+
+
+def cmd_push(a: argparse.Namespace) -> None:
+    import torch
+
+    from grpo_ablation.training.push import run_push
+    from grpo_ablation.training.train import last_checkpoint
+
+    torch.set_num_threads(a.threads)
+    training, push = json.loads(a.training), json.loads(a.push)
+    final = last_checkpoint(a.run / "checkpoints")
+    steps = push.get("steps") or [0, int(final.name.split("-")[1])]
+    policies = []
+    for step in steps:
+        path = (
+            Path(_base_model(a.base)[0]) if step == 0 else a.run / f"checkpoints/checkpoint-{step}"
+        )
+        if not (path / "config.json").exists():
+            raise FileNotFoundError(f"push.steps names step {step}, but {path} holds no model")
+        policies.append((step, path))
+    run_push(policies, a.data, json.loads(a.task), training, push, a.out, seed=training["seed"])
+    print(a.out)
+
+
+def cmd_push_report(a: argparse.Namespace) -> None:
+    from grpo_ablation.analysis.push import write_push
+
+    for path in write_push(a.push, a.tables.parent, a.figure.parent):
+        print(path)
 
 
 def cmd_token_weights(a: argparse.Namespace) -> None:
@@ -267,9 +299,28 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--effects", type=Path, nargs="+", required=True, help="stages' effects.csv")
     p.add_argument("--verdicts", type=Path, help="hypotheses.csv: the verdicts that open it")
-    p.add_argument("--calibration", type=Path, help="calibration.csv: the closing paragraph")
+    p.add_argument("--calibration", type=Path, help="calibration.csv: a closing paragraph")
+    p.add_argument("--coupling", type=Path, help="coupling.csv: a closing paragraph")
+    p.add_argument("--push", type=Path, help="tables/push.csv: a closing paragraph")
     p.add_argument("--out", type=Path, required=True, help="the reading (reStructuredText)")
     p.set_defaults(func=cmd_reading)
+
+    p = sub.add_parser("push", help="the push of every objective on the same samples")
+    p.add_argument("--base", type=Path, required=True, help="base/base_policy.json")
+    p.add_argument("--run", type=Path, required=True, help="the reference run's folder")
+    p.add_argument("--data", type=Path, required=True, help="the splits folder")
+    p.add_argument("--training", required=True, help="the run's training config as JSON")
+    p.add_argument("--task", required=True, help="task config as JSON")
+    p.add_argument("--push", required=True, help="the push section as JSON")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_push)
+
+    p = sub.add_parser("push-report", help="table and figure of the push")
+    p.add_argument("--push", type=Path, required=True, help="push.json")
+    p.add_argument("--tables", type=Path, required=True, help="tables/push.csv (its folder)")
+    p.add_argument("--figure", type=Path, required=True, help="figures/push.png (its folder)")
+    p.set_defaults(func=cmd_push_report)
 
     p = sub.add_parser("token-weights", help="figure of the worked example's per-token weights")
     p.add_argument("--out", type=Path, required=True)

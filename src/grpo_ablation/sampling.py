@@ -65,3 +65,28 @@ def neutral_generation_config(model: Any) -> dict[str, Any]:
     }
     model.generation_config = GenerationConfig(**ids)
     return dropped
+
+
+# How a token is drawn from softmax(logits / T) (grpo_ablation.keyed_sampling); recorded with
+# every run and every evaluation.
+SAMPLERS = ("keyed", "stream")
+DESCRIPTION = {
+    "keyed": (
+        "keyed Gumbel-max: the noise of token v at position t of a completion is a hash of "
+        "(seed, generation step, prompt id, occurrence in the batch, slot in the group, t, v)"
+    ),
+    "stream": "the global random stream of torch (transformers' multinomial draw)",
+}
+EVAL_DESCRIPTION = {
+    "keyed": (
+        "keyed Gumbel-max: the noise of token v at position t is a hash of "
+        "(seed, prompt tokens, repeat, t, v)"
+    ),
+    "stream": "the global random stream of torch seeded by lm-eval (transformers' multinomial)",
+}
+
+
+def check_sampler(sampler: str) -> str:
+    if sampler not in SAMPLERS:
+        raise ValueError(f"unknown sampler {sampler!r}; expected one of {SAMPLERS}")
+    return sampler

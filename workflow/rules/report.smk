@@ -17,7 +17,7 @@ STAGES_ON = pipeline.stage_names(config)
 SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
 FIGURE_CODE = str(SRC / "analysis" / "figures.py")
 TABLE_CODE = [
-    str(SRC / "analysis" / n) for n in ("tables.py", "stats.py", "hypotheses.py", "calibration.py")
+    str(SRC / "analysis" / n) for n in ("tables.py", "stats.py", "hypotheses.py", "calibration.py", "coupling.py")
 ]
 
 
@@ -103,6 +103,14 @@ rule tables:
             labels={"table": "mixed-group calibration"},
         ),
         calibration_md=f"{EXP}/tables/calibration.md",
+        coupling=report(
+            f"{EXP}/tables/coupling.csv",
+            caption="../report/coupling_table.rst",
+            category="Tables",
+            labels={"table": "coupling of the cells' samples"},
+        ),
+        coupling_md=f"{EXP}/tables/coupling.md",
+        coupling_steps=f"{EXP}/tables/coupling_steps.csv",
     params:
         cli=CLI,
         config=REPORT_CONFIG,
@@ -166,6 +174,8 @@ rule effects_reading:
         effects=[f"{EXP}/figures/{s}/effects.csv" for s in STAGES_ON],
         verdicts=rules.tables.output.hypotheses,
         calibration=rules.tables.output.calibration,
+        coupling=rules.tables.output.coupling,
+        push=PUSH_OUTPUTS[0] if PUSH["enabled"] else [],
         code=TABLE_CODE,
     output:
         report(
@@ -177,6 +187,7 @@ rule effects_reading:
         ),
     params:
         cli=CLI,
+        push=lambda wildcards, input: f"--push {input.push}" if PUSH["enabled"] else "",
     localrule: True
     conda:
         "../../envs/grpo.yaml"
@@ -184,7 +195,8 @@ rule effects_reading:
         f"{EXP}/logs/figures/reading.log",
     shell:
         "python {params.cli} reading --effects {input.effects} --verdicts {input.verdicts}"
-        " --calibration {input.calibration} --out {output} > {log} 2>&1"
+        " --calibration {input.calibration} --coupling {input.coupling} {params.push}"
+        " --out {output} > {log} 2>&1"
 
 
 rule token_weight_figure:
@@ -228,4 +240,8 @@ rule figures:
 
 
 # Called by all_targets (common.smk): everything the report shows.
-report_targets = lambda: [*rules.tables.output, *FIGURE_TARGETS]
+report_targets = lambda: [
+    *rules.tables.output,
+    *FIGURE_TARGETS,
+    *(PUSH_OUTPUTS if PUSH["enabled"] else []),
+]

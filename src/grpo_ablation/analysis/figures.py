@@ -29,7 +29,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis import STAGE_FIGURES, calibration, hypotheses, tables
+from grpo_ablation.analysis import STAGE_FIGURES, calibration, coupling, hypotheses, tables
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.objective.formulas import AGGREGATIONS, GROUP_CATEGORIES, token_weights
 
@@ -455,6 +455,22 @@ def mixed_figure(groups: pd.DataFrame, cells: list[str], palette) -> plt.Figure:
     return fig
 
 
+def coupling_figure(coupling: pd.DataFrame, palette) -> plt.Figure:
+    """Share of each cell's completions identical to its reference's (same seed, step, prompt and
+    slot) over generation steps: mean and t band over seeds, one line per cell."""
+    _style()
+    fig, ax = plt.subplots(figsize=(6.0, 3.4))
+    if coupling.empty:
+        _no_data(ax, "no cell shares its reference's batch shape")
+    else:
+        _lines(ax, coupling, "step", "identical", palette, bounds=(0.0, 1.0))
+        ref = pipeline.cell_label(coupling["reference"].iloc[0])
+        ax.set_title(f"reference: {ref}", fontsize=8)
+    ax.set(xlabel="generation step", ylabel="identical to the reference", ylim=(-0.02, 1.02))
+    _legend(fig, ax)
+    return fig
+
+
 def worked_weights(lengths: tuple[int, ...] = (2, 8)) -> pd.DataFrame:
     """Per-token weight of each completion of the worked example under every aggregation, from
     ``objective.token_weights`` (one group of len(lengths), L_max = the longest)."""
@@ -514,6 +530,7 @@ def write_stage_figures(
     steps: pd.DataFrame,
     groups: pd.DataFrame,
     effects: pd.DataFrame,
+    coupled: pd.DataFrame,
     stage: str,
     palette,
     out: Path,
@@ -524,6 +541,7 @@ def write_stage_figures(
     c, s = curves[curves["stage"] == stage], steps[steps["stage"] == stage]
     g = groups[groups["stage"] == stage] if not groups.empty else groups
     e = effects[effects["stage"] == stage]
+    k = coupled[coupled["stage"] == stage]
     out.mkdir(parents=True, exist_ok=True)
     e.to_csv(out / "effects.csv", index=False)
     made = {
@@ -533,6 +551,7 @@ def write_stage_figures(
         "length": length_figure(s, palette),
         "clip_truncation": clip_truncation_figure(s, palette),
         "mixed": mixed_figure(g, sorted(s["cell"].unique()), palette),
+        "coupling": coupling_figure(k, palette),
     }
     if tuple(made) != STAGE_FIGURES:  # the DAG names these files from STAGE_FIGURES
         raise RuntimeError(f"figures drawn {tuple(made)} differ from STAGE_FIGURES {STAGE_FIGURES}")
@@ -560,6 +579,7 @@ def write_figures(
     seeds = [int(s) for s in config["seeds"]]
     curves, steps = tables.load_curves(exp, rows, seeds), tables.load_steps(exp, rows, seeds)
     groups = calibration.load_groups(exp, rows, seeds)
+    coupled = coupling.load_coupling(exp, rows, seeds)
     # The results table's own contrasts (one implementation of the paired differences).
     table = tables.results_table(tables.load_runs(exp, rows, seeds), tables.base_accuracy(exp))
     titles = {r["stage"]: pipeline.stage_title(config, r["stage"]) for r in rows}
@@ -572,11 +592,13 @@ def write_figures(
     palette = cell_palette(pipeline.all_cells(config))
     if stage is not None:
         title = pipeline.stage_title(config, stage)
-        return write_stage_figures(curves, steps, groups, effects, stage, palette, out, title)
+        return write_stage_figures(
+            curves, steps, groups, effects, coupled, stage, palette, out, title
+        )
     paths = []
     for name in dict.fromkeys(r["stage"] for r in rows):
         title = pipeline.stage_title(config, name)
         paths += write_stage_figures(
-            curves, steps, groups, effects, name, palette, out / name, title
+            curves, steps, groups, effects, coupled, name, palette, out / name, title
         )
     return paths

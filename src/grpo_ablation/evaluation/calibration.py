@@ -6,7 +6,7 @@ it was generated), the exact P(correct) of each of that step's prompts under tha
 computed with lm-eval (:func:`evaluate.exact_probabilities`) and stored next to the group's
 observed outcome. P(mixed) = 1 − p^G − (1 − p)^G then predicts the group from a number that never
 saw it; the analysis compares (``analysis/calibration.py``). The rollout log is read as data (its
-fields are documented in the README); no training code is imported.
+fields are documented in docs/guarantees.md); no training code is imported.
 
 Writes ``<out>/calibration.json``: ``measured`` (false, with the reason, where the sampled accuracy
 is not exact), the policy steps, and one entry per group: step, group index, prompt id, size G,

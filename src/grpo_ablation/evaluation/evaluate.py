@@ -64,7 +64,14 @@ from typing import Any
 from grpo_ablation.choices import EXTERNAL_PROTOCOL
 from grpo_ablation.compute import OFFLINE_VARS, work_offline
 from grpo_ablation.evaluation import exact as exact_module
-from grpo_ablation.sampling import generate_kwargs, neutral_generation_config, protocol
+from grpo_ablation.sampling import (
+    EVAL_DESCRIPTION,
+    SAMPLERS,
+    check_sampler,
+    generate_kwargs,
+    neutral_generation_config,
+    protocol,
+)
 
 # Checkpoints and data are local or cached: nothing may touch the hub. Set before lm_eval/datasets
 # import.
@@ -266,8 +273,13 @@ def write_task(
     answer_rule: str = "full_match_digits",
     chat_template: bool = False,
     exact: dict[str, Any] | None = None,
+    sampler: str = "keyed",
 ) -> list[str]:
     """Write the greedy and sampled lm-eval tasks for ``test_jsonl``; return their names.
+
+    ``sampler`` says how the sampled task's tokens are drawn (``grpo_ablation.sampling``): keyed
+    by (seed, prompt, repeat, position), so every checkpoint is evaluated on the same random
+    numbers, or from the global stream.
 
     ``exact`` (the :func:`exact_tokens` of the tokenizer the checkpoints will have) adds the exact
     task: P(correct) under the sampled protocol by enumeration (:mod:`exact`), the headline sampled
@@ -280,6 +292,7 @@ def write_task(
     """
     if k < 1 or temperature <= 0:
         raise ValueError(f"sampled task needs k >= 1 and temperature > 0, got {k=}, {temperature=}")
+    check_sampler(sampler)
     if answer_rule not in ANSWER_RULES:
         raise ValueError(
             f"unknown answer rule {answer_rule!r}; expected one of {list(ANSWER_RULES)}"
@@ -331,6 +344,7 @@ def write_task(
         "chat_template": chat_template,
         "stop": "eos",
         "sampling": sampling,
+        "sampler": sampler,
     }
     (task_dir / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return list(tasks.values())
@@ -365,6 +379,7 @@ def write_split_tasks(
             answer_rule=answer_rule,
             chat_template=chat_template,
             exact=exact if split == "test" else None,
+            sampler=evaluation["sampler"],
         )
 
 
@@ -552,6 +567,27 @@ def _exact_ready(lm: Any, manifest: dict[str, Any], backend: str, ckpt: str) -> 
     lm._model_call = tempered
 
 
+def _keyed_generation(lm: Any, seed: int) -> None:
+    """Draw lm-eval's sampled tokens by keyed Gumbel-max (``grpo_ablation.keyed_sampling``): the
+    key of a row is (seed, its prompt's tokens, how many times that prompt was sampled before in
+    this evaluation), so each checkpoint meets the same noise on the same (prompt, repeat)."""
+    from grpo_ablation.keyed_sampling import KeyedGumbel, evaluation_keys
+
+    inner, seen, pad = lm._model_generate, {}, lm.tokenizer.pad_token_id
+
+    def keyed(context: Any, max_length: int, stop: list[str], **kwargs: Any) -> Any:
+        if not kwargs.get("do_sample"):
+            return inner(context, max_length, stop, **kwargs)
+        rows = []
+        for ids in context.tolist():
+            start = next((i for i, t in enumerate(ids) if t != pad), len(ids))
+            rows.append(ids[start:])  # lm-eval pads on the left
+        processor = KeyedGumbel(evaluation_keys(seed, rows, seen), kwargs["temperature"])
+        return inner(context, max_length, stop, logits_processor=[processor], **kwargs)
+
+    lm._model_generate = keyed
+
+
 def _exact_rows(
     samples: list[dict], task: str, res: dict[str, Any], exact: Any, bounded: bool
 ) -> list[dict]:
@@ -680,6 +716,12 @@ def evaluate_checkpoints(
     rule = load_rule(task_dir)
     exact = load_rule(task_dir, EXACT_MODULE) if "exact" in roles else None
     tasks_text = {p.name: p.read_text() for p in sorted(task_dir.iterdir()) if p.is_file()}
+    sampler = manifest.get("sampler", "stream")  # task folders written before keyed sampling
+    if sampler == "keyed" and backend != "hf":
+        raise ValueError(
+            "evaluation.sampler keyed needs backend hf: vLLM draws from its own generator "
+            "(set evaluation.sampler: stream)"
+        )
     # The rows the tasks point at and this evaluation code, by content: a new split or a fix of
     # the evaluation evaluates every checkpoint again.
     content = [_sha256(Path(manifest["test"])), _sha256(Path(__file__))]
@@ -707,6 +749,8 @@ def evaluate_checkpoints(
         )
         if "exact" in roles:
             _exact_ready(lm, manifest, backend, ckpt)
+        if sampler == "keyed":
+            _keyed_generation(lm, seed)
         t2 = time.perf_counter()
         gen_s = _time_generation(lm)
         with _without_env_probe():
@@ -798,6 +842,7 @@ def evaluate_checkpoints(
             # The complete sampling protocol of each task, and what the checkpoint's own
             # generation config said that was not used.
             "sampling": manifest["sampling"],
+            "sampler": EVAL_DESCRIPTION[sampler],
             "ignored_generation_config": ignored,
             "test": manifest["test"],
             "external_benchmarks": ext,
@@ -906,6 +951,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--sampler", default="keyed", choices=SAMPLERS, help="how sampled tokens are drawn"
+    )
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     a = p.parse_args(argv)
@@ -922,6 +970,7 @@ def main(argv: list[str] | None = None) -> None:
         a.temperature,
         answer_rule=a.answer_rule,
         chat_template=a.chat_template,
+        sampler=a.sampler,
     )
     results = evaluate_checkpoints(
         sorted(a.checkpoint),

@@ -19,7 +19,13 @@ from typing import Any
 
 from grpo_ablation.axes import check_choices
 from grpo_ablation.objective.record import ObjectiveRecord, library_versions
-from grpo_ablation.sampling import SAMPLING, neutral_generation_config, protocol
+from grpo_ablation.sampling import (
+    DESCRIPTION,
+    SAMPLING,
+    check_sampler,
+    neutral_generation_config,
+    protocol,
+)
 from grpo_ablation.settings import config_hash, from_dict
 from grpo_ablation.training import tracking
 
@@ -50,6 +56,9 @@ class TrainingConfig:
     lr_scheduler_type: str = "constant"
     warmup_steps: int = 0
     temperature: float = 1.0  # sampling temperature of the rollouts
+    # How each token is drawn from softmax(logits / T): "keyed" (common random numbers across
+    # cells, grpo_ablation.keyed_sampling) or "stream" (the global random stream).
+    sampler: str = "keyed"
     # --- generation ---
     # "transformers" (generate, the default) or "vllm" (TRL's colocate mode, GPUs only). With vLLM
     # the loss is corrected by the importance-sampling ratio between the trainer's and vLLM's
@@ -67,6 +76,12 @@ class TrainingConfig:
             raise ValueError(
                 f"unknown generation backend {self.generation_backend!r}; expected one "
                 f"of {GENERATION_BACKENDS}"
+            )
+        check_sampler(self.sampler)
+        if self.sampler == "keyed" and self.generation_backend == "vllm":
+            raise ValueError(
+                "training.sampler keyed needs generation_backend transformers: vLLM draws from "
+                "its own generator (set training.sampler: stream)"
             )
         if self.group_size < 2:
             raise ValueError("group_size must be at least 2: a group of one has no baseline")
@@ -107,6 +122,7 @@ class TrainingConfig:
             if self.generation_backend == "transformers"
             else f"vllm colocate, importance-sampling correction {self.vllm_importance_sampling_mode}",
             sampling=protocol(self.temperature, self.max_completion_length),
+            sampler=DESCRIPTION[self.sampler],
         )
 
 
@@ -347,6 +363,7 @@ def train(
         std_eps=cfg.std_eps,
         aggregation=cfg.aggregation,
         success_threshold=cfg.success_threshold,
+        sampler=cfg.sampler,
         run_dir=out,
         # Pruning first, so that later callbacks see the checkpoints as they stay on disk.
         callbacks=[

@@ -8,6 +8,9 @@ TRL's sampling, reward calls, reference model, logging and checkpointing, and re
 * the aggregation, by per-completion coefficients from ``objective.completion_coefficients``
   computed at generation time from the lengths of the *whole* generation batch (all ranks), so
   any split into accumulation steps or processes gives the same gradient;
+* the draw of each token, when ``sampler`` is ``keyed``: a Gumbel-max draw keyed by the
+  completion it belongs to (:mod:`grpo_ablation.keyed_sampling`), so cells with one seed share
+  their random numbers; the sampling distribution is unchanged;
 * the bookkeeping: a rollout log row per completion, per-step diagnostics under honest names
   (ratio clipping is never called truncation), scoring failures counted instead of crashing.
 
@@ -29,6 +32,7 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
+from grpo_ablation.keyed_sampling import KeyedGumbel, training_keys
 from grpo_ablation.objective.formulas import (
     GROUP_CATEGORIES,
     completion_coefficients,
@@ -36,6 +40,7 @@ from grpo_ablation.objective.formulas import (
     group_categories,
     rank_loss_scale,
 )
+from grpo_ablation.sampling import check_sampler
 from grpo_ablation.training.rollout_log import RolloutLog
 
 
@@ -115,7 +120,8 @@ class AblationGRPOTrainer(GRPOTrainer):
 
     Args beyond GRPOTrainer's: ``std_scaling``, ``std_eps``, ``aggregation`` (names from
     ``grpo_ablation.objective.formulas``), ``success_threshold`` (reward that counts as correct),
-    ``output_dir`` of rollouts and metrics (``run_dir``).
+    ``output_dir`` of rollouts and metrics (``run_dir``), ``sampler`` (``keyed`` or ``stream``,
+    see ``grpo_ablation.keyed_sampling``).
     """
 
     def __init__(
@@ -126,6 +132,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         aggregation: str,
         run_dir: Path,
         success_threshold: float = 1.0,
+        sampler: str = "keyed",
         reward_funcs: Callable | list[Callable],
         **kwargs: Any,
     ) -> None:
@@ -143,6 +150,13 @@ class AblationGRPOTrainer(GRPOTrainer):
         self.std_eps = std_eps
         self.aggregation = aggregation
         self.success_threshold = success_threshold
+        self.sampler = check_sampler(sampler)
+        if self.sampler == "keyed" and self.use_vllm:
+            raise ValueError(
+                "sampler 'keyed' needs transformers' generate; vLLM draws from its own generator "
+                "(set training.sampler: stream with generation_backend: vllm)"
+            )
+        self._keys: list[int] | None = None
         self.run_dir = Path(run_dir)
         self.rollout_log = RolloutLog(self.run_dir / "rollouts", self.accelerator.process_index)
         self.metrics_path = self.run_dir / "metrics.jsonl"
@@ -192,8 +206,37 @@ class AblationGRPOTrainer(GRPOTrainer):
         }
         return rewards_per_func
 
+    # -- sampling ----------------------------------------------------------------------------
+    def _generate_single_turn(self, prompt_ids, *args, **kwargs):
+        if self._keys is None:
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        # TRL calls `generate` with its own arguments only: give this call the keyed processor.
+        model = self.accelerator.unwrap_model(self.model)
+        processor = KeyedGumbel(self._keys, self.temperature)
+        generate, own = model.generate, model.__dict__.get("generate")
+
+        def keyed_generate(*a, **kw):
+            return generate(*a, logits_processor=[processor], **kw)
+
+        model.generate = keyed_generate
+        try:
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        finally:
+            if own is None:
+                del model.generate
+            else:
+                model.generate = own
+
     def _generate_and_score_completions(self, inputs):
-        out = super()._generate_and_score_completions(inputs)
+        if self.sampler == "keyed" and self.model.training:
+            ids = [str(x.get("prompt_id", x["prompt"])) for x in inputs]
+            offset = self.accelerator.process_index * len(inputs)
+            step = self.state.global_step
+            self._keys = training_keys(self.args.seed, step, ids, self.num_generations, offset)
+        try:
+            out = super()._generate_and_score_completions(inputs)
+        finally:
+            self._keys = None
         if not self.model.training:
             return out
         cap = self._captured

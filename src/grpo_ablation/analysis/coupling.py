@@ -1,0 +1,160 @@
+"""How long two cells of one seed draw the same completions: the coupling of common random numbers.
+
+With keyed sampling (``grpo_ablation.keyed_sampling``) a completion's random numbers depend only on
+(seed, step, prompt, occurrence, slot, position), so a cell and its stage's reference with one seed
+draw the identical completion wherever their policies agree on it; they draw apart only where the
+objective has changed the policy. Per step, ``identical`` is the share of the cell's completions
+equal (token text) to the reference's completion of the same prompt and slot, and
+``first_difference`` is the first step with a completion that differs. For population against
+sample std scaling this is a direct test of the claim that the two objectives differ only in
+scale (√(G/(G−1)), absorbed by Adam): under that claim the two cells draw identical completions
+for as long as floating-point rounding keeps them together.
+
+Cells with another batch shape than their reference (another group size or prompts per step)
+draw other prompts at other slots and are not compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_ablation.training.rollout_log import read_rollouts
+
+KEY = ["step", "group_index", "completion_index"]
+STEP_COLUMNS = ["stage", "cell", "reference", "seed", "step", "compared", "identical"]
+COLUMNS = [
+    "stage",
+    "cell",
+    "reference",
+    "seeds",
+    "identical_step0",
+    "identical_mean",
+    "identical_last",
+    "first_difference_median",
+    "first_difference_min",
+    "first_difference_max",
+    "steps",
+    "last_step",
+]
+
+
+def step_coupling(cell: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """Per step: completions compared and the share identical to the reference's (same prompt,
+    group and slot); empty when the two runs' batches do not line up."""
+    a = cell[[*KEY, "prompt_id", "completion"]]
+    b = reference[[*KEY, "prompt_id", "completion"]]
+    both = a.merge(b, on=KEY, suffixes=("", "_ref"))
+    if both.empty or len(both) != len(a) or (both["prompt_id"] != both["prompt_id_ref"]).any():
+        return pd.DataFrame(columns=["step", "compared", "identical"])
+    both["same"] = both["completion"] == both["completion_ref"]
+    out = both.groupby("step")["same"].agg(compared="size", identical="mean").reset_index()
+    return out
+
+
+def first_difference(steps: pd.DataFrame) -> int:
+    """The first step with a completion unlike the reference's; one past the last step when the
+    two runs stay identical throughout (so medians over seeds stay defined)."""
+    differ = steps.loc[steps["identical"] < 1.0, "step"]
+    return int(differ.min()) if len(differ) else int(steps["step"].max()) + 1
+
+
+def load_coupling(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
+    """Per (stage, cell, seed, step) of every non-reference cell: the share of its completions
+    identical to its reference's at that seed (``STEP_COLUMNS``)."""
+    cache: dict[tuple[str, int], pd.DataFrame] = {}
+
+    def rollouts(cell: str, seed: int) -> pd.DataFrame:
+        if (cell, seed) not in cache:
+            cache[(cell, seed)] = read_rollouts(exp / f"runs/{cell}/seed={seed}/rollouts")
+        return cache[(cell, seed)]
+
+    frames = []
+    for r in rows:
+        if r["cell"] == r["reference"]:
+            continue
+        for seed in seeds:
+            steps = step_coupling(rollouts(r["cell"], seed), rollouts(r["reference"], seed))
+            if not steps.empty:
+                frames.append(
+                    steps.assign(
+                        stage=r["stage"], cell=r["cell"], reference=r["reference"], seed=seed
+                    )
+                )
+    if not frames:
+        return pd.DataFrame(columns=STEP_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[STEP_COLUMNS]
+
+
+def coupling_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per stage and cell: identical shares at step 0, over all steps and at the last step, and
+    the first step that differs (median, min and max over seeds; a seed that never differs counts
+    as one past its last step)."""
+    out = []
+    for (stage, cell), g in steps.groupby(["stage", "cell"], sort=False):
+        firsts = pd.Series([first_difference(s) for _, s in g.groupby("seed")])
+        last = g[g["step"] == g["step"].max()]
+        out.append(
+            {
+                "stage": stage,
+                "cell": cell,
+                "reference": g["reference"].iloc[0],
+                "seeds": g["seed"].nunique(),
+                "identical_step0": g.loc[g["step"] == g["step"].min(), "identical"].mean(),
+                "identical_mean": g["identical"].mean(),
+                "identical_last": last["identical"].mean(),
+                "first_difference_median": firsts.median(),
+                "first_difference_min": firsts.min(),
+                "first_difference_max": firsts.max(),
+                "steps": int(g["step"].nunique()),
+                "last_step": int(g["step"].max()),
+            }
+        )
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def write_coupling(
+    exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int], out: Path
+) -> list[Path]:
+    """``out/coupling.{csv,md}`` (per cell) and ``out/coupling_steps.csv`` (per step and seed)."""
+    from grpo_ablation.analysis.tables import to_markdown
+
+    steps = load_coupling(exp, rows, seeds)
+    table = coupling_table(steps)
+    out.mkdir(parents=True, exist_ok=True)
+    steps.to_csv(out / "coupling_steps.csv", index=False)
+    table.to_csv(out / "coupling.csv", index=False)
+    (out / "coupling.md").write_text(
+        "Common random numbers: share of each cell's completions identical to its reference's "
+        "(same seed, step, prompt and slot), and the first step that differs.\n\n"
+        + to_markdown(table.round(4))
+        + "\n"
+    )
+    return [out / "coupling.csv", out / "coupling.md", out / "coupling_steps.csv"]
+
+
+def coupling_reading(table: pd.DataFrame) -> str:
+    """One paragraph: how long each stage's cells stay coupled to their reference."""
+    if table.empty:
+        return "**Coupling of the cells' samples**: no cell shares its reference's batch shape."
+    parts = []
+    for _, r in table.drop_duplicates(["cell", "reference"]).iterrows():
+        first = r["first_difference_median"]
+        when = (
+            "identical throughout in most seeds"
+            if first > r["last_step"]
+            else f"first differ at step {first:g} (median over seeds)"
+        )
+        parts.append(
+            f"{r['cell']} vs {r['reference']}: {r['identical_mean']:.0%} identical on average, "
+            f"{r['identical_last']:.0%} at the last step; {when}"
+        )
+    return (
+        "**Coupling of the cells' samples** (common random numbers: a completion's noise is named "
+        "by seed, step, prompt, slot and position; ``tables/coupling.csv``): "
+        + "; ".join(parts)
+        + "."
+    )

@@ -1,0 +1,131 @@
+"""Keyed sampling: each token's random draw is a function of which completion it belongs to.
+
+A token is drawn by Gumbel-max: argmax_v (logits_v / T + g_v) is a draw from softmax(logits / T)
+when the g_v are independent standard Gumbel variables. Here g_v = -log(-log u_v), with u_v
+computed from a hash of (the completion's key, the token's position, v). The key names the
+completion: (seed, generation step, prompt id, occurrence, slot in the group) in training,
+(seed, prompt, repeat) in evaluation. So two runs with one seed draw the same completion wherever
+their policies put the same token first, whatever random numbers anything else consumed before
+(common random numbers across cells), and a resumed run draws what an uninterrupted one would.
+With the global random stream instead (``stream``), one extra random number consumed anywhere
+shifts every later draw, and cells decouple for reasons that have nothing to do with their
+objectives.
+
+The uniforms come from a 32-bit integer hash (lowbias32, by C. Wellons) computed in int64 tensor
+arithmetic, so one key gives the same noise on any device: u = (h + 1/2) / 2^32, which truncates
+the Gumbel variable to [-2.85, 22.5] (each tail has probability below 1e-8). A hash is a bijection
+of 32-bit words, so the noises of one token's vocabulary entries are distinct.
+
+Only the draw changes: the processor sees the logits after every step the protocol applies
+(none by default; see :mod:`grpo_ablation.sampling`) and returns a one-hot distribution on the
+Gumbel-max token, which transformers' own sampling then picks with probability one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+
+_M32 = 0xFFFFFFFF
+
+
+def completion_key(*parts: Any) -> int:
+    """A 63-bit key naming one completion (the same parts give the same key everywhere; 63 bits
+    so that it fits a signed int64 tensor)."""
+    text = "\x1f".join(str(p) for p in parts).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 1
+
+
+def _mul32(x: torch.Tensor, m: int) -> torch.Tensor:
+    # (x * m) mod 2^32 without leaving int64: split x into 16-bit halves.
+    return ((((x >> 16) * m) & 0xFFFF) << 16) + (x & 0xFFFF) * m & _M32
+
+
+def hash32(x: torch.Tensor) -> torch.Tensor:
+    """lowbias32 on int64 tensors holding 32-bit words (a bijection of [0, 2^32))."""
+    x = x & _M32
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def hash32_int(x: int) -> int:
+    """The same hash on a Python int (the reference the tensor version is tested against)."""
+    x &= _M32
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & _M32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & _M32
+    return x ^ (x >> 16)
+
+
+def uniforms(keys: list[int], position: int, vocab: int, device: Any = "cpu") -> torch.Tensor:
+    """u[row, v] in (0, 1), float64: a function of (keys[row], position, v) only."""
+    k = torch.tensor(keys, dtype=torch.int64, device=device)
+    low, high = k & _M32, (k >> 32) & _M32
+    row = hash32(low ^ hash32(high ^ hash32_int(position)))
+    col = hash32(torch.arange(vocab, dtype=torch.int64, device=device))
+    h = hash32(row[:, None] ^ col[None, :])
+    return (h.double() + 0.5) / 2.0**32
+
+
+def gumbel_choice(
+    scores: torch.Tensor, keys: list[int], position: int, temperature: float
+) -> torch.Tensor:
+    """argmax_v (scores_v / T + g_v): one token per row, drawn from softmax(scores / T)."""
+    u = uniforms(keys, position, scores.shape[-1], scores.device)
+    return (scores.double() / temperature - torch.log(-torch.log(u))).argmax(dim=-1)
+
+
+class KeyedGumbel:
+    """A transformers logits processor that makes the sampled token the keyed Gumbel-max one.
+
+    ``keys`` holds one key per row of the batch ``generate`` receives; positions count from the
+    length of the first call's input (the padded prompt). The returned scores are 0 on the chosen token and -inf
+    elsewhere, so temperature and sampling afterwards leave the choice as it is.
+    """
+
+    def __init__(self, keys: list[int], temperature: float) -> None:
+        self.keys, self.temperature = list(keys), float(temperature)
+        self.start: int | None = None
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if scores.shape[0] != len(self.keys):
+            raise RuntimeError(
+                f"keyed sampling got {scores.shape[0]} rows for {len(self.keys)} keys"
+            )
+        if self.start is None:
+            self.start = input_ids.shape[1]
+        choice = gumbel_choice(scores, self.keys, input_ids.shape[1] - self.start, self.temperature)
+        out = torch.full_like(scores, -torch.inf)
+        out[torch.arange(scores.shape[0], device=scores.device), choice] = 0.0
+        return out
+
+
+def training_keys(seed: int, step: int, prompt_ids: list[str], group_size: int, offset: int):
+    """The keys of one rank's rows of a generation batch: row j is slot (offset + j) mod G of its
+    group; a prompt met again in the batch (at the same slot) counts as its next occurrence."""
+    seen: dict[tuple[str, int], int] = {}
+    keys = []
+    for j, pid in enumerate(prompt_ids):
+        slot = (offset + j) % group_size
+        occurrence = seen.get((pid, slot), 0)
+        seen[(pid, slot)] = occurrence + 1
+        keys.append(completion_key("train", seed, step, pid, occurrence, slot))
+    return keys
+
+
+def evaluation_keys(seed: int, contexts: list[list[int]], seen: dict[tuple, int]) -> list[int]:
+    """The keys of a batch of evaluation prompts (token ids, padding removed): the r-th time a
+    prompt is sampled in one evaluation (``seen`` counts them) is its repeat r."""
+    keys = []
+    for ids in contexts:
+        prompt = tuple(ids)
+        repeat = seen.get(prompt, 0)
+        seen[prompt] = repeat + 1
+        keys.append(completion_key("eval", seed, ",".join(map(str, prompt)), repeat))
+    return keys

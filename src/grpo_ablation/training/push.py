@@ -1,0 +1,244 @@
+"""The push of each objective, measured on the same samples, with no training noise.
+
+For one policy (the base policy, or a checkpoint of a stage's reference run) and R independent
+replicates: fold A (n prompts × G completions, keyed samples) defines the update direction d_c of
+every choice c (4 std scalings × 4 aggregations) as a weighting of the same per-completion score
+vectors ∇ log π(y_i) (``grpo_ablation.objective.push``); fold B (n other prompts, other samples)
+estimates the gradients of expected accuracy, of the mean length of incorrect completions and of
+the mean P(mixed group). Per replicate and choice: the push d_c · ∇J / |d_c| (the first-order
+change of J per unit L2 step along the update; unbiased, the folds being independent), the share
+of the update's token weight on long incorrect completions, and the cosine between every pair of
+update directions. Intervals are t intervals over the replicates (independent prompt sets).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grpo_ablation.choices import AGGREGATIONS, SCALINGS
+from grpo_ablation.keyed_sampling import KeyedGumbel, completion_key
+from grpo_ablation.objective.push import (
+    accuracy_weights,
+    choice_weights,
+    incorrect_length_weights,
+    long_incorrect_share,
+    mixed_weights,
+)
+from grpo_ablation.sampling import SAMPLING, neutral_generation_config
+
+QUANTITIES = ("accuracy", "incorrect_length", "mixed")
+CHOICES = [f"{s}/{a}" for s, a in itertools.product(SCALINGS, AGGREGATIONS)]
+
+
+def _prompt_ids(tokenizer: Any, prompt: Any) -> list[int]:
+    if isinstance(prompt, list):  # a chat conversation
+        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+    return tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
+
+def _left_pad(seqs: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs])
+    mask = torch.tensor([[0] * (width - len(s)) + [1] * len(s) for s in seqs])
+    return ids, mask
+
+
+def sample_fold(
+    model: Any, tokenizer: Any, rows: list[dict], prompts: list[list[int]], cfg: dict, key: tuple
+) -> dict[str, Any]:
+    """G keyed completions of every prompt of the fold, their token ids, lengths and rewards."""
+    G, eos = cfg["group_size"], tokenizer.eos_token_id
+    seqs = [p for p in prompts for _ in range(G)]
+    keys = [completion_key(*key, r["prompt_id"], slot) for r in rows for slot in range(G)]
+    ids, mask = _left_pad(seqs, tokenizer.pad_token_id)
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=True,
+            temperature=cfg["temperature"],
+            **{k: v for k, v in SAMPLING.items() if v is not None},
+            max_new_tokens=cfg["max_completion_length"],
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=eos,
+            logits_processor=[KeyedGumbel(keys, cfg["temperature"])],
+        )
+    completions = []
+    for row in out[:, ids.shape[1] :].tolist():
+        end = row.index(eos) + 1 if eos in row else len(row)
+        completions.append(row[:end])
+    texts = tokenizer.batch_decode(completions, skip_special_tokens=True)
+    columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
+    prompt_texts = [r["prompt"] for r in rows for _ in range(G)]
+    rewards = cfg["reward"](prompt_texts, texts, **columns)
+    reward = torch.tensor(
+        [math.nan if x is None else float(x) for x in rewards], dtype=torch.float64
+    )
+    return {
+        "prompts": seqs,
+        "completions": completions,
+        "lengths": torch.tensor([len(c) for c in completions], dtype=torch.float64),
+        "rewards": reward,
+        "correct": (reward >= cfg["success_threshold"]).double(),
+        "failed": torch.isnan(reward),
+    }
+
+
+def score_gradients(
+    model: Any, fold: dict, weightings: list[torch.Tensor], temperature: float, pad: int
+) -> list[torch.Tensor]:
+    """Σ_i v_i ∇ log π(y_i) for each weighting v, flattened over the trainable parameters, with
+    the positions of sampling (counted over attended tokens, as ``generate`` does)."""
+    prompts, completions = fold["prompts"], fold["completions"]
+    width = max(len(p) for p in prompts)
+    rows, masks, targets = [], [], []
+    longest = max(len(c) for c in completions)
+    for p, c in zip(prompts, completions, strict=True):
+        left = width - len(p)
+        right = longest - len(c)
+        rows.append([pad] * left + p + c + [pad] * right)
+        masks.append([0] * left + [1] * (len(p) + len(c)) + [0] * right)
+        targets.append([0] * (width - 1) + [1] * len(c) + [0] * right)
+    ids, mask = torch.tensor(rows), torch.tensor(masks)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits[:, :-1]
+    logp = torch.log_softmax(logits.double() / temperature, dim=-1)
+    token = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    seq = (token * torch.tensor(targets, dtype=torch.float64)).sum(-1)
+    params = [p for p in model.parameters() if p.requires_grad]
+    out = []
+    for k, v in enumerate(weightings):  # one forward pass, a backward pass per weighting
+        grads = torch.autograd.grad(
+            (v.to(seq.dtype) * seq).sum(), params, retain_graph=k < len(weightings) - 1
+        )
+        out.append(torch.cat([g.reshape(-1).double() for g in grads]))
+    return out
+
+
+def _zero_failed_groups(v: torch.Tensor, failed: torch.Tensor, G: int) -> torch.Tensor:
+    bad = failed.view(-1, G).any(dim=1, keepdim=True).expand(-1, G).reshape(-1)
+    return torch.where(bad, 0.0, torch.nan_to_num(v))
+
+
+def replicate(model: Any, tokenizer: Any, folds: tuple[dict, dict], cfg: dict) -> dict[str, Any]:
+    """One replicate: directions from fold A, gradients of the measured quantities from fold B."""
+    a, b = folds
+    G, pad = cfg["group_size"], tokenizer.pad_token_id
+    weights = {
+        c: choice_weights(
+            a["rewards"],
+            a["lengths"],
+            G,
+            *c.split("/"),
+            cfg["std_eps"],
+            cfg["max_completion_length"],
+        )
+        for c in CHOICES
+    }
+    grads = score_gradients(model, a, list(weights.values()), cfg["temperature"], pad)
+    directions = dict(zip(CHOICES, grads, strict=True))
+    ok_b = b["correct"].clone()
+    measures = [
+        accuracy_weights(ok_b, G),
+        incorrect_length_weights(ok_b, b["lengths"], G),
+        mixed_weights(ok_b, G),
+    ]
+    measures = [_zero_failed_groups(v, b["failed"], G) for v in measures]
+    gradients = dict(
+        zip(QUANTITIES, score_gradients(model, b, measures, cfg["temperature"], pad), strict=True)
+    )
+    choices = {}
+    for c, d in directions.items():
+        norm = float(d.norm())
+        choices[c] = {
+            "norm": norm,
+            "push": {
+                q: (float(d @ j) / norm if norm > 0 else math.nan) for q, j in gradients.items()
+            },
+            "long_incorrect_share": long_incorrect_share(weights[c], a["lengths"], a["correct"]),
+        }
+    cosines = {}
+    for x, y in itertools.combinations(CHOICES, 2):
+        nx, ny = directions[x].norm(), directions[y].norm()
+        cosines[f"{x}|{y}"] = (
+            float(directions[x] @ directions[y] / (nx * ny)) if nx * ny > 0 else math.nan
+        )
+    return {
+        "choices": choices,
+        "cosine": cosines,
+        "accuracy_a": float(a["correct"].mean()),
+        "accuracy_b": float(b["correct"].mean()),
+        "failed": int(a["failed"].sum() + b["failed"].sum()),
+    }
+
+
+def measure(
+    model_dir: Path, rows: list[dict], task: Any, cfg: dict, *, step: int, seed: int
+) -> dict[str, Any]:
+    """Every replicate at one policy; ``rows`` holds 2 · replicates · prompts_per_fold prompts."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    neutral_generation_config(model)
+    model.eval()  # no dropout: the directions are those of the policy that sampled
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    n = cfg["prompts_per_fold"]
+    replicates = []
+    for r in range(cfg["replicates"]):
+        folds = []
+        for f in (2 * r, 2 * r + 1):
+            part = rows[f * n : (f + 1) * n]
+            prompts = [_prompt_ids(tokenizer, task.prompt(x)) for x in part]
+            folds.append(sample_fold(model, tokenizer, part, prompts, cfg, ("push", seed, step, f)))
+        replicates.append(replicate(model, tokenizer, (folds[0], folds[1]), cfg))
+    return {"step": step, "policy": str(model_dir), "replicates": replicates}
+
+
+def run_push(
+    policies: list[tuple[int, Path]],
+    data: Path,
+    task_config: dict,
+    training: dict,
+    push: dict,
+    out: Path,
+    seed: int = 0,
+) -> Path:
+    """``out``: the push of every choice at each policy (JSON)."""
+    from grpo_ablation.tasks import get_task
+
+    task = get_task(task_config)
+    need = 2 * push["replicates"] * push["prompts_per_fold"]
+    rows = [json.loads(x) for x in (data / "train.jsonl").read_text().splitlines()]
+    if len(rows) < need:
+        raise ValueError(
+            f"push needs {need} training prompts; {data / 'train.jsonl'} has {len(rows)}"
+        )
+    rows = rows[:need]
+    cfg = {
+        **{
+            k: training[k]
+            for k in ("group_size", "temperature", "max_completion_length", "std_eps")
+        },
+        "success_threshold": training["success_threshold"],
+        "reward": task.reward_function(),
+        **push,
+    }
+    torch.manual_seed(seed)
+    results = [measure(path, rows, task, cfg, step=step, seed=seed) for step, path in policies]
+    record = {
+        "choices": CHOICES,
+        "quantities": list(QUANTITIES),
+        "group_size": training["group_size"],
+        "prompts_per_fold": push["prompts_per_fold"],
+        "replicates": push["replicates"],
+        "policies": results,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    return out

@@ -1,0 +1,167 @@
+"""Keyed sampling: the draw is softmax(logits / T), and it is a function of the completion's key
+alone, so cells with one seed share their random numbers whatever else consumed some."""
+
+import math
+
+import pytest
+import torch
+from conformance import G, digit_reward
+from transformers import GPT2Config, GPT2LMHeadModel, TrainerCallback
+
+from grpo_ablation.keyed_sampling import (
+    KeyedGumbel,
+    completion_key,
+    evaluation_keys,
+    gumbel_choice,
+    hash32,
+    hash32_int,
+    training_keys,
+    uniforms,
+)
+from grpo_ablation.training.rollout_log import read_rollouts
+from grpo_ablation.training.train import TrainingConfig, train
+
+torch.set_num_threads(1)
+TINY = dict(group_size=G, prompts_per_step=2, max_completion_length=6, save_steps=2)
+
+
+def test_the_tensor_hash_is_the_reference_hash_and_a_bijection():
+    words = [0, 1, 2, 0xFFFF, 0x10000, 0x7FFFFFFF, 0xFFFFFFFF, *range(3, 5000, 7)]
+    assert hash32(torch.tensor(words)).tolist() == [hash32_int(w) for w in words]
+    # Consecutive inputs (the vocabulary) map to distinct outputs.
+    assert len(set(hash32(torch.arange(200_000)).tolist())) == 200_000
+
+
+def chi_square_p(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    """Upper tail of Pearson's chi-square (Wilson-Hilferty normal approximation)."""
+    n = counts.sum()
+    expected = n * probs
+    stat = float(((counts - expected) ** 2 / expected).sum())
+    df = len(probs) - 1
+    z = ((stat / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 1.7])
+def test_the_keyed_draw_is_softmax_of_logits_over_temperature(temperature):
+    # Probabilities from 0.5 down to ~1e-3: the tails are where a biased noise would show.
+    logits = torch.tensor([3.0, 2.2, 1.0, 0.0, -0.5, -1.0, -2.0, -3.5])
+    probs = torch.softmax(logits.double() / temperature, 0)
+    n = 100_000
+    keys = [completion_key("chi2", temperature, i) for i in range(n)]
+    chosen = gumbel_choice(logits.expand(n, -1), keys, position=4, temperature=temperature)
+    counts = torch.bincount(chosen, minlength=len(logits)).double()
+    assert chi_square_p(counts, probs) > 1e-3, (counts / n, probs)
+    # The same keys at another position are another, independent draw.
+    again = gumbel_choice(logits.expand(n, -1), keys, position=5, temperature=temperature)
+    agree = (again == chosen).double().mean().item()
+    assert agree == pytest.approx(float((probs**2).sum()), abs=0.01)
+
+
+def test_the_test_sees_a_wrong_temperature():
+    # The check above can fail: draws at T = 1 judged against softmax(logits / 0.5).
+    logits = torch.tensor([1.0, 0.5, 0.0, -0.5])
+    n = 20_000
+    keys = [completion_key("wrong", i) for i in range(n)]
+    counts = torch.bincount(gumbel_choice(logits.expand(n, -1), keys, 0, 1.0), minlength=4)
+    assert chi_square_p(counts.double(), torch.softmax(logits.double() / 0.5, 0)) < 1e-6
+
+
+def test_noise_depends_on_the_key_position_and_token_only():
+    a = uniforms([completion_key(1), completion_key(2)], 3, 50)
+    assert torch.equal(a, uniforms([completion_key(1), completion_key(2)], 3, 50))
+    assert not torch.equal(a[0], a[1])
+    assert torch.equal(uniforms([completion_key(2)], 3, 50)[0], a[1])  # not the row's place
+    assert ((a > 0) & (a < 1)).all()
+
+
+def test_training_keys_name_prompt_slot_and_occurrence():
+    keys = training_keys(0, 5, ["p", "p", "q", "q"], group_size=2, offset=0)
+    assert len(set(keys)) == 4
+    # A rank holding the second half of a batch gives its rows the slots they have in the batch.
+    assert training_keys(0, 5, ["q", "q"], 2, offset=2) == keys[2:]
+    # The same prompt twice in one batch: same slot, next occurrence, other noise.
+    twice = training_keys(0, 5, ["p", "p", "p", "p"], 2, 0)
+    assert len(set(twice)) == 4
+    assert keys != training_keys(1, 5, ["p", "p", "q", "q"], 2, 0)  # the seed
+    assert keys != training_keys(0, 6, ["p", "p", "q", "q"], 2, 0)  # the step
+    seen: dict = {}
+    first = evaluation_keys(0, [[1, 2], [1, 2], [3]], seen)
+    assert len(set(first)) == 3 and evaluation_keys(0, [[1, 2]], seen)[0] not in first
+
+
+def tiny_model() -> GPT2LMHeadModel:
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=16, n_positions=32, n_embd=16, n_layer=1, n_head=2)
+    return GPT2LMHeadModel(config).eval()
+
+
+def test_generate_with_the_processor_ignores_the_global_stream():
+    model = tiny_model()
+    prompts = torch.tensor([[1, 2, 3], [1, 2, 3], [4, 5, 6]])
+    keys = [completion_key("g", i) for i in range(3)]
+
+    def draw(global_seed: int) -> torch.Tensor:
+        torch.manual_seed(global_seed)
+        return model.generate(
+            prompts,
+            attention_mask=torch.ones_like(prompts),
+            do_sample=True,
+            temperature=0.8,
+            top_k=0,
+            max_new_tokens=8,
+            pad_token_id=0,
+            logits_processor=[KeyedGumbel(keys, 0.8)],
+        )
+
+    first = draw(0)
+    assert torch.equal(first, draw(1234))
+    assert not torch.equal(first[0], first[1]), "two slots of one prompt draw apart"
+
+
+class ConsumeRandomNumbers(TrainerCallback):
+    """What another objective does to the global stream: consume random numbers in between."""
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        torch.rand(state.global_step + 1)
+
+
+def completions(setup, out, sampler: str, callbacks=(), **objective) -> list:
+    model, data = setup
+    cfg = TrainingConfig(max_steps=4, sampler=sampler, **TINY, **objective)
+    train(model, data, out, cfg, reward_func=digit_reward, callbacks=list(callbacks))
+    rows = read_rollouts(out / "rollouts").sort_values(["step", "group_index", "completion_index"])
+    return list(zip(rows["step"], rows["completion"], strict=True))
+
+
+def test_keyed_rollouts_do_not_depend_on_other_random_numbers(setup, tmp_path):
+    plain = completions(setup, tmp_path / "a", "keyed")
+    shifted = completions(setup, tmp_path / "b", "keyed", [ConsumeRandomNumbers()])
+    assert plain == shifted
+    # With the global stream the same interference changes the rollouts.
+    stream = completions(setup, tmp_path / "c", "stream")
+    stream_shifted = completions(setup, tmp_path / "d", "stream", [ConsumeRandomNumbers()])
+    assert stream != stream_shifted
+
+
+def test_every_cell_of_a_seed_draws_the_same_step_zero_rollouts(setup, tmp_path):
+    cells = [
+        dict(std_scaling="sample", aggregation="sequence_mean"),
+        dict(std_scaling="none", aggregation="constant"),
+        dict(std_scaling="batch", aggregation="token_mean"),
+    ]
+    step0 = [
+        [c for c in completions(setup, tmp_path / str(i), "keyed", **cell) if c[0] == 0]
+        for i, cell in enumerate(cells)
+    ]
+    assert step0[0] and step0[0] == step0[1] == step0[2]
+
+
+def test_the_sampler_is_recorded_and_vllm_needs_the_stream():
+    record = TrainingConfig().objective_record(1)
+    assert record.sampler.startswith("keyed Gumbel-max") and "keyed Gumbel-max" in record.describe()
+    assert TrainingConfig(sampler="stream").objective_record(1).sampler.startswith("the global")
+    with pytest.raises(ValueError, match="sampler keyed needs generation_backend transformers"):
+        TrainingConfig(generation_backend="vllm")
+    with pytest.raises(ValueError, match="unknown sampler"):
+        TrainingConfig(sampler="gumbel")

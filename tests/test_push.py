@@ -1,0 +1,119 @@
+"""The push of each objective: the weights on worked numbers, and the score-function gradient of
+a measured quantity against its exact value on a model small enough to differentiate exactly."""
+
+import math
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from grpo_ablation.objective.formulas import std_ratio_population_to_sample
+from grpo_ablation.objective.push import (
+    accuracy_weights,
+    choice_weights,
+    incorrect_length_weights,
+    leave_one_out,
+    long_incorrect_share,
+    mixed_weights,
+)
+from grpo_ablation.training.push import sample_fold, score_gradients
+
+torch.set_num_threads(1)
+REWARDS = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+LENGTHS = torch.tensor([2.0, 8.0, 4.0, 6.0, 3.0, 3.0, 9.0, 5.0])
+
+
+def test_leave_one_out_is_the_centred_value_times_g_over_g_minus_one():
+    assert leave_one_out(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4).tolist() == pytest.approx(
+        [1.0, -1 / 3, -1 / 3, -1 / 3]
+    )
+
+
+def test_population_and_sample_weights_differ_by_the_constant_factor():
+    pop = choice_weights(REWARDS, LENGTHS, 4, "population", "sequence_mean", 0.0, 12)
+    sample = choice_weights(REWARDS, LENGTHS, 4, "sample", "sequence_mean", 0.0, 12)
+    assert (pop / sample).tolist() == pytest.approx([std_ratio_population_to_sample(4)] * 8)
+    # token_mean and constant: one coefficient per batch, so proportional weights too.
+    tm = choice_weights(REWARDS, LENGTHS, 4, "sample", "token_mean", 0.0, 12)
+    co = choice_weights(REWARDS, LENGTHS, 4, "sample", "constant", 0.0, 12)
+    assert (tm / co).tolist() == pytest.approx([8 * 12 / float(LENGTHS.sum())] * 8)
+
+
+def test_measure_weights_on_worked_numbers():
+    correct = REWARDS
+    acc = accuracy_weights(correct, 4)
+    assert acc.view(2, 4).sum(1).tolist() == pytest.approx([0.0, 0.0])
+    assert acc[0].item() == pytest.approx(1.0 / 8)  # (1 − 0) · 4/3 · 3/4 / 8 (G/(G−1) · centred)
+    # Mean incorrect length J = (8 + 4 + 6 + 9) / 4 = 6.75; f = (L − J)·wrong; share of wrong 0.5.
+    f = torch.tensor([0.0, 1.25, -2.75, -0.75, 0.0, 0.0, 2.25, 0.0])
+    expected = leave_one_out(f, 4) / (8 * 0.5)
+    assert incorrect_length_weights(correct, LENGTHS, 4).tolist() == pytest.approx(
+        expected.tolist()
+    )
+    assert incorrect_length_weights(torch.ones(8), LENGTHS, 4).abs().sum() == 0
+    # q'(p) = G((1 − p)^(G−1) − p^(G−1)) is 0 at p = 1/2: no push on P(mixed) from either group
+    # of a batch where every prompt is half right.
+    half = torch.tensor([1.0, 0.0, 1.0, 0.0] * 2)
+    assert mixed_weights(half, 4).abs().max() == 0
+    # At p = 1/4, q'(1/4) = 4 (27/64 − 1/64) = 1.625 times the accuracy weights.
+    quarter = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    assert mixed_weights(quarter, 4).tolist() == pytest.approx(
+        (1.625 * accuracy_weights(quarter, 4)).tolist()
+    )
+
+
+def test_long_incorrect_share_counts_weight_on_long_wrong_completions():
+    w = torch.tensor([1.0, -1.0, -1.0, 1.0])
+    lengths = torch.tensor([2.0, 8.0, 4.0, 6.0])
+    correct = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    # Median length 5: long are 8 (wrong) and 6 (right); mass |w|·L = 2, 8, 4, 6.
+    assert long_incorrect_share(w, lengths, correct) == pytest.approx(8 / 20)
+
+
+class _Tokenizer:
+    """Just what the fold sampler needs: ids in, ids out."""
+
+    eos_token_id, pad_token_id = 0, 0
+
+    def batch_decode(self, seqs, skip_special_tokens=True):
+        return [" ".join(map(str, s)) for s in seqs]
+
+
+def test_the_score_function_gradient_matches_the_exact_gradient():
+    """One prompt, one generated token (max length 1): P(correct) = softmax(logits / T)[target]
+    has an exact gradient; the estimator from 4,096 keyed samples must agree with it within its
+    own sampling error (a wrong sign, baseline or temperature would not)."""
+    torch.manual_seed(3)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=6, n_positions=8, n_embd=8, n_layer=1, n_head=2))
+    model.eval()
+    T, G, target, prompt = 0.8, 8, 3, [1, 2]
+
+    def reward(prompts, completions, **kwargs):
+        return [float(c == str(target)) for c in completions]
+
+    cfg = dict(group_size=G, temperature=T, max_completion_length=1, success_threshold=1.0)
+    cfg["reward"] = reward
+    n = 512
+    rows = [{"prompt_id": f"p{i}", "prompt": "x"} for i in range(n)]
+    fold = sample_fold(model, _Tokenizer(), rows, [prompt] * n, cfg, ("exact",))
+    (estimate,) = score_gradients(model, fold, [accuracy_weights(fold["correct"], G)], T, 0)
+
+    logits = model(input_ids=torch.tensor([prompt])).logits[0, -1].double()
+    p = torch.softmax(logits / T, -1)[target]
+    params = [q for q in model.parameters() if q.requires_grad]
+    exact = torch.cat([g.reshape(-1).double() for g in torch.autograd.grad(p, params)])
+    # Projected on the exact direction: the estimate's component, against its standard error
+    # from the per-group contributions (independent across prompts).
+    unit = exact / exact.norm()
+    per_group = []
+    for g in range(n):
+        part = {k: v[g * G : (g + 1) * G] for k, v in fold.items() if k != "completions"}
+        part["prompts"] = fold["prompts"][g * G : (g + 1) * G]
+        part["completions"] = fold["completions"][g * G : (g + 1) * G]
+        (v,) = score_gradients(model, part, [accuracy_weights(part["correct"], G) / n], T, 0)
+        per_group.append(float(v @ unit))
+    se = math.sqrt(sum((x - sum(per_group) / n) ** 2 for x in per_group) / (n - 1)) * math.sqrt(n)
+    assert 0.05 < float(p) < 0.95 and se > 0
+    assert abs(float(estimate @ unit) - float(exact.norm())) < 4 * se
+    # and the estimate is not just noise: the exact gradient's norm is many standard errors
+    assert float(exact.norm()) > 4 * se
