@@ -678,7 +678,7 @@ def crn_gain(before: Path, after: Path) -> dict[str, Any]:
             "benchmark": "crn_gain",
             "skipped": f"no finished experiment at {missing}: run the default with "
             "--config experiment=default_stream 'training={sampler: stream}' "
-            "'evaluation={sampler: stream}'",
+            "'evaluation={sampler: stream}' and ask for its stage 1-2 figures/<stage>/effects.csv",
         }
     a, b = _contrast_noise(before), _contrast_noise(after)
     common = sorted(a.keys() & b.keys())

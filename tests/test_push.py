@@ -1,6 +1,7 @@
 """The push of each objective: the weights on worked numbers, and the score-function gradient of
 a measured quantity against its exact value on a model small enough to differentiate exactly."""
 
+import itertools
 import math
 
 import pytest
@@ -51,15 +52,28 @@ def test_measure_weights_on_worked_numbers():
         expected.tolist()
     )
     assert incorrect_length_weights(torch.ones(8), LENGTHS, 4).abs().sum() == 0
-    # q'(p) = G((1 − p)^(G−1) − p^(G−1)) is 0 at p = 1/2: no push on P(mixed) from either group
-    # of a batch where every prompt is half right.
-    half = torch.tensor([1.0, 0.0, 1.0, 0.0] * 2)
-    assert mixed_weights(half, 4).abs().max() == 0
-    # At p = 1/4, q'(1/4) = 4 (27/64 − 1/64) = 1.625 times the accuracy weights.
+    # A group of (1, 0, 0, 0): only the right completion gets a P(mixed) weight, since the others
+    # see one right and two wrong among the rest: both products are zero there.
     quarter = torch.tensor([1.0, 0.0, 0.0, 0.0])
-    assert mixed_weights(quarter, 4).tolist() == pytest.approx(
-        (1.625 * accuracy_weights(quarter, 4)).tolist()
-    )
+    assert mixed_weights(quarter, 4).tolist() == pytest.approx([1.0, 0.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("G", [2, 4, 8])
+@pytest.mark.parametrize("p", [0.05, 0.3, 0.5])
+def test_accuracy_and_mixed_weights_are_unbiased_by_exact_enumeration(G, p):
+    """One prompt, outcomes f ~ Bernoulli(p) with p = sigmoid(θ): the score of a sample is
+    f − p, so E[Σ v_i (f_i − p)] over all 2^G outcomes must equal dJ/dθ exactly:
+    p(1 − p) for accuracy, q'(p) p(1 − p) for P(mixed)."""
+    expected = {"accuracy": 0.0, "mixed": 0.0}
+    for outcome in itertools.product([0.0, 1.0], repeat=G):
+        f = torch.tensor(outcome)
+        prob = math.prod(p if x else 1 - p for x in outcome)
+        score = (f - p).double()
+        expected["accuracy"] += prob * float(accuracy_weights(f, G) @ score)
+        expected["mixed"] += prob * float(mixed_weights(f, G) @ score)
+    slope = G * ((1 - p) ** (G - 1) - p ** (G - 1))
+    assert expected["accuracy"] == pytest.approx(p * (1 - p))
+    assert expected["mixed"] == pytest.approx(slope * p * (1 - p))
 
 
 def test_long_incorrect_share_counts_weight_on_long_wrong_completions():

@@ -3,7 +3,9 @@
 A token is drawn by Gumbel-max: argmax_v (logits_v / T + g_v) is a draw from softmax(logits / T)
 when the g_v are independent standard Gumbel variables. Here g_v = -log(-log u_v), with u_v
 computed from a hash of (the completion's key, the token's position, v). The key names the
-completion: (seed, generation step, prompt id, occurrence, slot in the group) in training,
+completion: (seed, generation step, prompt id, occurrence, slot in the group) in training, the
+generation step being the index of the generation batch (the optimizer step divided by the
+update epochs μ, so cells with another μ generate on the same prompts with the same noise),
 (seed, prompt, repeat) in evaluation. So two runs with one seed draw the same completion wherever
 their policies put the same token first, whatever random numbers anything else consumed before
 (common random numbers across cells), and a resumed run draws what an uninterrupted one would.
@@ -13,8 +15,11 @@ objectives.
 
 The uniforms come from a 32-bit integer hash (lowbias32, by C. Wellons) computed in int64 tensor
 arithmetic, so one key gives the same noise on any device: u = (h + 1/2) / 2^32, which truncates
-the Gumbel variable to [-2.85, 22.5] (each tail has probability below 1e-8). A hash is a bijection
-of 32-bit words, so the noises of one token's vocabulary entries are distinct.
+the Gumbel variable to [-3.13, 22.87] (each tail has probability about 1e-10). A hash is a
+bijection of 32-bit words, so the noises of one token's vocabulary entries are distinct. A
+(key, position) enters through one 32-bit word, so two positions of one generation batch share
+their whole noise vector with probability 2^-32 per pair: negligible here (a few hundred
+positions per step), about one pair per step at 10^5 positions; each draw stays exact.
 
 Only the draw changes: the processor sees the logits after every step the protocol applies
 (none by default; see :mod:`grpo_ablation.sampling`) and returns a one-hot distribution on the
@@ -107,8 +112,9 @@ class KeyedGumbel:
 
 
 def training_keys(seed: int, step: int, prompt_ids: list[str], group_size: int, offset: int):
-    """The keys of one rank's rows of a generation batch: row j is slot (offset + j) mod G of its
-    group; a prompt met again in the batch (at the same slot) counts as its next occurrence."""
+    """The keys of rows of a generation batch: row j is slot (offset + j) mod G of its group; a
+    prompt met again in the batch (at the same slot) counts as its next occurrence. Pass the whole
+    batch (offset 0) and slice, so that occurrences are counted over every rank."""
     seen: dict[tuple[str, int], int] = {}
     keys = []
     for j, pid in enumerate(prompt_ids):

@@ -140,7 +140,7 @@ def calibration_reading(table: pd.DataFrame) -> str:
         f"``tables/calibration.csv``): {len(outside)} of {n} cells outside their 95% prediction "
         f"interval ({0.05 * n:.1f} expected by chance if the cells were independent checks; they "
         "are not: the cells of a seed share its step-0 groups, sampled from the base policy on "
-        "the same prompts with the same random stream, and stay coupled while their policies "
+        "the same prompts with the same keyed noise, and stay coupled while their policies "
         "agree, so one chance miss shows in many cells)"
     )
     if not outside.empty:

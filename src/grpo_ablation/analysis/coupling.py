@@ -10,12 +10,15 @@ sample std scaling this is a direct test of the claim that the two objectives di
 scale (√(G/(G−1)), absorbed by Adam): under that claim the two cells draw identical completions
 for as long as floating-point rounding keeps them together.
 
-Cells with another batch shape than their reference (another group size or prompts per step)
-draw other prompts at other slots and are not compared.
+Steps are generation indices (the optimizer step divided by the update epochs μ, as the keys
+are), so a cell with another μ is compared generation by generation. Cells with another batch
+shape than their reference (another group size or prompts per step) draw other prompts at other
+slots and are not compared; the reading names them.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -43,10 +46,12 @@ COLUMNS = [
 
 
 def step_coupling(cell: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
-    """Per step: completions compared and the share identical to the reference's (same prompt,
-    group and slot); empty when the two runs' batches do not line up."""
-    a = cell[[*KEY, "prompt_id", "completion"]]
-    b = reference[[*KEY, "prompt_id", "completion"]]
+    """Per step the two runs share (one may be longer or unfinished): completions compared and the
+    share identical to the reference's (same prompt, group and slot); empty when the two runs'
+    batches do not line up (another group size or prompts per step)."""
+    common = set(cell["step"]) & set(reference["step"])
+    a = cell.loc[cell["step"].isin(common), [*KEY, "prompt_id", "completion"]]
+    b = reference.loc[reference["step"].isin(common), [*KEY, "prompt_id", "completion"]]
     both = a.merge(b, on=KEY, suffixes=("", "_ref"))
     if both.empty or len(both) != len(a) or (both["prompt_id"] != both["prompt_id_ref"]).any():
         return pd.DataFrame(columns=["step", "compared", "identical"])
@@ -68,8 +73,13 @@ def load_coupling(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -
     cache: dict[tuple[str, int], pd.DataFrame] = {}
 
     def rollouts(cell: str, seed: int) -> pd.DataFrame:
+        # Steps as generation indices: a cell with mu update epochs generates every mu steps.
         if (cell, seed) not in cache:
-            cache[(cell, seed)] = read_rollouts(exp / f"runs/{cell}/seed={seed}/rollouts")
+            run = exp / f"runs/{cell}/seed={seed}"
+            frame = read_rollouts(run / "rollouts")
+            record = run / "objective.json"
+            mu = json.loads(record.read_text())["num_iterations"] if record.exists() else 1
+            cache[(cell, seed)] = frame.assign(step=frame["step"] // mu)
         return cache[(cell, seed)]
 
     frames = []
@@ -124,6 +134,14 @@ def write_coupling(
 
     steps = load_coupling(exp, rows, seeds)
     table = coupling_table(steps)
+    compared = set(zip(table["stage"], table["cell"], strict=True))
+    excluded = [
+        {"stage": r["stage"], "cell": r["cell"], "reference": r["reference"], "seeds": 0}
+        for r in rows
+        if r["cell"] != r["reference"] and (r["stage"], r["cell"]) not in compared
+    ]
+    if excluded:  # listed with no numbers: another batch shape than the reference's
+        table = pd.concat([table, pd.DataFrame(excluded, columns=COLUMNS)], ignore_index=True)
     out.mkdir(parents=True, exist_ok=True)
     steps.to_csv(out / "coupling_steps.csv", index=False)
     table.to_csv(out / "coupling.csv", index=False)
@@ -140,6 +158,8 @@ def coupling_reading(table: pd.DataFrame) -> str:
     """One paragraph: how long each stage's cells stay coupled to their reference."""
     if table.empty:
         return "**Coupling of the cells' samples**: no cell shares its reference's batch shape."
+    excluded = table.loc[table["seeds"] == 0, "cell"].drop_duplicates().tolist()
+    table = table[table["seeds"] > 0]
     parts = []
     for _, r in table.drop_duplicates(["cell", "reference"]).iterrows():
         first = r["first_difference_median"]
@@ -151,6 +171,10 @@ def coupling_reading(table: pd.DataFrame) -> str:
         parts.append(
             f"{r['cell']} vs {r['reference']}: {r['identical_mean']:.0%} identical on average, "
             f"{r['identical_last']:.0%} at the last step; {when}"
+        )
+    if excluded:
+        parts.append(
+            f"not compared (another batch shape than the reference's): {', '.join(excluded)}"
         )
     return (
         "**Coupling of the cells' samples** (common random numbers: a completion's noise is named "

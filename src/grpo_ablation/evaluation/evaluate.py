@@ -43,8 +43,9 @@ mid-way) skips every checkpoint whose key matches and evaluates the rest; anythi
 evaluates it again.
 
 Determinism: the four lm-eval seeds are reset before every checkpoint, so reruns on the same machine
-give byte-identical results.json and samples.jsonl. Sampled completions also depend on the batch
-size (batch composition changes how the random stream is consumed): compare runs at one batch size.
+give byte-identical results.json and samples.jsonl. With the keyed sampler (the default) a sampled
+completion depends on its prompt and repeat only; with ``stream`` it also depends on the batch
+size (batch composition changes how the random stream is consumed).
 """
 
 from __future__ import annotations
@@ -582,7 +583,7 @@ def _keyed_generation(lm: Any, seed: int) -> None:
         for ids in context.tolist():
             start = next((i for i, t in enumerate(ids) if t != pad), len(ids))
             rows.append(ids[start:])  # lm-eval pads on the left
-        processor = KeyedGumbel(evaluation_keys(seed, rows, seen), kwargs["temperature"])
+        processor = KeyedGumbel(evaluation_keys(seed, rows, seen), kwargs.get("temperature", 1.0))
         return inner(context, max_length, stop, logits_processor=[processor], **kwargs)
 
     lm._model_generate = keyed

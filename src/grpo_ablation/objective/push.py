@@ -11,7 +11,10 @@ a quantity J measured under the policy, by the score function with a leave-one-o
 prompt, has the same form ∇J ≈ Σ_i v_i ∇ log π(y_i). So every direction and every gradient is a
 weighting of the same per-completion score vectors, and the push of c on J per unit step is
 d_c · ∇J / |d_c|. Measured on samples independent of those that define d_c, it is an unbiased
-first-order estimate.
+first-order estimate for expected accuracy and P(mixed) (unbiased weights below) and a consistent
+one for the mean length of incorrect completions (a ratio). The direction is the plain gradient
+(an L2 step): Adam, which training uses, rescales it per parameter, so this is what each
+objective pushes, not what one optimizer step does.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ def incorrect_length_weights(
     correct: torch.Tensor, lengths: torch.Tensor, group_size: int
 ) -> torch.Tensor:
     """v_i of ∇ (E[L · wrong] / E[wrong]), the mean length of incorrect completions:
-    ∇J = ∇E[(L − J) · wrong] / E[wrong] with J held at its estimate."""
+    ∇J = ∇E[(L − J) · wrong] / E[wrong] with J and E[wrong] at their estimates from the same
+    samples (a ratio estimator: consistent, not unbiased)."""
     wrong = 1.0 - correct.double()
     share = wrong.mean()
     if share == 0:
@@ -68,13 +72,18 @@ def incorrect_length_weights(
 
 
 def mixed_weights(correct: torch.Tensor, group_size: int) -> torch.Tensor:
-    """v_i of ∇ mean over prompts of q(p) = 1 − p^G − (1 − p)^G: q'(p̂) ∇p per prompt (p̂ from
-    the prompt's own samples, a plug-in)."""
+    """v_i of ∇ mean over prompts of q(p) = 1 − p^G − (1 − p)^G, unbiased: ∇q = q'(p) ∇p with
+    q'(p) = G((1 − p)^(G−1) − p^(G−1)), and G(∏_{j≠i}(1 − f_j) − ∏_{j≠i} f_j) is an unbiased
+    estimate of q'(p) independent of sample i, so it multiplies sample i's score term. (A plug-in
+    q'(p̂) from the same samples would be biased towards zero, and zero at G = 2.)"""
     G = group_size
-    p = _grouped(correct.double(), G).mean(dim=1, keepdim=True)
-    slope = G * ((1 - p) ** (G - 1) - p ** (G - 1))
-    v = _grouped(leave_one_out(correct.double(), G), G) * slope
-    return v.reshape(-1) / correct.numel()
+    f = _grouped(correct.double(), G)
+    others_right = torch.stack([f[:, [j for j in range(G) if j != i]].prod(1) for i in range(G)], 1)
+    others_wrong = torch.stack(
+        [(1 - f[:, [j for j in range(G) if j != i]]).prod(1) for i in range(G)], 1
+    )
+    slope = G * (others_wrong - others_right)
+    return slope.reshape(-1) * accuracy_weights(correct, G)
 
 
 def long_incorrect_share(

@@ -6,7 +6,8 @@ every choice c (4 std scalings × 4 aggregations) as a weighting of the same per
 vectors ∇ log π(y_i) (``grpo_ablation.objective.push``); fold B (n other prompts, other samples)
 estimates the gradients of expected accuracy, of the mean length of incorrect completions and of
 the mean P(mixed group). Per replicate and choice: the push d_c · ∇J / |d_c| (the first-order
-change of J per unit L2 step along the update; unbiased, the folds being independent), the share
+change of J per unit L2 step along the update; the folds being independent, unbiased for
+accuracy and P(mixed), consistent for the incorrect length, a ratio), the share
 of the update's token weight on long incorrect completions, and the cosine between every pair of
 update directions. Intervals are t intervals over the replicates (independent prompt sets).
 """
@@ -42,6 +43,18 @@ def _prompt_ids(tokenizer: Any, prompt: Any) -> list[int]:
     return tokenizer(prompt, add_special_tokens=False)["input_ids"]
 
 
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    """Every id that ends a completion, as TRL stops at them: the generation config's, else the
+    tokenizer's."""
+    ids = model.generation_config.eos_token_id
+    ids = tokenizer.eos_token_id if ids is None else ids
+    return list(ids) if isinstance(ids, list | tuple) else [ids]
+
+
+def _pad_id(tokenizer: Any) -> int:
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
 def _left_pad(seqs: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(s) for s in seqs)
     ids = torch.tensor([[pad] * (width - len(s)) + s for s in seqs])
@@ -53,10 +66,10 @@ def sample_fold(
     model: Any, tokenizer: Any, rows: list[dict], prompts: list[list[int]], cfg: dict, key: tuple
 ) -> dict[str, Any]:
     """G keyed completions of every prompt of the fold, their token ids, lengths and rewards."""
-    G, eos = cfg["group_size"], tokenizer.eos_token_id
+    G, eos, pad = cfg["group_size"], _eos_ids(model, tokenizer), _pad_id(tokenizer)
     seqs = [p for p in prompts for _ in range(G)]
     keys = [completion_key(*key, r["prompt_id"], slot) for r in rows for slot in range(G)]
-    ids, mask = _left_pad(seqs, tokenizer.pad_token_id)
+    ids, mask = _left_pad(seqs, pad)
     with torch.no_grad():
         out = model.generate(
             input_ids=ids,
@@ -65,13 +78,13 @@ def sample_fold(
             temperature=cfg["temperature"],
             **{k: v for k, v in SAMPLING.items() if v is not None},
             max_new_tokens=cfg["max_completion_length"],
-            pad_token_id=tokenizer.pad_token_id,
+            pad_token_id=pad,
             eos_token_id=eos,
             logits_processor=[KeyedGumbel(keys, cfg["temperature"])],
         )
     completions = []
     for row in out[:, ids.shape[1] :].tolist():
-        end = row.index(eos) + 1 if eos in row else len(row)
+        end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
         completions.append(row[:end])
     texts = tokenizer.batch_decode(completions, skip_special_tokens=True)
     columns = {k: [r[k] for r in rows for _ in range(G)] for k in rows[0] if k != "prompt"}
@@ -121,15 +134,22 @@ def score_gradients(
     return out
 
 
-def _zero_failed_groups(v: torch.Tensor, failed: torch.Tensor, G: int) -> torch.Tensor:
-    bad = failed.view(-1, G).any(dim=1, keepdim=True).expand(-1, G).reshape(-1)
-    return torch.where(bad, 0.0, torch.nan_to_num(v))
+def scored_groups(fold: dict[str, Any], G: int) -> dict[str, Any]:
+    """The fold without the groups that hold a scoring failure (a failed reward is neither right
+    nor wrong: the measured quantities are over scored prompts)."""
+    keep = [
+        g
+        for g in range(len(fold["completions"]) // G)
+        if not fold["failed"][g * G : (g + 1) * G].any()
+    ]
+    rows = [g * G + i for g in keep for i in range(G)]
+    return {k: ([v[i] for i in rows] if isinstance(v, list) else v[rows]) for k, v in fold.items()}
 
 
 def replicate(model: Any, tokenizer: Any, folds: tuple[dict, dict], cfg: dict) -> dict[str, Any]:
     """One replicate: directions from fold A, gradients of the measured quantities from fold B."""
     a, b = folds
-    G, pad = cfg["group_size"], tokenizer.pad_token_id
+    G, pad = cfg["group_size"], _pad_id(tokenizer)
     weights = {
         c: choice_weights(
             a["rewards"],
@@ -143,13 +163,14 @@ def replicate(model: Any, tokenizer: Any, folds: tuple[dict, dict], cfg: dict) -
     }
     grads = score_gradients(model, a, list(weights.values()), cfg["temperature"], pad)
     directions = dict(zip(CHOICES, grads, strict=True))
-    ok_b = b["correct"].clone()
+    b = scored_groups(b, G)
+    if not b["completions"]:
+        raise RuntimeError("push: every group of a measuring fold has a scoring failure")
     measures = [
-        accuracy_weights(ok_b, G),
-        incorrect_length_weights(ok_b, b["lengths"], G),
-        mixed_weights(ok_b, G),
+        accuracy_weights(b["correct"], G),
+        incorrect_length_weights(b["correct"], b["lengths"], G),
+        mixed_weights(b["correct"], G),
     ]
-    measures = [_zero_failed_groups(v, b["failed"], G) for v in measures]
     gradients = dict(
         zip(QUANTITIES, score_gradients(model, b, measures, cfg["temperature"], pad), strict=True)
     )
@@ -174,7 +195,8 @@ def replicate(model: Any, tokenizer: Any, folds: tuple[dict, dict], cfg: dict) -
         "cosine": cosines,
         "accuracy_a": float(a["correct"].mean()),
         "accuracy_b": float(b["correct"].mean()),
-        "failed": int(a["failed"].sum() + b["failed"].sum()),
+        "failed": int(a["failed"].sum()),
+        "groups_measured": len(b["completions"]) // G,
     }
 
 

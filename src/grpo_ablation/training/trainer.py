@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from accelerate.utils import gather_object
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
@@ -229,10 +230,15 @@ class AblationGRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         if self.sampler == "keyed" and self.model.training:
-            ids = [str(x.get("prompt_id", x["prompt"])) for x in inputs]
+            # Keys over the whole generation batch (every rank's prompt ids, in rank order: rank r
+            # holds rows r * n ... r * n + n - 1), so a prompt's occurrence and slot are global.
+            ids = gather_object([str(x.get("prompt_id", x["prompt"])) for x in inputs])
             offset = self.accelerator.process_index * len(inputs)
-            step = self.state.global_step
-            self._keys = training_keys(self.args.seed, step, ids, self.num_generations, offset)
+            # The generation's index, not the optimizer step: with mu update epochs per batch a
+            # cell generates every mu steps, on the prompts its reference generates on at step k.
+            generation = self.state.global_step // self.num_iterations
+            keys = training_keys(self.args.seed, generation, ids, self.num_generations, 0)
+            self._keys = keys[offset : offset + len(inputs)]
         try:
             out = super()._generate_and_score_completions(inputs)
         finally:
