@@ -96,7 +96,7 @@ def push_reading(table: pd.DataFrame, cosine: pd.DataFrame) -> str:
         "noise: every choice's update direction is computed on one set of samples and its "
         "first-order effect on quantities estimated on other prompts). The directions the formulas "
         f"call identical (population = sample, none = batch, token_mean = constant) have cosine "
-        f"≥ {lowest:.6f}. Dr. GRPO's length mechanism (incorrect completions shortened more under "
+        f"≥ 1 − {1 - lowest:.1e}. Dr. GRPO's length mechanism (incorrect completions shortened more under "
         "the constant divisor than under 1/L), paired over replicates, 95% t interval: "
         + "; ".join(parts)
         + "."
