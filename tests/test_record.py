@@ -103,6 +103,19 @@ def test_the_stages_expectations_are_computed_in_the_sheet(tmp_path):
     assert "fraction clipped at eps=0.2 | exp(logp - stop_gradient(logp)) | 0; 0 |" in text
 
 
+def test_the_push_predictions_are_computed_in_the_sheet(tmp_path):
+    md, _ = write_sheet(tmp_path)
+    text = md.read_text()
+    # sqrt(4/3) = 1.1547 on every completion: population and sample point the same way.
+    assert "(1.1547, 1.1547, 1.1547, 1.1547) ..." in text
+    # The long wrong completion holds half the update's weight under 1/L, 80% under constant.
+    long_wrong = (
+        "share of the update's token weight on the long wrong completion (2 right, 8 wrong)"
+    )
+    assert f"| {long_wrong} | sequence_mean | 0.5000 |" in text
+    assert f"| {long_wrong} | constant | 0.8000 |" in text
+
+
 def test_the_record_says_what_the_trainer_does_with_processes_and_accumulation():
     """The trainer's loss is multiplied by rank_loss_scale (the number of processes) and by
     nothing for accumulation; the conformance tests check that the gradient is the same for 1 or 2

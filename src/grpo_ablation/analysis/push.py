@@ -6,7 +6,9 @@ for the whole batch), and so do `token_mean` and `constant` (one coefficient for
 of a batch). Those cosines are 1 up to ε: a value below 0.999 refutes the implementation, not the
 theory. Dr. GRPO's length mechanism predicts that `sequence_mean` (weights 1/L) lowers the length
 of incorrect completions less per unit step than `constant`: on the paired difference
-``sample/constant − sample/sequence_mean`` of the incorrect-length push, a negative value.
+``sample/constant − sample/sequence_mean`` of the incorrect-length push, a negative value (in the
+worked example of the calculations sheet, "what the push must show", the long wrong completion
+holds 50% of the update's token weight under 1/L and 80% under the constant divisor).
 """
 
 from __future__ import annotations

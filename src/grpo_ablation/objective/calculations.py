@@ -111,8 +111,59 @@ def expectation_rows() -> list[Row]:
     return rows
 
 
+def push_rows() -> list[Row]:
+    """What the push (the update direction of each choice on one set of samples) must show, from
+    the formulas: directions that differ by a constant factor per batch, and where each
+    aggregation puts the update's weight in the worked example (lengths 2 right, 8 wrong)."""
+    from grpo_ablation.objective.push import choice_weights, long_incorrect_share
+
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+    lengths = torch.tensor([2.0, 8.0, 4.0, 6.0, 3.0, 3.0, 9.0, 5.0])
+
+    def weights(scaling: str, aggregation: str, r=rewards, L=lengths, G=4) -> torch.Tensor:
+        return choice_weights(r, L, G, scaling, aggregation, 0.0, 12)
+
+    pairs = [
+        (("population", "sequence_mean"), ("sample", "sequence_mean"), "sqrt(G/(G-1))"),
+        (("none", "sequence_mean"), ("batch", "sequence_mean"), "the batch's std"),
+        (("sample", "token_mean"), ("sample", "constant"), "B * L_max / sum(L)"),
+    ]
+    rows: list[Row] = []
+    for a, b, why in pairs:
+        ratio = weights(*a) / weights(*b)
+        rows.append(
+            {
+                "section": "what the push must show",
+                "case": f"{'/'.join(a)} over {'/'.join(b)} weights, G=4, two groups",
+                "convention": f"one factor per batch ({why}): cosine 1",
+                "value": _fmt(ratio.tolist()[:4]) + " ...",
+                "first": ratio[0].item(),
+            }
+        )
+    two, correct = torch.tensor([2.0, 8.0]), torch.tensor([1.0, 0.0])
+    for agg in ("sequence_mean", "token_mean", "constant"):
+        w = choice_weights(correct, two, 2, "none", agg, 0.0, 8)
+        share = long_incorrect_share(w, two, correct)
+        rows.append(
+            {
+                "section": "what the push must show",
+                "case": "share of the update's token weight on the long wrong completion (2 right, 8 wrong)",
+                "convention": agg,
+                "value": f"{share:.4f}",
+                "first": share,
+            }
+        )
+    return rows
+
+
 def worked_numbers() -> list[Row]:
-    return [*advantage_rows(), *aggregation_rows(), *mixed_rows(), *expectation_rows()]
+    return [
+        *advantage_rows(),
+        *aggregation_rows(),
+        *mixed_rows(),
+        *expectation_rows(),
+        *push_rows(),
+    ]
 
 
 def write_sheet(out_dir: Path) -> tuple[Path, Path]:
