@@ -127,7 +127,7 @@ def test_the_score_function_gradient_matches_the_exact_gradient():
         (v,) = score_gradients(model, part, [accuracy_weights(part["correct"], G) / n], T, 0)
         per_group.append(float(v @ unit))
     se = math.sqrt(sum((x - sum(per_group) / n) ** 2 for x in per_group) / (n - 1)) * math.sqrt(n)
-    assert 0.05 < float(p) < 0.95 and se > 0
+    assert 0.05 < p.detach().item() < 0.95 and se > 0
     assert abs(float(estimate @ unit) - float(exact.norm())) < 4 * se
     # and the estimate is not just noise: the exact gradient's norm is many standard errors
     assert float(exact.norm()) > 4 * se

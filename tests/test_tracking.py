@@ -88,6 +88,7 @@ def test_the_schema_lists_the_trackers_the_code_knows():
     assert tuple(items["enum"]) == tracking.TRACKERS
 
 
+@pytest.mark.slow  # runs the smoke DAG, or kills and resumes a run
 def test_switching_tracking_on_makes_no_finished_run_out_of_date(smoke_pipeline):
     """The train rule takes report_to as a resource: not a rerun trigger."""
     from conftest import snakemake

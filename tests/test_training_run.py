@@ -122,6 +122,7 @@ def _driver(model, data, out, training, sleep=0.0):
     )
 
 
+@pytest.mark.slow  # runs the smoke DAG, or kills and resumes a run
 def test_a_run_killed_mid_way_resumes_to_the_same_result(setup, tmp_path):
     model, data = setup
     training = {**TINY, "max_steps": 12, "save_steps": 4}
