@@ -50,7 +50,7 @@ def _check_choice(value: str, allowed: tuple[str, ...], what: str) -> None:
         raise ValueError(f"unknown {what} {value!r}; expected one of {', '.join(allowed)}")
 
 
-def _grouped(values: torch.Tensor, group_size: int) -> torch.Tensor:
+def grouped(values: torch.Tensor, group_size: int) -> torch.Tensor:
     if group_size < 1 or values.shape[0] % group_size:
         raise ValueError(
             f"{values.shape[0]} rows cannot be split into groups of {group_size} "
@@ -71,7 +71,7 @@ def group_advantages(
     by the std (ddof=1, as TRL) of all finite rewards passed in.
     """
     _check_choice(scaling, SCALINGS, "std scaling")
-    r = _grouped(rewards.to(torch.float64), group_size)
+    r = grouped(rewards.to(torch.float64), group_size)
     finite = torch.isfinite(r)
     n = finite.sum(dim=1, keepdim=True)
     mean = torch.where(finite, r, 0.0).sum(dim=1, keepdim=True) / n.clamp(min=1)
@@ -96,7 +96,7 @@ def group_categories(
 ) -> list[str]:
     """One label per group: ``failed_scoring`` if any member could not be scored, else
     ``all_correct`` / ``all_incorrect`` / ``mixed`` by ``reward >= success_threshold``."""
-    r = _grouped(rewards, group_size)
+    r = grouped(rewards, group_size)
     labels = []
     for group in r:
         if not torch.isfinite(group).all():
@@ -134,8 +134,8 @@ def aggregate_loss(
     if mode == "token_mean":
         return masked.sum() / m.sum().clamp(min=1.0)
     if mode == "group_token_mean":
-        per_group = _grouped(masked.sum(-1), group_size).sum(-1)
-        tokens = _grouped(m.sum(-1), group_size).sum(-1)
+        per_group = grouped(masked.sum(-1), group_size).sum(-1)
+        tokens = grouped(m.sum(-1), group_size).sum(-1)
         return (per_group / tokens.clamp(min=1.0)).mean()
     return masked.sum() / (batch * max_completion_length)
 
@@ -157,7 +157,7 @@ def completion_coefficients(
     elif mode == "token_mean":
         c = torch.full_like(L, 1.0) / L.sum().clamp(min=1.0)
     elif mode == "group_token_mean":
-        per_group = _grouped(L, group_size).sum(-1, keepdim=True).clamp(min=1.0)
+        per_group = grouped(L, group_size).sum(-1, keepdim=True).clamp(min=1.0)
         n_groups = batch // group_size
         c = (1.0 / (n_groups * per_group)).expand(-1, group_size).reshape(-1)
     else:

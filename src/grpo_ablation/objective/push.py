@@ -22,9 +22,9 @@ from __future__ import annotations
 import torch
 
 from grpo_ablation.objective.formulas import (
-    _grouped,
     completion_coefficients,
     group_advantages,
+    grouped,
 )
 
 
@@ -46,7 +46,7 @@ def choice_weights(
 def leave_one_out(values: torch.Tensor, group_size: int) -> torch.Tensor:
     """f_i − mean of the other members of its group (G/(G−1) · (f_i − f̄)): a baseline that keeps
     the score-function estimator unbiased."""
-    f = _grouped(values.double(), group_size)
+    f = grouped(values.double(), group_size)
     centred = f - f.mean(dim=1, keepdim=True)
     return (centred * group_size / (group_size - 1)).reshape(-1)
 
@@ -77,7 +77,7 @@ def mixed_weights(correct: torch.Tensor, group_size: int) -> torch.Tensor:
     estimate of q'(p) independent of sample i, so it multiplies sample i's score term. (A plug-in
     q'(p̂) from the same samples would be biased towards zero, and zero at G = 2.)"""
     G = group_size
-    f = _grouped(correct.double(), G)
+    f = grouped(correct.double(), G)
     others_right = torch.stack([f[:, [j for j in range(G) if j != i]].prod(1) for i in range(G)], 1)
     others_wrong = torch.stack(
         [(1 - f[:, [j for j in range(G) if j != i]]).prod(1) for i in range(G)], 1

@@ -31,16 +31,11 @@ from grpo_ablation.objective.push import (
     long_incorrect_share,
     mixed_weights,
 )
+from grpo_ablation.policy.sft import prompt_ids
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config
 
 QUANTITIES = ("accuracy", "incorrect_length", "mixed")
 CHOICES = [f"{s}/{a}" for s, a in itertools.product(SCALINGS, AGGREGATIONS)]
-
-
-def _prompt_ids(tokenizer: Any, prompt: Any) -> list[int]:
-    if isinstance(prompt, list):  # a chat conversation
-        return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
-    return tokenizer(prompt, add_special_tokens=False)["input_ids"]
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
@@ -216,7 +211,7 @@ def measure(
         folds = []
         for f in (2 * r, 2 * r + 1):
             part = rows[f * n : (f + 1) * n]
-            prompts = [_prompt_ids(tokenizer, task.prompt(x)) for x in part]
+            prompts = [prompt_ids(tokenizer, task.prompt(x)) for x in part]
             folds.append(sample_fold(model, tokenizer, part, prompts, cfg, ("push", seed, step, f)))
         replicates.append(replicate(model, tokenizer, (folds[0], folds[1]), cfg))
     return {"step": step, "policy": str(model_dir), "replicates": replicates}
