@@ -15,6 +15,7 @@ from grpo_ablation.keyed_sampling import (
     gumbel_choice,
     hash32,
     hash32_int,
+    noise,
     training_keys,
     uniforms,
 )
@@ -73,6 +74,17 @@ def test_noise_depends_on_the_key_position_and_token_only():
     assert not torch.equal(a[0], a[1])
     assert torch.equal(uniforms([completion_key(2)], 3, 50)[0], a[1])  # not the row's place
     assert ((a > 0) & (a < 1)).all()
+
+
+def test_rows_whose_first_word_collides_still_get_their_own_noise():
+    # A (key, position) is hashed to two 32-bit words; a collision of one word (probability
+    # 2^-32 per pair of positions) must not hand two rows the same noise vector.
+    first = torch.tensor([7, 7], dtype=torch.int64)
+    u = noise(first, torch.tensor([1, 2], dtype=torch.int64), 1000)
+    assert (u[0] != u[1]).float().mean() > 0.99
+    assert len(set(u[0].tolist())) == 1000  # one-to-one over the vocabulary
+    same = noise(first, torch.tensor([3, 3], dtype=torch.int64), 1000)
+    assert torch.equal(same[0], same[1])  # both words equal: the same noise, as it must be
 
 
 def test_training_keys_name_prompt_slot_and_occurrence():

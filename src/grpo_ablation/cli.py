@@ -150,6 +150,13 @@ def cmd_reading(a: argparse.Namespace) -> None:
     print(write_reading(a.effects, a.out, a.verdicts, a.calibration, a.coupling, a.push))
 
 
+def cmd_pooled(a: argparse.Namespace) -> None:
+    from grpo_ablation.analysis.draws import write_pooled
+
+    for path in write_pooled(json.loads(a.config), a.out):
+        print(path)
+
+
 def cmd_push(a: argparse.Namespace) -> None:
     import torch
 
@@ -304,6 +311,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--push", type=Path, help="tables/push.csv: a closing paragraph")
     p.add_argument("--out", type=Path, required=True, help="the reading (reStructuredText)")
     p.set_defaults(func=cmd_reading)
+
+    p = sub.add_parser(
+        "pooled", help="tables, verdicts and reading pooled over the base-policy draws"
+    )
+    p.add_argument(
+        "--config",
+        required=True,
+        help="config sections results_dir, experiment, base_policy, seeds, stages, training, "
+        "hypotheses as JSON",
+    )
+    p.add_argument("--out", type=Path, required=True, help="the pooled folder")
+    p.set_defaults(func=cmd_pooled)
 
     p = sub.add_parser("push", help="the push of every objective on the same samples")
     p.add_argument("--base", type=Path, required=True, help="base/base_policy.json")

@@ -17,9 +17,9 @@ The uniforms come from a 32-bit integer hash (lowbias32, by C. Wellons) computed
 arithmetic, so one key gives the same noise on any device: u = (h + 1/2) / 2^32, which truncates
 the Gumbel variable to [-3.13, 22.87] (each tail has probability about 1e-10). A hash is a
 bijection of 32-bit words, so the noises of one token's vocabulary entries are distinct. A
-(key, position) enters through one 32-bit word, so two positions of one generation batch share
-their whole noise vector with probability 2^-32 per pair: negligible here (a few hundred
-positions per step), about one pair per step at 10^5 positions; each draw stays exact.
+(key, position) enters through two 32-bit words, so two positions share their whole noise
+vector with probability 2^-64 per pair (with one word it was 2^-32: about one pair per
+generation batch at 10^5 positions).
 
 Only the draw changes: the processor sees the logits after every step the protocol applies
 (none by default; see :mod:`grpo_ablation.sampling`) and returns a one-hot distribution on the
@@ -72,9 +72,20 @@ def uniforms(keys: list[int], position: int, vocab: int, device: Any = "cpu") ->
     """u[row, v] in (0, 1), float64: a function of (keys[row], position, v) only."""
     k = torch.tensor(keys, dtype=torch.int64, device=device)
     low, high = k & _M32, (k >> 32) & _M32
-    row = hash32(low ^ hash32(high ^ hash32_int(position)))
-    col = hash32(torch.arange(vocab, dtype=torch.int64, device=device))
-    h = hash32(row[:, None] ^ col[None, :])
+    first = hash32(low ^ hash32(high ^ hash32_int(position)))
+    second = hash32(high ^ hash32(low ^ hash32_int(position ^ _SECOND)))
+    return noise(first, second, vocab)
+
+
+# Salt of the second row word, so that it is not a function of the first one.
+_SECOND = 0x9E3779B9
+
+
+def noise(first: torch.Tensor, second: torch.Tensor, vocab: int) -> torch.Tensor:
+    """u[row, v] from a row's two 32-bit words: two rows share their noise vector only if both
+    words agree (2^-64 per pair), and within a row v -> u is one-to-one (hash32 is a bijection)."""
+    col = hash32(torch.arange(vocab, dtype=torch.int64, device=first.device))
+    h = hash32(hash32(first[:, None] ^ col[None, :]) ^ second[:, None])
     return (h.double() + 0.5) / 2.0**32
 
 

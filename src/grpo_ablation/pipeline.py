@@ -362,6 +362,7 @@ def check_design(config: dict[str, Any]) -> None:
     from grpo_ablation.analysis import hypotheses
 
     evaluation_config(config)
+    check_draws(config)
     axis_defaults(config)
     declared = all_stages(config)
     enabled = set(stage_names(config))
@@ -462,6 +463,50 @@ def needs_prefetch(config: dict[str, Any]) -> bool:
 
 def experiment_dir(config: dict[str, Any]) -> Path:
     return Path(config.get("results_dir", "results")) / config["experiment"]
+
+
+# -- base-policy draws ---------------------------------------------------------------------------
+def draws(config: dict[str, Any]) -> list[int]:
+    """The base-policy draws (``base_policy.draws``): each is the seed of its own local base
+    policy, under which every cell runs every seed. Empty when the config names one base policy
+    (``base_policy.seed``, or a hub model)."""
+    return [int(d) for d in config["base_policy"].get("draws") or []]
+
+
+def draw_dir(config: dict[str, Any], draw: int | None) -> Path:
+    """Where a draw's base policy, runs, evaluations and analysis live: ``draw=<d>`` under the
+    experiment folder; the experiment folder itself without draws. Splits, evaluation tasks and
+    the calculations sheet are shared by all draws and stay at the experiment folder."""
+    root = experiment_dir(config)
+    return root if draw is None else root / f"draw={draw}"
+
+
+def draw_base_policy(config: dict[str, Any], draw: int | None) -> dict[str, Any]:
+    """The base_policy section one draw's warm start runs with: the draw is its seed."""
+    base = {k: v for k, v in config["base_policy"].items() if k != "draws"}
+    return base if draw is None else {**base, "seed": int(draw)}
+
+
+def pooled_dir(config: dict[str, Any]) -> Path:
+    """The analysis over draws (tables, verdicts, reading), beside the draws' folders."""
+    return experiment_dir(config) / "pooled"
+
+
+def check_draws(config: dict[str, Any]) -> None:
+    base, listed = config["base_policy"], draws(config)
+    if "draws" not in base:
+        return
+    if base.get("kind", "local") != "local":
+        raise DesignError(
+            "base_policy.draws needs base_policy.kind local: a hub model is one base policy"
+        )
+    if "seed" in base:
+        raise DesignError(
+            "base_policy has both seed and draws; the draws are the base policies' seeds, so give "
+            "one of them"
+        )
+    if not listed or len(set(listed)) != len(listed):
+        raise DesignError(f"base_policy.draws={listed}: expected distinct seeds, at least one")
 
 
 # -- what the report reads and says --------------------------------------------------------------

@@ -19,7 +19,11 @@ try:
 except ValueError as err:
     raise WorkflowError(f"invalid config: {err}") from err
 
-EXP = str(pipeline.experiment_dir(config))
+ROOT = str(pipeline.experiment_dir(config))
+# Base-policy draws (base_policy.draws): everything below the base policy lives per draw, so EXP
+# holds a {draw} wildcard that every rule's paths inherit; splits and evaluation tasks are shared.
+DRAWS = pipeline.draws(config)
+EXP = f"{ROOT}/draw={{draw}}" if DRAWS else ROOT
 # What evaluation jobs need: the evaluation section, with training's generation length (one
 # answer protocol) and the compute section's device and precision.
 EVALUATION = json.dumps(pipeline.evaluation_config(config), sort_keys=True)
@@ -28,7 +32,7 @@ TASK = json.dumps(config["task"], sort_keys=True)
 # Hub content (model, data set, external benchmark data, or the CPU stand-in of them) is fetched
 # once by the local prefetch rule; configs that need none skip it.
 NEEDS_PREFETCH = pipeline.needs_prefetch(config)
-PREFETCH = f"{EXP}/prefetch.json"
+PREFETCH = f"{ROOT}/prefetch.json"
 SEEDS = [int(s) for s in config["seeds"]]
 THREADS = int(config["threads_per_job"])
 # Every rule runs `python {params.cli} <command>` (workflow/scripts/grpo.py). A plain path into the
@@ -40,6 +44,7 @@ CLI = str(Path(workflow.current_basedir, "..", "scripts", "grpo.py").resolve())
 wildcard_constraints:
     cell=path_regex(),
     seed=r"\d+",
+    draw=r"\d+",
 
 
 def folder(key, up=1, of="output"):
@@ -52,25 +57,42 @@ def folder(key, up=1, of="output"):
     return find
 
 
-def eval_summary(cell, seed):
-    return f"{EXP}/eval/{cell}/seed={seed}/test/summary.json"
+# Report entries of one draw are told apart by a label.
+DRAW_LABEL = {"draw": "{draw}"} if DRAWS else {}
 
 
-def winners_for(stage):
-    """The winners a stage takes from earlier stages, read from their selections (checkpoints)."""
+def per_draw(paths):
+    """Paths holding the {draw} wildcard, one per draw (unchanged without draws)."""
+    return [str(p).format(draw=d) for d in DRAWS for p in paths] if DRAWS else list(paths)
+
+
+def draw_of(wildcards):
+    """A job's draw (None without draws)."""
+    return int(wildcards.draw) if DRAWS else None
+
+
+def exp_of(draw):
+    """A draw's folder as a concrete path (what an input function returns is not formatted)."""
+    return str(pipeline.draw_dir(config, draw))
+
+
+def winners_for(stage, draw):
+    """The winners a stage takes from earlier stages of its draw, read from their selections
+    (checkpoints)."""
     out = {}
     for src in pipeline.get_stage(config, stage).sources():
-        path = checkpoints.select.get(stage=src).output[0]
+        path = checkpoints.select.get(stage=src, **({"draw": draw} if DRAWS else {})).output[0]
         out[src] = json.loads(Path(path).read_text())["winner"]
     return out
 
 
-def cells_of(stage):
-    return pipeline.stage_cells(config, stage, winners_for(stage))
+def cells_of(stage, draw):
+    return pipeline.stage_cells(config, stage, winners_for(stage, draw))
 
 
-def stage_evals(stage):
-    return [eval_summary(c.path, s) for c in cells_of(stage) for s in SEEDS]
+def stage_evals(stage, draw):
+    exp = exp_of(draw)
+    return [f"{exp}/eval/{c.path}/seed={s}/test/summary.json" for c in cells_of(stage, draw) for s in SEEDS]
 
 
 def training_json(wildcards):
@@ -81,9 +103,11 @@ def training_json(wildcards):
 
 
 def all_targets(wildcards):
-    targets = [f"{EXP}/calculations/calculations.md", f"{EXP}/eval/base/test/summary.json"]
-    for stage in pipeline.stage_names(config):
-        targets += stage_evals(stage)
+    targets = [f"{ROOT}/calculations/calculations.md"]
+    for draw in DRAWS or [None]:
+        targets.append(f"{exp_of(draw)}/eval/base/test/summary.json")
+        for stage in pipeline.stage_names(config):
+            targets += stage_evals(stage, draw)
     targets += report_targets()
     return targets
 

@@ -13,7 +13,7 @@ rule prefetch:
     conda:
         "../../envs/grpo.yaml"
     log:
-        f"{EXP}/logs/prefetch.log",
+        f"{ROOT}/logs/prefetch.log",
     shell:
         "python {params.cli} prefetch --config {params.config:q} --out {output} > {log} 2>&1"
 
@@ -22,10 +22,10 @@ rule splits:
     input:
         lambda wildcards: [PREFETCH] if NEEDS_PREFETCH else [],
     output:
-        train=f"{EXP}/data/train.jsonl",
-        validation=f"{EXP}/data/validation.jsonl",
-        test=f"{EXP}/data/test.jsonl",
-        manifest=f"{EXP}/data/manifest.json",
+        train=f"{ROOT}/data/train.jsonl",
+        validation=f"{ROOT}/data/validation.jsonl",
+        test=f"{ROOT}/data/test.jsonl",
+        manifest=f"{ROOT}/data/manifest.json",
     params:
         cli=CLI,
         task=TASK,
@@ -34,9 +34,9 @@ rule splits:
     conda:
         "../../envs/grpo.yaml"
     log:
-        f"{EXP}/logs/splits.log",
+        f"{ROOT}/logs/splits.log",
     benchmark:
-        f"{EXP}/benchmarks/splits.tsv"
+        f"{ROOT}/benchmarks/splits.tsv"
     shell:
         "python {params.cli} splits --task {params.task:q} --out {params.out} {params.fetched}"
         " > {log} 2>&1"
@@ -50,7 +50,10 @@ rule base_policy:
         f"{EXP}/base/base_policy.json",
     params:
         cli=CLI,
-        base=json.dumps(config["base_policy"], sort_keys=True),
+        # a draw's warm start takes the draw as its seed
+        base=lambda wildcards: json.dumps(
+            pipeline.draw_base_policy(config, draw_of(wildcards)), sort_keys=True
+        ),
         task=TASK,
         compute=COMPUTE,
         data=folder("train", of="input"),
@@ -74,19 +77,19 @@ rule base_policy:
 rule calculations:
     output:
         report(
-            f"{EXP}/calculations/calculations.md",
+            f"{ROOT}/calculations/calculations.md",
             caption="../report/calculations.rst",
             category="Conventions",
         ),
-        f"{EXP}/calculations/calculations.csv",
+        f"{ROOT}/calculations/calculations.csv",
     params:
         cli=CLI,
         out=folder(0),
     conda:
         "../../envs/grpo.yaml"
     log:
-        f"{EXP}/logs/calculations.log",
+        f"{ROOT}/logs/calculations.log",
     benchmark:
-        f"{EXP}/benchmarks/calculations.tsv"
+        f"{ROOT}/benchmarks/calculations.tsv"
     shell:
         "python {params.cli} calculations {params.out} > {log} 2>&1"

@@ -10,8 +10,8 @@ rule eval_tasks:
         test=rules.splits.output.test,
         validation=rules.splits.output.validation,
     output:
-        test=f"{EXP}/tasks/test/manifest.json",
-        validation=f"{EXP}/tasks/validation/manifest.json",
+        test=f"{ROOT}/tasks/test/manifest.json",
+        validation=f"{ROOT}/tasks/validation/manifest.json",
     params:
         cli=CLI,
         evaluation=EVALUATION,
@@ -21,9 +21,9 @@ rule eval_tasks:
     conda:
         "../../envs/grpo.yaml"
     log:
-        f"{EXP}/logs/eval_tasks.log",
+        f"{ROOT}/logs/eval_tasks.log",
     benchmark:
-        f"{EXP}/benchmarks/eval_tasks.tsv"
+        f"{ROOT}/benchmarks/eval_tasks.tsv"
     shell:
         "python {params.cli} eval-tasks --data {params.data} --tasks {params.tasks} --evaluation {params.evaluation:q}"
         " --task {params.task:q} > {log} 2>&1"
@@ -107,8 +107,8 @@ checkpoint select:
     # A stage's winner on the validation split, for the stages that take it (`winner_of`).
     input:
         lambda wc: [
-            f"{EXP}/eval/{c.path}/seed={s}/validation/summary.json"
-            for c in cells_of(wc.stage)
+            f"{exp_of(draw_of(wc))}/eval/{c.path}/seed={s}/validation/summary.json"
+            for c in cells_of(wc.stage, draw_of(wc))
             for s in SEEDS
         ],
     output:

@@ -52,7 +52,7 @@ rule push_report:
             PUSH_OUTPUTS[0],
             caption="../report/push_table.rst",
             category="Tables",
-            labels={"table": "push of each objective on the same samples"},
+            labels={**DRAW_LABEL, "table": "push of each objective on the same samples"},
         ),
         cosine=PUSH_OUTPUTS[1],
         md=PUSH_OUTPUTS[2],
@@ -61,7 +61,7 @@ rule push_report:
             caption="../report/figure_push.rst",
             category="Figures",
             subcategory="push of each objective",
-            labels={"figure": "push"},
+            labels={**DRAW_LABEL, "figure": "push"},
         ),
         pdf=PUSH_OUTPUTS[4],
     params:

@@ -32,9 +32,9 @@ report: "../report/workflow.rst"
 
 # Helpers are lambdas: `snakemake --lint` wants no function definitions next to rules, and the
 # logic they call lives in grpo_ablation.pipeline (testable without Snakemake).
-results_of = lambda stages: pipeline.report_inputs(
-    EXP,
-    {s: [c.path for c in cells_of(s)] for s in stages},
+results_of = lambda stages, draw: pipeline.report_inputs(
+    exp_of(draw),
+    {s: [c.path for c in cells_of(s, draw)] for s in stages},
     SEEDS,
     [src for s in stages for src in pipeline.get_stage(config, s).sources()],
 )
@@ -68,7 +68,7 @@ rule diagnostics:
 
 rule tables:
     input:
-        unpack(lambda wildcards: results_of(STAGES_ON)),
+        unpack(lambda wildcards: results_of(STAGES_ON, draw_of(wildcards))),
         code=TABLE_CODE,
         # static, so params can find the experiment folder while a stage waits on a selection checkpoint
         base=rules.evaluate_base.output.test,
@@ -77,7 +77,7 @@ rule tables:
             f"{EXP}/tables/results.csv",
             caption="../report/results_table.rst",
             category="Tables",
-            labels={"table": "results per cell and stage"},
+            labels={**DRAW_LABEL, "table": "results per cell and stage"},
         ),
         results_md=f"{EXP}/tables/results.md",
         results_tex=f"{EXP}/tables/results.tex",
@@ -85,7 +85,7 @@ rule tables:
             f"{EXP}/tables/objectives.csv",
             caption="../report/objectives_table.rst",
             category="Appendix",
-            labels={"table": "objective records"},
+            labels={**DRAW_LABEL, "table": "objective records"},
         ),
         objectives_md=f"{EXP}/tables/objectives.md",
         objectives_tex=f"{EXP}/tables/objectives.tex",
@@ -93,21 +93,21 @@ rule tables:
             f"{EXP}/tables/hypotheses.csv",
             caption="../report/hypotheses_table.rst",
             category="Tables",
-            labels={"table": "declared hypotheses and their verdicts"},
+            labels={**DRAW_LABEL, "table": "declared hypotheses and their verdicts"},
         ),
         hypotheses_md=f"{EXP}/tables/hypotheses.md",
         calibration=report(
             f"{EXP}/tables/calibration.csv",
             caption="../report/calibration_table.rst",
             category="Tables",
-            labels={"table": "mixed-group calibration"},
+            labels={**DRAW_LABEL, "table": "mixed-group calibration"},
         ),
         calibration_md=f"{EXP}/tables/calibration.md",
         coupling=report(
             f"{EXP}/tables/coupling.csv",
             caption="../report/coupling_table.rst",
             category="Tables",
-            labels={"table": "coupling of the cells' samples"},
+            labels={**DRAW_LABEL, "table": "coupling of the cells' samples"},
         ),
         coupling_md=f"{EXP}/tables/coupling.md",
         coupling_steps=f"{EXP}/tables/coupling_steps.csv",
@@ -135,13 +135,13 @@ figure_png = lambda kind: report(
     caption=f"../report/figure_{kind}.rst",
     category="1. Effects" if kind == "effects" else "Figures",
     subcategory=stage_title,
-    labels={"stage": "{stage}", "figure": kind},
+    labels={**DRAW_LABEL, "stage": "{stage}", "figure": kind},
 )
 
 
 rule stage_figures:
     input:
-        unpack(lambda wildcards: results_of([wildcards.stage])),
+        unpack(lambda wildcards: results_of([wildcards.stage], draw_of(wildcards))),
         code=[FIGURE_CODE, *TABLE_CODE],
         # static, so params can find the experiment folder while a stage waits on a selection checkpoint
         base=rules.evaluate_base.output.test,
@@ -183,7 +183,7 @@ rule effects_reading:
             caption="../report/reading.rst",
             category="1. Effects",
             subcategory="reading of the contrasts",
-            labels={"figure": "reading"},
+            labels={**DRAW_LABEL, "figure": "reading"},
         ),
     params:
         cli=CLI,
@@ -204,30 +204,34 @@ rule token_weight_figure:
         code=FIGURE_CODE,
     output:
         png=report(
-            f"{EXP}/figures/token_weights.png",
+            f"{ROOT}/figures/token_weights.png",
             caption="../report/figure_token_weights.rst",
             category="Conventions",
             labels={"figure": "token weights of the worked example"},
         ),
-        pdf=f"{EXP}/figures/token_weights.pdf",
-        csv=f"{EXP}/figures/token_weights.csv",
+        pdf=f"{ROOT}/figures/token_weights.pdf",
+        csv=f"{ROOT}/figures/token_weights.csv",
     params:
         cli=CLI,
         out=folder("png"),
     conda:
         "../../envs/grpo.yaml"
     log:
-        f"{EXP}/logs/figures/token_weights.log",
+        f"{ROOT}/logs/figures/token_weights.log",
     benchmark:
-        f"{EXP}/benchmarks/figures/token_weights.tsv"
+        f"{ROOT}/benchmarks/figures/token_weights.tsv"
     shell:
         "python {params.cli} token-weights --out {params.out} > {log} 2>&1"
 
 
 FIGURE_TARGETS = [
-    *(f"{EXP}/figures/{s}/{k}.{e}" for s in STAGES_ON for k in STAGE_FIGURES for e in ("png", "pdf")),
-    *(f"{EXP}/figures/{s}/effects.csv" for s in STAGES_ON),
-    *rules.effects_reading.output,
+    *per_draw(
+        [
+            *(f"{EXP}/figures/{s}/{k}.{e}" for s in STAGES_ON for k in STAGE_FIGURES for e in ("png", "pdf")),
+            *(f"{EXP}/figures/{s}/effects.csv" for s in STAGES_ON),
+            *rules.effects_reading.output,
+        ]
+    ),
     *rules.token_weight_figure.output,
 ]
 
@@ -241,7 +245,52 @@ rule figures:
 
 # Called by all_targets (common.smk): everything the report shows.
 report_targets = lambda: [
-    *rules.tables.output,
+    *per_draw(rules.tables.output),
     *FIGURE_TARGETS,
-    *(PUSH_OUTPUTS if PUSH["enabled"] else []),
+    *per_draw(PUSH_OUTPUTS if PUSH["enabled"] else []),
+    *(POOLED_OUTPUTS if DRAWS else []),
 ]
+
+
+# Pooled over base-policy draws (base_policy.draws): the draw as the unit, verdicts first.
+POOLED = str(pipeline.pooled_dir(config))
+POOLED_OUTPUTS = [
+    f"{POOLED}/tables/{name}" for name in ("results.csv", "results.md", "hypotheses.csv", "hypotheses.md",
+                                           "draws.csv", "agreement.csv", "agreement.md", "effects.csv")
+] + [f"{POOLED}/reading.rst"]
+
+
+rule pooled:
+    input:
+        per_draw([rules.tables.output.results]),
+        code=[*TABLE_CODE, str(SRC / "analysis" / "draws.py")],
+    output:
+        results=report(
+            POOLED_OUTPUTS[0],
+            caption="../report/pooled_table.rst",
+            category="0. Pooled over draws",
+            labels={"table": "results pooled over draws"},
+        ),
+        rest=POOLED_OUTPUTS[1:-1],
+        reading=report(
+            POOLED_OUTPUTS[-1],
+            caption="../report/pooled_reading.rst",
+            category="0. Pooled over draws",
+            labels={"figure": "reading over draws"},
+        ),
+    params:
+        cli=CLI,
+        config=json.dumps(
+            {
+                k: config.get(k)
+                for k in ("results_dir", "experiment", "base_policy", "seeds", "stages", "training", "hypotheses")
+            }
+        ),
+        out=folder("reading"),
+    localrule: True
+    conda:
+        "../../envs/grpo.yaml"
+    log:
+        f"{ROOT}/logs/pooled.log",
+    shell:
+        "python {params.cli} pooled --config {params.config:q} --out {params.out} > {log} 2>&1"

@@ -30,7 +30,13 @@ import pandas as pd
 
 from grpo_ablation import pipeline
 from grpo_ablation.analysis.stats import holm, mixed_fraction_at, one_sided_p, t_interval, tost_p
-from grpo_ablation.analysis.tables import PAIRED, contrast_key, effects_reading, to_markdown
+from grpo_ablation.analysis.tables import (
+    PAIRED,
+    PAIRING,
+    contrast_key,
+    effects_reading,
+    to_markdown,
+)
 from grpo_ablation.axes import BY_NAME, DesignError
 
 ALPHA = 0.05
@@ -319,7 +325,7 @@ def _number(x: float, metric: str, signed: bool = True) -> str:
     return f"{x:{'+' if signed else ''}.{digits}f}"
 
 
-def verdicts_reading(verdicts: pd.DataFrame) -> str:
+def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
     """The reading's opening: each declared hypothesis with its prediction, source, test and
     verdict (reStructuredText)."""
     if verdicts.empty:
@@ -329,7 +335,7 @@ def verdicts_reading(verdicts: pd.DataFrame) -> str:
         )
     lines = [
         f"**Declared hypotheses** ({len(verdicts)}, written in the config before the run; "
-        f"α = {ALPHA}; Δ is cell minus reference on the same seed, mean [90% t interval]):",
+        f"α = {ALPHA}; Δ is cell minus reference {PAIRING[unit]}, mean [90% t interval]):",
         "",
     ]
     for _, v in verdicts.iterrows():
@@ -340,12 +346,12 @@ def verdicts_reading(verdicts: pd.DataFrame) -> str:
         interval = (
             f"{_number(v['mean'], m)} [{_number(v['low90'], m)}, {_number(v['high90'], m)}]"
             if int(v["n"]) >= 2 and math.isfinite(v["low90"])
-            else "no interval (fewer than two seeds with a finite value)"
+            else f"no interval (fewer than two {unit}s with a finite value)"
         )
         lines.append(
             f"- ``{v['id']}``: **{str(v['verdict']).upper()}**. ``{v['cell']}`` − "
             f"``{v['reference']}`` ({v['stage']}), {PAIRED[m]}: predicted {v['prediction']}; "
-            f"Δ = {interval} over {int(v['n'])} seeds; {v['test']}{p}. Source: {v['source']}."
+            f"Δ = {interval} over {int(v['n'])} {unit}s; {v['test']}{p}. Source: {v['source']}."
         )
     return "\n".join(lines) + "\n"
 

@@ -400,7 +400,15 @@ def _chance(n: int) -> str:
     return f"{CHANCE * n:.2f} expected by chance with no effect at all"
 
 
-def effects_reading(effects: pd.DataFrame, opening: str = "") -> str:
+# What a paired difference pairs on, per unit of replication: a seed within one base policy, or a
+# base-policy draw (the pooled analysis, where each draw contributes the mean of its seeds).
+PAIRING = {
+    "seed": "on the same seed",
+    "draw": "in the same base-policy draw, each draw's mean over its seeds",
+}
+
+
+def effects_reading(effects: pd.DataFrame, opening: str = "", unit: str = "seed") -> str:
     """The report's reading (reStructuredText), written from the numbers of ``effects_table``,
     after ``opening`` (the verdicts on the declared hypotheses): one paragraph per stage. Declared
     contrasts are named, not counted again; manipulation checks are listed as such; the
@@ -419,10 +427,10 @@ def effects_reading(effects: pd.DataFrame, opening: str = "") -> str:
         reference = "the reference ``" + "`` / ``".join(refs) + "``"
         title = str(of_stage["stage_title"].iloc[0]) if "stage_title" in of_stage else str(stage)
         seeds = sorted({int(n) for n in contrasts["n"]}) or [0]
-        seed_text = " or ".join(map(str, seeds)) + (" seed" if seeds == [1] else " seeds")
+        seed_text = " or ".join(map(str, seeds)) + (f" {unit}" if seeds == [1] else f" {unit}s")
         parts = [
             f"**{title[0].upper() + title[1:]}**: paired differences to {reference} over "
-            f"{seed_text} (cell minus reference on the same seed, mean [95% t interval])."
+            f"{seed_text} (cell minus reference {PAIRING[unit]}, mean [95% t interval])."
         ]
         if contrasts.empty:
             paragraphs.append(f"{parts[0]} The stage has no cell besides its reference.")
@@ -430,7 +438,7 @@ def effects_reading(effects: pd.DataFrame, opening: str = "") -> str:
         defined = contrasts[[_effect_interval(r).defined for _, r in contrasts.iterrows()]]
         if defined.empty:
             parts.append(
-                f"None of its {len(contrasts)} contrasts has an interval (one seed, or no "
+                f"None of its {len(contrasts)} contrasts has an interval (one {unit}, or no "
                 "finite value): nothing here can be read as an effect."
             )
             paragraphs.append(" ".join(parts))
@@ -465,11 +473,11 @@ def effects_reading(effects: pd.DataFrame, opening: str = "") -> str:
                 others = "one includes" if rest == 1 else f"{rest} include"
                 parts.append(
                     f"The other {others} zero: no difference from the reference is resolved "
-                    "there at this number of seeds."
+                    f"there at this number of {unit}s."
                 )
         if (defined["low"] == 0).all() and (defined["high"] == 0).all():
             parts.append(
-                "Every difference is exactly zero on every seed: these cells' numbers equal "
+                f"Every difference is exactly zero on every {unit}: these cells' numbers equal "
                 "the reference's."
             )
         undefined = len(contrasts) - len(defined)

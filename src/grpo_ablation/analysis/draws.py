@@ -1,0 +1,227 @@
+"""Base-policy draws: the analysis pooled over draws.
+
+A draw is one local base policy (``base_policy.draws`` lists their seeds); every cell runs every
+seed under each draw, in its own folder ``draw=<d>/``, analysed there as a one-base-policy
+experiment. Cells are paired within a draw (same base policy, same seed). Pooled over draws, the
+unit is the draw: each draw contributes the mean of its seeds per cell, and a contrast's interval
+is the t interval over the draws' mean paired differences. In a balanced design this is the
+interval of the grand mean under Δ_ds = μ + u_d + e_ds (draw effect u, seed noise e): the variance
+of the draw means over D estimates σ_u²/D + σ_e²/(D·S) without bias, with D − 1 degrees of
+freedom. It carries the between-draw variation that an interval over all D·S runs treated as
+exchangeable would leave out, so an effect it resolves holds beyond the one base policy it was
+found on. The same collapse feeds the declared hypotheses' tests.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from grpo_ablation import pipeline
+from grpo_ablation.analysis import hypotheses, tables
+from grpo_ablation.analysis.stats import paired_interval
+
+UNIT = "draw"
+
+
+def draw_rows(config: dict[str, Any], draw: int) -> list[dict[str, Any]]:
+    """The design rows of one draw, with the winners its own selections chose."""
+    exp = pipeline.draw_dir(config, draw)
+    sources = {src for s in pipeline.stages(config) for src in s.sources()}
+    paths = [Path(pipeline.selection_path(exp, src)) for src in sorted(sources)]
+    return pipeline.design_rows(config, pipeline.read_winners([p for p in paths if p.exists()]))
+
+
+def load_draws(config: dict[str, Any]) -> pd.DataFrame:
+    """One row per (draw, stage, cell, seed): ``tables.load_runs`` of every draw's folder."""
+    seeds = [int(s) for s in config["seeds"]]
+    frames = [
+        tables.load_runs(pipeline.draw_dir(config, d), draw_rows(config, d), seeds).assign(draw=d)
+        for d in pipeline.draws(config)
+    ]
+    return pd.concat(frames, ignore_index=True)
+
+
+def draw_means(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (stage, cell, draw): the mean over the draw's seeds of every numeric quantity
+    (NaN values left out). ``seed`` holds the draw, so the seed-paired results table and
+    hypothesis tests pair cells within a draw and take the draw as their unit."""
+    keys = ["stage", "cell", "draw"]
+    numeric = [
+        c
+        for c in runs.columns
+        if c not in (*keys, "seed")
+        and pd.api.types.is_numeric_dtype(runs[c])
+        and not pd.api.types.is_bool_dtype(runs[c])
+    ]
+    other = [c for c in runs.columns if c not in (*keys, "seed", *numeric)]
+    grouped = runs.groupby(keys, sort=False)
+    out = grouped[other].first().join(grouped[numeric].mean()).reset_index()
+    return out.assign(seed=out["draw"])
+
+
+def base_means(config: dict[str, Any]) -> dict[str, float]:
+    """The base policies' accuracy, mean over draws."""
+    per_draw = [tables.base_accuracy(pipeline.draw_dir(config, d)) for d in pipeline.draws(config)]
+    return {k: float(np.nanmean([b.get(k, math.nan) for b in per_draw])) for k in per_draw[0]}
+
+
+def per_draw_contrasts(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each contrast of ``tables.EFFECTS`` within each draw: mean [95% t interval] over its seeds
+    (undefined with one seed), one row per (stage, cell, quantity, draw)."""
+    out = []
+    for (stage, draw), of in runs.groupby(["stage", "draw"], sort=False):
+        for cell, of_cell in of.groupby("cell", sort=False):
+            ref_path = of_cell["reference"].iloc[0]
+            if cell == ref_path:
+                continue
+            ref = of[of["cell"] == ref_path].set_index("seed")
+            mine = of_cell.set_index("seed")
+            for q in tables.EFFECTS:
+                iv = paired_interval(mine[q].to_dict(), ref[q].to_dict())
+                out.append(
+                    {
+                        "stage": stage,
+                        "cell": cell,
+                        "label": pipeline.cell_label(cell),
+                        "reference": ref_path,
+                        "quantity": q,
+                        "draw": int(draw),
+                        "mean": iv.mean,
+                        "low": iv.low,
+                        "high": iv.high,
+                        "n": iv.n,
+                    }
+                )
+    return pd.DataFrame(out)
+
+
+def consistency(effects: pd.DataFrame, within: pd.DataFrame) -> pd.DataFrame:
+    """Per pooled contrast (``tables.effects_table`` rows of the differences): in how many draws
+    the draw's mean difference has the pooled sign, and whether the effect holds across draws
+    (the pooled interval excludes zero and every draw agrees in sign)."""
+    out = []
+    diffs = effects[
+        ~effects["is_reference"].astype(bool) & effects["quantity"].isin(tables.EFFECTS)
+    ]
+    for _, e in diffs.iterrows():
+        mine = within[
+            (within["stage"] == e["stage"])
+            & (within["cell"] == e["cell"])
+            & (within["quantity"] == e["quantity"])
+        ]
+        sign = np.sign(e["mean"])
+        agree = int((np.sign(mine["mean"]) == sign).sum()) if sign else 0
+        out.append(
+            {
+                "stage": e["stage"],
+                "cell": e["cell"],
+                "label": e["label"],
+                "quantity": e["quantity"],
+                "mean": e["mean"],
+                "low": e["low"],
+                "high": e["high"],
+                "draws": len(mine),
+                "same_sign": agree,
+                "holds_across_draws": bool(e["excludes_zero"]) and agree == len(mine),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def consistency_reading(table: pd.DataFrame) -> str:
+    """Which pooled contrasts hold across draws, which agree in sign without being resolved, and
+    how many change sign between draws."""
+    if table.empty:
+        return "**Across draws**: no contrast to compare.\n"
+    draws = int(table["draws"].max())
+    held = table[table["holds_across_draws"]]
+    agree = table[~table["holds_across_draws"] & (table["same_sign"] == table["draws"])]
+    split = len(table) - len(held) - len(agree)
+    head = (
+        f"**Across draws** ({draws} base-policy draws, {len(table)} pooled contrasts): "
+        f"{len(held)} {'holds' if len(held) == 1 else 'hold'} across draws (pooled 95% interval "
+        "excludes zero and every draw's mean difference has its sign)"
+    )
+    if not held.empty:
+        head += ": " + "; ".join(
+            f"``{r['label']}`` ({r['stage']}) on {tables.PAIRED[r['quantity']]}, "
+            f"{r['mean']:+.3g} [{r['low']:+.3g}, {r['high']:+.3g}]"
+            for _, r in held.iterrows()
+        )
+    return (
+        f"{head}. {len(agree)} agree in sign in every draw without a resolved pooled "
+        f"difference; {split} change sign between draws, where one draw's result would not "
+        "carry to another base policy.\n"
+    )
+
+
+def write_pooled(config: dict[str, Any], out: Path) -> list[Path]:
+    """``out/tables/{results,hypotheses,draws}.{csv,md}`` and ``out/reading.rst``: the results
+    table and the declared hypotheses' verdicts with the draw as the unit, each contrast per
+    draw, and the reading (verdicts first)."""
+    runs = load_draws(config)
+    pooled = draw_means(runs)
+    rows = list(
+        {
+            (r["stage"], r["cell"]): r for d in pipeline.draws(config) for r in draw_rows(config, d)
+        }.values()
+    )
+    table = tables.results_table(pooled, base_means(config))
+    titles = {r["stage"]: pipeline.stage_title(config, r["stage"]) for r in rows}
+    predicted = [
+        hypotheses.manipulation_predictions(
+            pipeline.draw_dir(config, d), config, draw_rows(config, d)
+        )
+        for d in pipeline.draws(config)
+    ]
+    effects = tables.effects_table(
+        table,
+        titles,
+        hypotheses.contrast_roles(config, rows),
+        {k: float(np.mean([p[k] for p in predicted if k in p])) for k in predicted[0]},
+    )
+    verdicts = hypotheses.verdicts_table(hypotheses.declared(config), pooled, rows, config)
+    within = per_draw_contrasts(runs)
+    agreement = consistency(effects, within)
+
+    folder = out / "tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    table.to_csv(folder / "results.csv", index=False)
+    caption = (
+        f"Pooled over {len(pipeline.draws(config))} base-policy draws: each draw contributes the "
+        "mean over its seeds; intervals are 95% t intervals over the draws (Δ pairs cells within "
+        "a draw)."
+    )
+    (folder / "results.md").write_text(
+        caption + "\n\n" + tables.to_markdown(tables.display_table(table))
+    )
+    verdicts.to_csv(folder / "hypotheses.csv", index=False)
+    (folder / "hypotheses.md").write_text(
+        hypotheses.verdicts_reading(verdicts, UNIT) + "\n" + tables.to_markdown(verdicts)
+    )
+    within.to_csv(folder / "draws.csv", index=False)
+    agreement.to_csv(folder / "agreement.csv", index=False)
+    (folder / "agreement.md").write_text(
+        consistency_reading(agreement) + "\n" + tables.to_markdown(agreement)
+    )
+    effects.to_csv(folder / "effects.csv", index=False)
+    reading = tables.effects_reading(effects, hypotheses.verdicts_reading(verdicts, UNIT), UNIT)
+    (out / "reading.rst").write_text(reading.rstrip("\n") + "\n\n" + consistency_reading(agreement))
+    return [*(folder / n for n in POOLED_TABLES), out / "reading.rst"]
+
+
+POOLED_TABLES = (
+    "results.csv",
+    "results.md",
+    "hypotheses.csv",
+    "hypotheses.md",
+    "draws.csv",
+    "agreement.csv",
+    "agreement.md",
+    "effects.csv",
+)

@@ -1,0 +1,208 @@
+"""Base-policy draws in the design: each draw has its own base policy, cells and seeds; the
+analysis pairs within a draw and pools over draws with the draw as the unit."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import snakemake
+from scipy import stats as scipy_stats
+
+from grpo_ablation import pipeline
+from grpo_ablation.analysis import draws, hypotheses
+from grpo_ablation.analysis.tables import PAIRED, results_table
+from grpo_ablation.pipeline import DesignError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _runs(values: dict[tuple[str, int, int], float]) -> pd.DataFrame:
+    """A runs table (every paired quantity = the value) of one stage with cells ref and b."""
+    rows = []
+    for (cell, draw, seed), v in values.items():
+        rows.append(
+            {
+                "stage": "s",
+                "cell": cell,
+                "reference": "ref",
+                "singles": (),
+                "draw": draw,
+                "seed": seed,
+                **dict.fromkeys(PAIRED, v),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# Two draws of two seeds: cell b minus ref is (0.10, 0.30) in draw 0 and (0.05, -0.05) in draw 1.
+SMALL = {
+    ("ref", 0, 0): 0.50,
+    ("ref", 0, 1): 0.40,
+    ("b", 0, 0): 0.60,
+    ("b", 0, 1): 0.70,
+    ("ref", 1, 0): 0.20,
+    ("ref", 1, 1): 0.30,
+    ("b", 1, 0): 0.25,
+    ("b", 1, 1): 0.25,
+}
+
+
+def test_the_draw_blocked_interval_is_the_t_interval_over_draw_means():
+    # By hand: draw means of the difference 0.20 and 0.00; mean 0.10, SD 0.1414, t(1) = 12.706,
+    # half-width 12.706 * 0.1414 / sqrt(2) = 1.2706.
+    pooled = draws.draw_means(_runs(SMALL))
+    table = results_table(pooled, {"greedy": 0.1, "sampled": 0.1}).set_index("cell")
+    row = table.loc["b"]
+    assert row["greedy_final_diff_n"] == 2
+    assert row["greedy_final_diff_mean"] == pytest.approx(0.10)
+    half = scipy_stats.t.ppf(0.975, 1) * math.sqrt(0.02) / math.sqrt(2)
+    assert half == pytest.approx(1.2706, abs=1e-4)
+    assert row["greedy_final_diff_low"] == pytest.approx(0.10 - half)
+    assert row["greedy_final_diff_high"] == pytest.approx(0.10 + half)
+    # Not the interval over the four runs as if they were exchangeable (3 degrees of freedom).
+    flat = results_table(_runs(SMALL).assign(seed=lambda f: f["draw"] * 10 + f["seed"]), {})
+    assert flat.set_index("cell").loc["b", "greedy_final_diff_n"] == 4
+
+
+def test_the_hypotheses_take_the_draw_as_their_unit():
+    config = {
+        "stages": {"s": {"vary": {"std_scaling": ["sample", "none"]}, "reference": "sample"}},
+        "training": {},
+        "hypotheses": [
+            {
+                "id": "h",
+                "kind": "equivalence",
+                "stage": "s",
+                "cell": "none",
+                "metric": "greedy_final",
+                "margin": 0.5,
+                "source": "test",
+            }
+        ],
+    }
+    rows = pipeline.design_rows(config)
+    ref, cell = (r["cell"] for r in rows)
+    frame = _runs(SMALL).replace({"cell": {"ref": ref, "b": cell}, "reference": {"ref": ref}})
+    verdicts = hypotheses.verdicts_table(
+        hypotheses.declared(config), draws.draw_means(frame), rows, config
+    )
+    assert int(verdicts.loc[0, "n"]) == 2 and verdicts.loc[0, "mean"] == pytest.approx(0.10)
+    assert "over 2 draws" in hypotheses.verdicts_reading(verdicts, draws.UNIT)
+
+
+def test_a_contrast_holds_across_draws_only_if_every_draw_agrees():
+    effects = pd.DataFrame(
+        [
+            {
+                "stage": "s",
+                "cell": c,
+                "label": c,
+                "is_reference": False,
+                "quantity": "greedy_final",
+                "mean": m,
+                "low": lo,
+                "high": hi,
+                "excludes_zero": lo > 0 or hi < 0,
+            }
+            for c, m, lo, hi in [
+                ("a", 0.1, 0.05, 0.15),
+                ("b", 0.1, 0.02, 0.18),
+                ("c", 0.1, -0.1, 0.3),
+            ]
+        ]
+    )
+    within = pd.DataFrame(
+        [
+            {"stage": "s", "cell": c, "quantity": "greedy_final", "draw": d, "mean": m}
+            for c, ms in {"a": (0.1, 0.1, 0.1), "b": (0.2, 0.2, -0.1), "c": (0.1, 0.1, 0.1)}.items()
+            for d, m in enumerate(ms)
+        ]
+    )
+    table = draws.consistency(effects, within).set_index("cell")
+    assert table["holds_across_draws"].to_dict() == {"a": True, "b": False, "c": False}
+    assert table["same_sign"].to_dict() == {"a": 3, "b": 2, "c": 3}
+    text = draws.consistency_reading(table.reset_index())
+    assert "1 holds across draws" in text and "1 agree in sign" in text and "1 change sign" in text
+
+
+@pytest.mark.parametrize(
+    "base, message",
+    [
+        ({"kind": "local", "seed": 1, "draws": [1, 2]}, "both seed and draws"),
+        ({"kind": "hub", "name": "org/model", "draws": [1, 2]}, "kind local"),
+        ({"kind": "local", "draws": [1, 1]}, "distinct"),
+    ],
+)
+def test_draws_that_cannot_be_run_are_refused(base, message):
+    with pytest.raises(DesignError, match=message):
+        pipeline.check_draws({"base_policy": base})
+
+
+def test_each_draw_is_its_base_policy_seed():
+    config = {"experiment": "e", "base_policy": {"kind": "local", "draws": [3, 4], "sft_steps": 9}}
+    assert pipeline.draws(config) == [3, 4]
+    assert pipeline.draw_base_policy(config, 4) == {"kind": "local", "seed": 4, "sft_steps": 9}
+    assert pipeline.draw_dir(config, 4) == Path("results/e/draw=4")
+    one = {"experiment": "e", "base_policy": {"kind": "local", "seed": 2}}
+    assert pipeline.draws(one) == [] and pipeline.draw_dir(one, None) == Path("results/e")
+    assert pipeline.draw_base_policy(one, None) == one["base_policy"]
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """The smoke config's std scaling stage under two draws of two seeds, end to end."""
+    config = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
+    config["experiment"] = "drawn"
+    config["base_policy"]["draws"] = [0, 1]
+    config["stages"] = {"std_scaling": config["stages"]["std_scaling"]}
+    config["hypotheses"] = [h for h in config["hypotheses"] if h["stage"] == "std_scaling"]
+    config["push"] = {"enabled": False}
+    root = tmp_path_factory.mktemp("draws")
+    config["results_dir"] = str(root)
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    snakemake(path)
+    return config, root / "drawn"
+
+
+@pytest.mark.slow
+def test_draws_run_their_own_base_policies_on_the_shared_splits(drawn):
+    config, exp = drawn
+    assert (exp / "data/manifest.json").exists() and not list(exp.glob("draw=*/data"))
+    bases = [json.loads((exp / f"draw={d}/base/base_policy.json").read_text()) for d in (0, 1)]
+    weights = [(Path(b["model"]) / "model.safetensors").read_bytes() for b in bases]
+    assert weights[0] != weights[1]  # two warm starts, two seeds
+    for d in (0, 1):
+        for s in config["seeds"]:
+            assert (
+                exp / f"draw={d}/eval/std=sample/agg=sequence_mean/G=4/seed={s}/test/summary.json"
+            ).exists()
+        assert (exp / f"draw={d}/tables/hypotheses.csv").exists()
+
+
+@pytest.mark.slow
+def test_the_pooled_tables_pair_within_draws_and_pool_over_them(drawn):
+    _, exp = drawn
+    per_draw = {
+        d: pd.read_csv(exp / f"draw={d}/tables/results.csv").set_index(["stage", "cell"])
+        for d in (0, 1)
+    }
+    pooled = pd.read_csv(exp / "pooled/tables/results.csv").set_index(["stage", "cell"])
+    key = ("std_scaling", "std=population/agg=sequence_mean/G=4")
+    means = [per_draw[d].loc[key, "greedy_final_diff_mean"] for d in (0, 1)]
+    assert pooled.loc[key, "greedy_final_diff_mean"] == pytest.approx(sum(means) / 2)
+    assert pooled.loc[key, "greedy_final_diff_n"] == 2
+    if means[0] != means[1]:
+        half = scipy_stats.t.ppf(0.975, 1) * abs(means[0] - means[1]) / math.sqrt(2) / math.sqrt(2)
+        assert pooled.loc[key, "greedy_final_diff_high"] == pytest.approx(sum(means) / 2 + half)
+    verdicts = pd.read_csv(exp / "pooled/tables/hypotheses.csv")
+    assert list(verdicts["id"]) == ["population_equals_sample"] and int(verdicts.loc[0, "n"]) == 2
+    reading = (exp / "pooled/reading.rst").read_text()
+    assert reading.startswith("**Declared hypotheses**") and "**Across draws** (2" in reading
+    agreement = pd.read_csv(exp / "pooled/tables/agreement.csv")
+    assert set(agreement["draws"]) == {2}
