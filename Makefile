@@ -10,7 +10,7 @@ CONFIG ?= config/config.yaml
 export PATH := $(abspath $(BIN)):$(PATH)
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: setup run test test-fast lint figures report bench smoke clean
+.PHONY: setup run test test-fast lint figures report bench smoke gpu-lock clean
 
 setup: $(VENV)/.installed
 
@@ -50,6 +50,13 @@ lint: setup
 
 bench: setup
 	$(BIN)/python -m benchmarks.bench
+
+# The GPU nodes' pin set with vLLM (envs/gpu-vllm.in -> envs/gpu-vllm.lock.txt), resolved for
+# Python 3.13 on x86-64 Linux by uv (installed into the venv on demand; nothing else needs it).
+gpu-lock: setup
+	$(PIP) uv==0.13.9
+	$(BIN)/uv pip compile envs/gpu-vllm.in --python-version 3.13 \
+		--python-platform x86_64-manylinux_2_28 --no-header -o envs/gpu-vllm.lock.txt
 
 clean:
 	rm -rf $(VENV) .snakemake

@@ -223,29 +223,42 @@ def dag_scaling(sizes: tuple[int, ...] = (10, 100, 1000, 5000)) -> dict[str, Any
     }
 
 
+def subtrees(exp_dir: Path) -> list[Path]:
+    """The experiment folder and, with base-policy draws, each draw's folder (draw=<d>/)."""
+    return [exp_dir, *sorted(exp_dir.glob("draw=*"))]
+
+
+def one_draw(exp_dir: Path) -> Path:
+    """A one-base-policy folder: the experiment itself, or its first draw's folder."""
+    return next(iter(sorted(exp_dir.glob("draw=*"))), exp_dir)
+
+
 def read_job_benchmarks(exp_dir: Path):
-    """One row per job from Snakemake's ``benchmark:`` files: rule, wall s, cpu s, peak RSS,
-    and the job's end (file mtime) and start (end - wall)."""
+    """One row per job from Snakemake's ``benchmark:`` files (every draw's too): rule, wall s,
+    cpu s, peak RSS, and the job's end (file mtime) and start (end - wall); ``folder`` is the
+    experiment or draw folder the job belongs to, ``job`` its path under ``benchmarks/``."""
     import pandas as pd
 
     rows = []
-    root = exp_dir / "benchmarks"
-    for path in sorted(root.rglob("*.tsv")):
-        frame = pd.read_csv(path, sep="\t")
-        last = frame.iloc[-1]
-        end = path.stat().st_mtime
-        rule = path.relative_to(root).parts[0].removesuffix(".tsv")
-        rows.append(
-            {
-                "rule": rule,
-                "job": str(path.relative_to(root)),
-                "wall_s": float(last["s"]),
-                "cpu_s": float(last["cpu_time"]),
-                "max_rss_mb": float(last["max_rss"]),
-                "end": end,
-                "start": end - float(last["s"]),
-            }
-        )
+    for folder in subtrees(exp_dir):
+        root = folder / "benchmarks"
+        for path in sorted(root.rglob("*.tsv")):
+            frame = pd.read_csv(path, sep="\t")
+            last = frame.iloc[-1]
+            end = path.stat().st_mtime
+            rule = path.relative_to(root).parts[0].removesuffix(".tsv")
+            rows.append(
+                {
+                    "folder": folder,
+                    "rule": rule,
+                    "job": str(path.relative_to(root)),
+                    "wall_s": float(last["s"]),
+                    "cpu_s": float(last["cpu_time"]),
+                    "max_rss_mb": float(last["max_rss"]),
+                    "end": end,
+                    "start": end - float(last["s"]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -276,17 +289,25 @@ def dag_floor(exp_dir: Path, cores: int = 2) -> dict[str, Any]:
     evaluation, ``timing.json`` ``generate_s``; the base policy's SFT, ``sft_seconds`` times its
     threads), divided by the cores. Wall time: first job start to last job end (Snakemake's
     benchmark files; the DAG's own planning, a few seconds, is outside)."""
-    runs = sorted(exp_dir.glob("runs/**/wall_time.json"))
+    folders = subtrees(exp_dir)
+    runs = sorted(p for f in folders for p in f.glob("runs/**/wall_time.json"))
     train_s = sum(sum(json.loads(p.read_text())) for p in runs)
     generate_s = sum(
         json.loads(p.read_text()).get("generate_s", 0.0)
-        for p in exp_dir.glob("eval/**/timing.json")
+        for f in folders
+        for p in f.glob("eval/**/timing.json")
     )
-    base = json.loads((exp_dir / "base" / "base_policy.json").read_text())
-    stats = base.get("stats", {})
-    sft_s = float(stats.get("sft_seconds") or 0.0)
-    sft_threads = int(stats.get("config", {}).get("num_threads", 1))
-    floor = (train_s + generate_s + sft_s * sft_threads) / cores
+    bases = [
+        json.loads(p.read_text()).get("stats", {})
+        for f in folders
+        for p in f.glob("base/base_policy.json")
+    ]
+    # the base policies' SFT, in core-seconds (each runs on num_threads cores)
+    sft_core_s = sum(
+        float(b.get("sft_seconds") or 0.0) * int(b.get("config", {}).get("num_threads", 1))
+        for b in bases
+    )
+    floor = (train_s + generate_s + sft_core_s) / cores
     jobs = read_job_benchmarks(exp_dir)
     wall = float(jobs["end"].max() - jobs["start"].min())
     return {
@@ -298,8 +319,8 @@ def dag_floor(exp_dir: Path, cores: int = 2) -> dict[str, Any]:
         "jobs": len(jobs),
         "train_s": train_s,
         "generate_s": generate_s,
-        "sft_s": sft_s,
-        "sft_threads": sft_threads,
+        "base_policies": len(bases),
+        "sft_core_s": sft_core_s,
         "floor_s": floor,
         "wall_s": wall,
         "wall_over_floor": wall / floor,
@@ -326,7 +347,7 @@ def evaluation_overhead(exp_dir: Path) -> dict[str, Any]:
     jobs = read_job_benchmarks(exp_dir)
     rows = []
     for job in jobs[jobs["rule"] == "evaluate"].itertuples():
-        timings = _timings(_eval_dir(exp_dir, job.job))
+        timings = _timings(_eval_dir(job.folder, job.job))
         gen = sum(t["generate_s"] for t in timings)
         rows.append(
             {
@@ -448,11 +469,11 @@ def memory(exp_dir: Path) -> dict[str, Any]:
     (run_info.json, measured by the process that trained)."""
     jobs = read_job_benchmarks(exp_dir)
     for i, job in jobs[jobs["rule"] == "evaluate"].iterrows():
-        child = [t.get("max_rss_mb", 0.0) for t in _timings(_eval_dir(exp_dir, job["job"]))]
+        child = [t.get("max_rss_mb", 0.0) for t in _timings(_eval_dir(job["folder"], job["job"]))]
         jobs.loc[i, "max_rss_mb"] = max([job["max_rss_mb"], *child])
     for i, job in jobs[jobs["rule"] == "train"].iterrows():
         # benchmarks/train/<cell>/seed=<s>.tsv -> runs/<cell>/seed=<s>/run_info.json
-        run = exp_dir / "runs" / Path(job["job"]).relative_to("train").with_suffix("")
+        run = job["folder"] / "runs" / Path(job["job"]).relative_to("train").with_suffix("")
         info = json.loads((run / "run_info.json").read_text())
         trained = (info.get("peak_memory") or {}).get("host_rss_mb") or 0.0
         jobs.loc[i, "max_rss_mb"] = max(job["max_rss_mb"], trained)
@@ -609,6 +630,11 @@ def sampled_noise(
 
     cfg = yaml.safe_load(config.read_text())
     validate(cfg, "workflow/schemas/config.schema.yaml")  # fills the defaults
+    if len(cfg["seeds"]) < 2:
+        return {
+            "benchmark": "sampled_noise",
+            "skipped": f"{config} runs {len(cfg['seeds'])} seed per base policy: no per-seed SD",
+        }
     winners = pipeline.read_winners(sorted((exp_dir / "selection").glob("*.json")))
     rows = pipeline.design_rows(cfg, winners, list(stages))
     finals: dict[str, dict[str, dict[int, float]]] = {m: {} for m in SAMPLED_METRICS}
@@ -682,6 +708,12 @@ def crn_gain(before: Path, after: Path) -> dict[str, Any]:
         }
     a, b = _contrast_noise(before), _contrast_noise(after)
     common = sorted(a.keys() & b.keys())
+    if not common:
+        return {
+            "benchmark": "crn_gain",
+            "skipped": f"no stage 1-2 contrast has an interval in both {before} and {after} "
+            "(it needs two seeds or more under one base policy)",
+        }
     quantities = sorted({q for _, _, q in common})
     per_quantity = {}
     for q in quantities:
@@ -734,10 +766,10 @@ def main() -> None:
         "pipeline_overhead": lambda: pipeline_overhead(a.experiment),
         "dag_floor": lambda: dag_floor(a.experiment),
         "evaluation_overhead": lambda: evaluation_overhead(a.experiment),
-        "evaluation_modes": lambda: evaluation_modes(a.experiment),
+        "evaluation_modes": lambda: evaluation_modes(one_draw(a.experiment)),
         "memory": lambda: memory(a.experiment),
-        "sampled_noise": lambda: sampled_noise(a.experiment),
-        "crn_gain": lambda: crn_gain(a.before, a.experiment),
+        "sampled_noise": lambda: sampled_noise(one_draw(a.experiment)),
+        "crn_gain": lambda: crn_gain(a.before, one_draw(a.experiment)),
         "slurm_packing": slurm_packing,
     }
     a.out.mkdir(parents=True, exist_ok=True)

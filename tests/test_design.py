@@ -222,6 +222,44 @@ def test_conda_environment_and_pip_requirements_agree():
     assert {"torch", "trl", "transformers", "lm-eval", "snakemake"} <= pip.keys()
 
 
+# Where the GPU pin set may differ from requirements.txt, and why (envs/gpu-vllm.in says so too).
+GPU_EXCEPTIONS = {
+    "transformers": "vllm 0.31.0 requires transformers < 5.18",
+    "protobuf": "vllm's range",
+}
+
+
+def test_the_gpu_pin_set_is_the_cpu_one_plus_vllm_within_trls_range():
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    top = _pins((ROOT / "envs/gpu-vllm.in").read_text().splitlines())
+    lock = _pins((ROOT / "envs/gpu-vllm.lock.txt").read_text().splitlines())
+    cpu = _pins((ROOT / "envs/requirements.txt").read_text().splitlines())
+    assert {k: lock.get(k) for k in top} == top  # the lock resolves the pins as written
+    extra = next(
+        Requirement(r) for r in requires("trl") if r.startswith("vllm") and "extra ==" in r
+    )
+    assert top["vllm"] in extra.specifier  # TRL 1.16 supports it
+    differ = {k for k in cpu.keys() & lock.keys() if cpu[k] != lock[k]}
+    assert differ <= GPU_EXCEPTIONS.keys(), differ
+    assert cpu.keys() - GPU_EXCEPTIONS.keys() <= lock.keys()  # nothing of the CPU set left out
+    env = yaml.safe_load((ROOT / "envs/grpo-gpu.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert "python=3.13" in env["dependencies"] and pip == ["-r gpu-vllm.lock.txt"]
+
+
+def test_jobs_get_the_vllm_environment_exactly_where_the_config_uses_vllm():
+    cluster = yaml.safe_load((ROOT / "config/cluster.yaml").read_text())
+    assert pipeline.conda_env(cluster) == "envs/grpo.yaml"
+    for section, key in (("training", "generation_backend"), ("evaluation", "backend")):
+        on = {**cluster, section: {**cluster.get(section, {}), key: "vllm"}}
+        assert pipeline.conda_env(on) == "envs/grpo-gpu.yaml"
+    rules = "".join(p.read_text() for p in (ROOT / "workflow/rules").glob("*.smk"))
+    assert len(re.findall(r"conda:\s*\n\s*CONDA_ENV\n", rules)) == rules.count("conda:") > 10
+
+
 @pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml"])
 def test_snakemake_lint_is_clean(configfile):
     proc = subprocess.run(

@@ -387,3 +387,22 @@ def test_a_killed_evaluation_resumes_at_the_next_checkpoint(setup: dict, monkeyp
     loads[:] = []
     evaluate_checkpoints(checkpoints, setup["task_dir"], out, batch_size=4, seed=1)
     assert len(loads) == 2, "so is everything under other settings"
+
+
+def test_a_process_per_checkpoint_gives_the_same_evaluation(setup: dict) -> None:
+    """With vLLM each checkpoint is evaluated in a fresh process of its own (an engine's GPU memory
+    is freed when its process ends); shown here with the hf backend: every checkpoint ran in
+    another process than this one and than each other, and wrote what one process writes."""
+    checkpoints = [(0, setup["ckpt"]), (7, setup["root"] / "ckpt_no_eos")]
+    out = setup["root"] / "per_process"
+    results = evaluate_checkpoints(
+        checkpoints, setup["task_dir"], out, batch_size=4, process_per_checkpoint=True
+    )
+    pids = {json.loads((out / f"step={s}" / "timing.json").read_text())["pid"] for s in (0, 7)}
+    assert len(pids) == 2 and os.getpid() not in pids
+    for step in (0, 7):
+        for name in ("results.json", "samples.jsonl"):
+            got = (out / f"step={step}" / name).read_bytes()
+            assert got == (setup["out"] / f"step={step}" / name).read_bytes(), (step, name)
+    assert results == setup["results"]
+    assert json.loads((out / "summary.json").read_text())["checkpoints"] == setup["results"]

@@ -461,6 +461,20 @@ def needs_prefetch(config: dict[str, Any]) -> bool:
     )
 
 
+def uses_vllm(config: dict[str, Any]) -> bool:
+    training = config.get("training", {})
+    return (
+        training.get("generation_backend") == "vllm"
+        or config.get("evaluation", {}).get("backend") == "vllm"
+    )
+
+
+def conda_env(config: dict[str, Any]) -> str:
+    """The jobs' conda environment file (repository-relative): envs/grpo-gpu.yaml, the pin set with
+    vLLM (another transformers and Python, envs/gpu-vllm.in), where the config uses vLLM."""
+    return "envs/grpo-gpu.yaml" if uses_vllm(config) else "envs/grpo.yaml"
+
+
 def experiment_dir(config: dict[str, Any]) -> Path:
     return Path(config.get("results_dir", "results")) / config["experiment"]
 

@@ -11,7 +11,7 @@ rule prefetch:
             {k: config.get(k) for k in ("task", "base_policy", "evaluation", "stand_in")}, sort_keys=True
         ),
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{ROOT}/logs/prefetch.log",
     shell:
@@ -32,7 +32,7 @@ rule splits:
         out=folder("manifest"),
         fetched=lambda wildcards, input: f"--prefetch {input[0]}" if input else "",
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{ROOT}/logs/splits.log",
     benchmark:
@@ -64,7 +64,7 @@ rule base_policy:
         runtime=config["resources"]["base_policy_runtime"],
         mem_mb=config["resources"]["base_policy_mem_mb"],
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{EXP}/logs/base_policy.log",
     benchmark:
@@ -86,7 +86,7 @@ rule calculations:
         cli=CLI,
         out=folder(0),
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{ROOT}/logs/calculations.log",
     benchmark:

@@ -19,7 +19,7 @@ rule eval_tasks:
         data=folder("test", of="input"),
         tasks=folder("test", up=2),
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{ROOT}/logs/eval_tasks.log",
     benchmark:
@@ -55,7 +55,7 @@ rule evaluate_base:
         # (on its one GPU), sharing its job worker.
         eval_slots=1,
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{EXP}/logs/evaluate/base.log",
     benchmark:
@@ -93,7 +93,7 @@ rule evaluate:
         # (on its one GPU), sharing its job worker.
         eval_slots=1,
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{EXP}/logs/evaluate/{{cell}}/seed={{seed}}.log",
     benchmark:
@@ -118,7 +118,7 @@ checkpoint select:
         # In config order: a stage's first varied axis is its primary one.
         config=json.dumps({k: config[k] for k in ("stages", "training")}),
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{EXP}/logs/select/{{stage}}.log",
     benchmark:

@@ -32,7 +32,7 @@ rule push:
         runtime=config["resources"]["diagnostics_runtime"],
         mem_mb=config["resources"]["diagnostics_mem_mb"],
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{EXP}/logs/push/{{cell}}/seed={{seed}}.log",
     benchmark:
@@ -68,7 +68,7 @@ rule push_report:
         cli=CLI,
     localrule: True
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{EXP}/logs/push_report.log",
     shell:

@@ -57,7 +57,7 @@ rule diagnostics:
         runtime=config["resources"]["diagnostics_runtime"],
         mem_mb=config["resources"]["diagnostics_mem_mb"],
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{EXP}/logs/diagnostics/{{cell}}/seed={{seed}}.log",
     benchmark:
@@ -118,7 +118,7 @@ rule tables:
         selection=selection_arg,
         out=folder("results"),
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{EXP}/logs/tables.log",
     benchmark:
@@ -157,7 +157,7 @@ rule stage_figures:
         objective=lambda wildcards: pipeline.stage_caption(config, wildcards.stage),
         out=folder("accuracy"),
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{EXP}/logs/figures/{{stage}}.log",
     benchmark:
@@ -190,7 +190,7 @@ rule effects_reading:
         push=lambda wildcards, input: f"--push {input.push}" if PUSH["enabled"] else "",
     localrule: True
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{EXP}/logs/figures/reading.log",
     shell:
@@ -215,7 +215,7 @@ rule token_weight_figure:
         cli=CLI,
         out=folder("png"),
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{ROOT}/logs/figures/token_weights.log",
     benchmark:
@@ -289,7 +289,7 @@ rule pooled:
         out=folder("reading"),
     localrule: True
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{ROOT}/logs/pooled.log",
     shell:

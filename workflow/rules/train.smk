@@ -25,7 +25,7 @@ rule train:
         # A resource, not a param: params are rerun triggers, and tracking changes no result.
         report_to=",".join(config["tracking"]["report_to"]) or "none",
     conda:
-        "../../envs/grpo.yaml"
+        CONDA_ENV
     log:
         f"{EXP}/logs/train/{{cell}}/seed={{seed}}.log",
     benchmark:

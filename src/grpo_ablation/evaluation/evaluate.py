@@ -54,6 +54,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import multiprocessing
 import os
 import resource
 import time
@@ -684,8 +685,14 @@ def evaluate_checkpoints(
     revision: str | None = None,
     external: list[str] | None = None,
     backend: str = "hf",
+    process_per_checkpoint: bool | None = None,
+    only: int | None = None,
 ) -> list[dict]:
-    """Evaluate every checkpoint on the tasks of ``task_dir`` in this one process.
+    """Evaluate every checkpoint on the tasks of ``task_dir``: in this one process, or each in a
+    process of its own (``process_per_checkpoint``; the default with vLLM, which does not reliably
+    free an engine's GPU memory within a process, so one engine per process and a fresh process
+    per checkpoint). ``only`` evaluates the checkpoint of that index alone (what each of those
+    processes runs) and writes no summary.
 
     A checkpoint is a local directory or a hub name (the base policy of a preset; ``revision``
     pins it). ``external`` names lm-eval built-in benchmarks (e.g. ``gsm8k``) evaluated as extra,
@@ -698,6 +705,28 @@ def evaluate_checkpoints(
     All four lm-eval seeds are set to ``seed`` for every checkpoint, so each checkpoint sees the
     same random stream regardless of its position in the list.
     """
+    if process_per_checkpoint is None:
+        process_per_checkpoint = backend == "vllm"
+    if process_per_checkpoint and only is None:
+        options = dict(
+            batch_size=batch_size, device=device, dtype=dtype, seed=seed, limit=limit,
+            revision=revision, external=external, backend=backend, process_per_checkpoint=False,
+        )  # fmt: skip
+        spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: nothing inherited
+        for i, (step, _) in enumerate(checkpoints):
+            child = spawn.Process(
+                target=evaluate_checkpoints,
+                args=(checkpoints, task_dir, out_dir),
+                kwargs={**options, "only": i},
+            )
+            child.start()
+            child.join()
+            if child.exitcode:
+                raise RuntimeError(
+                    f"evaluation of step {step} failed in its own process (exit code "
+                    f"{child.exitcode}); its log is above"
+                )
+        # Every checkpoint is finished now: the loop below reads them back and writes the summary.
     t0 = time.perf_counter()
     import lm_eval
     import lm_eval.models.huggingface
@@ -729,6 +758,8 @@ def evaluate_checkpoints(
     settings = [seeds, batch_size, device, dtype, limit, backend, external, versions, tasks_text]
     settings += content
     for i, (step, ckpt) in enumerate(checkpoints):
+        if only is not None and i != only:
+            continue
         local = Path(ckpt).exists()
         ckpt = str(Path(ckpt).resolve()) if local else str(ckpt)
         step_dir = out_dir / f"step={step}"
@@ -873,12 +904,15 @@ def evaluate_checkpoints(
             # Snakemake's benchmark then measures only the thin client).
             "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "in_worker": os.environ.get("GRPO_WORKER_CHILD") == "1",
+            "pid": os.getpid(),
         }
         (step_dir / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
         (step_dir / DONE).write_text(json.dumps({"key": key}) + "\n")  # last: the step is finished
         all_results.append(result)
         del lm
-    (out_dir / "summary.json").write_text(json.dumps({"checkpoints": all_results}, indent=2) + "\n")
+    if only is None:
+        summary = json.dumps({"checkpoints": all_results}, indent=2) + "\n"
+        (out_dir / "summary.json").write_text(summary)
     return all_results
 
 

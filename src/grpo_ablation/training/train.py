@@ -243,7 +243,8 @@ def _vllm_args(cfg: TrainingConfig) -> dict[str, Any]:
     if importlib.util.find_spec("vllm") is None:
         raise ImportError(
             "training.generation_backend is 'vllm' but vllm is not installed: "
-            "`pip install vllm` in the GPU nodes' environment (CUDA only)"
+            "install the GPU nodes' pin set (envs/gpu-vllm.lock.txt, or the conda environment "
+            "envs/grpo-gpu.yaml; CUDA only)"
         )
     return {
         "use_vllm": True,
