@@ -208,12 +208,9 @@ def test_evaluation_generates_as_training_does():
         "device": "cuda",
         "dtype": "bfloat16",
     }
-    # vLLM draws from its own generator: keyed evaluation sampling is refused before any job.
+    # With vLLM the keyed sampler seeds each request (keyed_sampling.seeded_requests).
     config["evaluation"]["backend"] = "vllm"
-    with pytest.raises(
-        DesignError, match=r"evaluation\.sampler keyed needs evaluation\.backend hf"
-    ):
-        evaluation_config(config)
+    assert evaluation_config(config)["sampler"] == "keyed"
     config["evaluation"]["sampler"] = "stream"
     assert evaluation_config(config)["sampler"] == "stream"
     config["evaluation"]["max_gen_toks"] = 256

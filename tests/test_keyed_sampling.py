@@ -16,6 +16,7 @@ from grpo_ablation.keyed_sampling import (
     hash32,
     hash32_int,
     noise,
+    seeded_requests,
     training_keys,
     uniforms,
 )
@@ -169,11 +170,57 @@ def test_every_cell_of_a_seed_draws_the_same_step_zero_rollouts(setup, tmp_path)
     assert step0[0] and step0[0] == step0[1] == step0[2]
 
 
-def test_the_sampler_is_recorded_and_vllm_needs_the_stream():
+def test_the_sampler_is_recorded_and_with_vllm_it_names_the_seeded_request():
     record = TrainingConfig().objective_record(1)
     assert record.sampler.startswith("keyed Gumbel-max") and "keyed Gumbel-max" in record.describe()
     assert TrainingConfig(sampler="stream").objective_record(1).sampler.startswith("the global")
-    with pytest.raises(ValueError, match="sampler keyed needs generation_backend transformers"):
-        TrainingConfig(generation_backend="vllm")
+    vllm = TrainingConfig(generation_backend="vllm").objective_record(1)
+    assert vllm.sampler.startswith("vLLM with a per-request seed")
     with pytest.raises(ValueError, match="unknown sampler"):
         TrainingConfig(sampler="gumbel")
+
+
+class FakeParams:
+    """The part of vllm.SamplingParams the keyed path uses (vLLM is not installed here)."""
+
+    def __init__(self, temperature: float, seed: int | None = None) -> None:
+        self.temperature, self.seed = temperature, seed
+
+    def clone(self) -> "FakeParams":
+        return FakeParams(self.temperature, self.seed)
+
+
+def test_vllm_requests_are_seeded_by_their_completions_keys():
+    shared = FakeParams(1.0)
+    keys = training_keys(0, 3, ["p", "p", "q"], group_size=2, offset=0)
+    seeded = seeded_requests([shared] * 3, keys)
+    assert [p.seed for p in seeded] == keys and shared.seed is None  # copies, not the shared one
+    with pytest.raises(RuntimeError, match="2 requests for 3 keys"):
+        seeded_requests([shared] * 2, keys)
+
+
+def test_vllm_evaluation_seeds_each_sampled_request_by_prompt_and_repeat():
+    from grpo_ablation.evaluation.evaluate import _keyed_generation
+
+    class FakeVLLM:
+        def __init__(self) -> None:
+            self.calls: list[list] = []
+
+        def _model_generate(self, requests, generate=False, sampling_params=None):
+            self.calls.append(sampling_params)
+            return requests
+
+    seeds = []
+    for _ in range(2):  # two checkpoints' evaluations: the same seeds on the same (prompt, repeat)
+        lm = FakeVLLM()
+        _keyed_generation(lm, seed=5, backend="vllm")
+        lm._model_generate([[1, 2], [1, 2], [3]], True, FakeParams(1.0))
+        lm._model_generate([[1, 2]], True, [FakeParams(1.0)])
+        lm._model_generate([[1, 2]], True, FakeParams(0.0))  # greedy: untouched
+        lm._model_generate([[1, 2]], False, None)  # log-likelihood: untouched
+        assert lm.calls[2][0].seed is None and lm.calls[3] is None
+        seeds.append([p.seed for call in lm.calls[:2] for p in call])
+    assert seeds[0] == seeds[1]
+    first = seeds[0]
+    assert first[0] != first[1] and first[3] not in first[:3]  # repeats 0, 1, then 2 of [1, 2]
+    assert first == evaluation_keys(5, [[1, 2], [1, 2], [3], [1, 2]], {})

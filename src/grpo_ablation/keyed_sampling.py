@@ -122,6 +122,25 @@ class KeyedGumbel:
         return out
 
 
+def seeded_requests(sampling_params: list[Any], keys: list[int]) -> list[Any]:
+    """vLLM's keyed sampling: a copy of each request's ``sampling_params`` (``vllm.SamplingParams``)
+    seeded by its completion's key. vLLM then draws a seeded request from a generator of
+    its own (an exponential race over the vocabulary per token, the Gumbel-max draw in another
+    form), so its tokens depend on its key and its logits, not on the batch or on any other random
+    number: common random numbers across cells, as the hash gives transformers. Not the same
+    numbers as the hash: a run with vLLM is coupled to other vLLM runs, not to transformers ones."""
+    if len(sampling_params) != len(keys):
+        raise RuntimeError(
+            f"keyed vLLM sampling got {len(sampling_params)} requests for {len(keys)} keys"
+        )
+    requests = []
+    for params, key in zip(sampling_params, keys, strict=True):
+        params = params.clone()
+        params.seed = int(key)
+        requests.append(params)
+    return requests
+
+
 def training_keys(seed: int, step: int, prompt_ids: list[str], group_size: int, offset: int):
     """The keys of rows of a generation batch: row j is slot (offset + j) mod G of its group; a
     prompt met again in the batch (at the same slot) counts as its next occurrence. Pass the whole

@@ -418,11 +418,6 @@ def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
         )
     ev["max_gen_toks"] = length
     ev.setdefault("sampler", "keyed")
-    if ev["sampler"] == "keyed" and ev.get("backend", "hf") != "hf":
-        raise DesignError(
-            "evaluation.sampler keyed needs evaluation.backend hf: vLLM draws from its own "
-            "generator; set evaluation.sampler: stream"
-        )
     ev["sampled_metric"] = sampled_metric(config)
     ev["device"] = config["compute"]["device"]
     ev["dtype"] = config["compute"]["dtype"]

@@ -86,6 +86,22 @@ EVAL_DESCRIPTION = {
 }
 
 
+# With vLLM the key seeds the request's own generator (grpo_ablation.keyed_sampling.seeded_requests).
+VLLM_KEYED = "vLLM with a per-request seed: the key of "
+
+
+def sampler_description(sampler: str, vllm: bool, evaluation: bool = False) -> str:
+    """The recorded sampler; keyed with vLLM names the seeded request instead of the hash."""
+    if sampler == "keyed" and vllm:
+        what = (
+            "(seed, prompt tokens, repeat)"
+            if evaluation
+            else ("(seed, generation step, prompt id, occurrence in the batch, slot in the group)")
+        )
+        return VLLM_KEYED + what
+    return (EVAL_DESCRIPTION if evaluation else DESCRIPTION)[sampler]
+
+
 def check_sampler(sampler: str) -> str:
     if sampler not in SAMPLERS:
         raise ValueError(f"unknown sampler {sampler!r}; expected one of {SAMPLERS}")

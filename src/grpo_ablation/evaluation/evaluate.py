@@ -67,12 +67,12 @@ from grpo_ablation.choices import EXTERNAL_PROTOCOL
 from grpo_ablation.compute import OFFLINE_VARS, work_offline
 from grpo_ablation.evaluation import exact as exact_module
 from grpo_ablation.sampling import (
-    EVAL_DESCRIPTION,
     SAMPLERS,
     check_sampler,
     generate_kwargs,
     neutral_generation_config,
     protocol,
+    sampler_description,
 )
 
 # Checkpoints and data are local or cached: nothing may touch the hub. Set before lm_eval/datasets
@@ -569,12 +569,31 @@ def _exact_ready(lm: Any, manifest: dict[str, Any], backend: str, ckpt: str) -> 
     lm._model_call = tempered
 
 
-def _keyed_generation(lm: Any, seed: int) -> None:
+def _keyed_generation(lm: Any, seed: int, backend: str = "hf") -> None:
     """Draw lm-eval's sampled tokens by keyed Gumbel-max (``grpo_ablation.keyed_sampling``): the
     key of a row is (seed, its prompt's tokens, how many times that prompt was sampled before in
-    this evaluation), so each checkpoint meets the same noise on the same (prompt, repeat)."""
-    from grpo_ablation.keyed_sampling import KeyedGumbel, evaluation_keys
+    this evaluation), so each checkpoint meets the same noise on the same (prompt, repeat). With
+    vLLM the key seeds the request instead."""
+    from grpo_ablation.keyed_sampling import KeyedGumbel, evaluation_keys, seeded_requests
 
+    if backend == "vllm":
+        vllm_generate, vllm_seen = lm._model_generate, {}
+
+        def seeded(requests: list[list[int]], generate: bool = False, sampling_params: Any = None):
+            if not generate or sampling_params is None:
+                return vllm_generate(requests, generate, sampling_params)
+            params = (
+                sampling_params
+                if isinstance(sampling_params, list)
+                else [sampling_params] * len(requests)
+            )
+            if all(not p.temperature for p in params):  # greedy: nothing is drawn
+                return vllm_generate(requests, generate, params)
+            keys = evaluation_keys(seed, requests, vllm_seen)
+            return vllm_generate(requests, generate, seeded_requests(params, keys))
+
+        lm._model_generate = seeded
+        return
     inner, seen, pad = lm._model_generate, {}, lm.tokenizer.pad_token_id
 
     def keyed(context: Any, max_length: int, stop: list[str], **kwargs: Any) -> Any:
@@ -747,11 +766,6 @@ def evaluate_checkpoints(
     exact = load_rule(task_dir, EXACT_MODULE) if "exact" in roles else None
     tasks_text = {p.name: p.read_text() for p in sorted(task_dir.iterdir()) if p.is_file()}
     sampler = manifest.get("sampler", "stream")  # task folders written before keyed sampling
-    if sampler == "keyed" and backend != "hf":
-        raise ValueError(
-            "evaluation.sampler keyed needs backend hf: vLLM draws from its own generator "
-            "(set evaluation.sampler: stream)"
-        )
     # The rows the tasks point at and this evaluation code, by content: a new split or a fix of
     # the evaluation evaluates every checkpoint again.
     content = [_sha256(Path(manifest["test"])), _sha256(Path(__file__))]
@@ -782,7 +796,7 @@ def evaluate_checkpoints(
         if "exact" in roles:
             _exact_ready(lm, manifest, backend, ckpt)
         if sampler == "keyed":
-            _keyed_generation(lm, seed)
+            _keyed_generation(lm, seed, backend)
         t2 = time.perf_counter()
         gen_s = _time_generation(lm)
         with _without_env_probe():
@@ -874,7 +888,7 @@ def evaluate_checkpoints(
             # The complete sampling protocol of each task, and what the checkpoint's own
             # generation config said that was not used.
             "sampling": manifest["sampling"],
-            "sampler": EVAL_DESCRIPTION[sampler],
+            "sampler": sampler_description(sampler, backend == "vllm", evaluation=True),
             "ignored_generation_config": ignored,
             "test": manifest["test"],
             "external_benchmarks": ext,

@@ -74,7 +74,7 @@ class ObjectiveRecord:
     generation: str = "transformers"
     # The complete sampling protocol of the rollouts (grpo_ablation.sampling.protocol).
     sampling: dict[str, Any] = field(default_factory=dict)
-    # How each token is drawn from that distribution (grpo_ablation.sampling.DESCRIPTION).
+    # How each token is drawn from that distribution (grpo_ablation.sampling.sampler_description).
     sampler: str = "not recorded"
     kl_estimator: str = "k3"
     completion_mask: str = "tokens after the first eos are masked; padding is masked"

@@ -20,11 +20,11 @@ from typing import Any
 from grpo_ablation.axes import check_choices
 from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.sampling import (
-    DESCRIPTION,
     SAMPLING,
     check_sampler,
     neutral_generation_config,
     protocol,
+    sampler_description,
 )
 from grpo_ablation.settings import config_hash, from_dict
 from grpo_ablation.training import tracking
@@ -78,11 +78,6 @@ class TrainingConfig:
                 f"of {GENERATION_BACKENDS}"
             )
         check_sampler(self.sampler)
-        if self.sampler == "keyed" and self.generation_backend == "vllm":
-            raise ValueError(
-                "training.sampler keyed needs generation_backend transformers: vLLM draws from "
-                "its own generator (set training.sampler: stream)"
-            )
         if self.group_size < 2:
             raise ValueError("group_size must be at least 2: a group of one has no baseline")
 
@@ -122,7 +117,7 @@ class TrainingConfig:
             if self.generation_backend == "transformers"
             else f"vllm colocate, importance-sampling correction {self.vllm_importance_sampling_mode}",
             sampling=protocol(self.temperature, self.max_completion_length),
-            sampler=DESCRIPTION[self.sampler],
+            sampler=sampler_description(self.sampler, self.generation_backend == "vllm"),
         )
 
 

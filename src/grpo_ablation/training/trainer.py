@@ -10,7 +10,8 @@ TRL's sampling, reward calls, reference model, logging and checkpointing, and re
   any split into accumulation steps or processes gives the same gradient;
 * the draw of each token, when ``sampler`` is ``keyed``: a Gumbel-max draw keyed by the
   completion it belongs to (:mod:`grpo_ablation.keyed_sampling`), so cells with one seed share
-  their random numbers; the sampling distribution is unchanged;
+  their random numbers; the sampling distribution is unchanged (with vLLM: each request seeded by
+  its completion's key);
 * the bookkeeping: a rollout log row per completion, per-step diagnostics under honest names
   (ratio clipping is never called truncation), scoring failures counted instead of crashing.
 
@@ -33,7 +34,7 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from grpo_ablation.keyed_sampling import KeyedGumbel, training_keys
+from grpo_ablation.keyed_sampling import KeyedGumbel, seeded_requests, training_keys
 from grpo_ablation.objective.formulas import (
     GROUP_CATEGORIES,
     completion_coefficients,
@@ -152,10 +153,16 @@ class AblationGRPOTrainer(GRPOTrainer):
         self.aggregation = aggregation
         self.success_threshold = success_threshold
         self.sampler = check_sampler(sampler)
-        if self.sampler == "keyed" and self.use_vllm:
+        if (
+            self.sampler == "keyed"
+            and self.use_vllm
+            and (self.vllm_mode != "colocate" or self.vllm_tensor_parallel_size != 1)
+        ):
             raise ValueError(
-                "sampler 'keyed' needs transformers' generate; vLLM draws from its own generator "
-                "(set training.sampler: stream with generation_backend: vllm)"
+                "sampler 'keyed' with vLLM seeds each request of a colocated engine with one "
+                "process per engine (vllm_mode colocate, tensor parallel size 1); with "
+                f"vllm_mode={self.vllm_mode!r}, tensor_parallel_size="
+                f"{self.vllm_tensor_parallel_size} set training.sampler: stream"
             )
         self._keys: list[int] | None = None
         self.run_dir = Path(run_dir)
@@ -211,6 +218,8 @@ class AblationGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompt_ids, *args, **kwargs):
         if self._keys is None:
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        if self.use_vllm:
+            return self._vllm_keyed_generation(prompt_ids, *args, **kwargs)
         # TRL calls `generate` with its own arguments only: give this call the keyed processor.
         model = self.accelerator.unwrap_model(self.model)
         processor = KeyedGumbel(self._keys, self.temperature)
@@ -227,6 +236,25 @@ class AblationGRPOTrainer(GRPOTrainer):
                 del model.generate
             else:
                 model.generate = own
+
+    def _vllm_keyed_generation(self, prompt_ids, *args, **kwargs):
+        # The colocated engine generates this rank's rows (one request each, n = 1) with the one
+        # SamplingParams TRL builds: hand it one seeded copy per request instead.
+        llm, keys = self.vllm_generation.llm, self._keys
+        generate, own = llm.generate, llm.__dict__.get("generate")
+
+        def seeded_generate(prompts, *a, sampling_params, **kw):
+            seeded = seeded_requests([sampling_params] * len(prompts), keys)
+            return generate(prompts, *a, sampling_params=seeded, **kw)
+
+        llm.generate = seeded_generate
+        try:
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        finally:
+            if own is None:
+                del llm.generate
+            else:
+                llm.generate = own
 
     def _generate_and_score_completions(self, inputs):
         if self.sampler == "keyed" and self.model.training:
