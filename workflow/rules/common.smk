@@ -34,7 +34,7 @@ TASK = json.dumps(config["task"], sort_keys=True)
 NEEDS_PREFETCH = pipeline.needs_prefetch(config)
 PREFETCH = f"{ROOT}/prefetch.json"
 SEEDS = [int(s) for s in config["seeds"]]
-# The jobs' conda environment (--software-deployment-method conda), relative to the rule files:
+# The jobs' conda environment (--software-deployment-method conda), relative to workflow/rules;
 # the vLLM pin set where the config uses vLLM.
 CONDA_ENV = f"../../{pipeline.conda_env(config)}"
 THREADS = int(config["threads_per_job"])
