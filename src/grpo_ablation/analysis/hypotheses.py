@@ -351,7 +351,8 @@ def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
         lines.append(
             f"- ``{v['id']}``: **{str(v['verdict']).upper()}**. ``{v['cell']}`` − "
             f"``{v['reference']}`` ({v['stage']}), {PAIRED[m]}: predicted {v['prediction']}; "
-            f"Δ = {interval} over {int(v['n'])} {unit}s; {v['test']}{p}. Source: {v['source']}."
+            f"Δ = {interval} over {int(v['n'])} {unit}{'' if int(v['n']) == 1 else 's'}; "
+            f"{v['test']}{p}. Source: {v['source']}."
         )
     return "\n".join(lines) + "\n"
 
