@@ -45,6 +45,7 @@ def rows(step, groups):
                     "truncated": truncated,
                     "advantage": 0.0,
                     "group_category": "unused",
+                    "in_loss": True,
                 }
             )
     return out

@@ -20,6 +20,7 @@ def _rollout(step: int, group: int, correct: list[bool | None], prompt: str) -> 
             "prompt_id": prompt,
             "correct": c,
             "group_category": "x",
+            "in_loss": True,
         }
         for c in correct
     ]

@@ -10,10 +10,12 @@ from hypothesis import strategies as st
 from grpo_ablation.objective.formulas import (
     AGGREGATIONS,
     aggregate_loss,
+    completion_coefficients,
     group_advantages,
     group_categories,
     mixed_group_probability,
     token_weights,
+    zero_variance_groups,
 )
 
 ONE_OF_FOUR = torch.tensor([1.0, 0.0, 0.0, 0.0])
@@ -147,6 +149,35 @@ def test_empty_completion_counts_in_b_and_contributes_zero():
     x = torch.tensor([[3.0, 3.0], [100.0, 100.0]])
     assert aggregate_loss(x, mask, "sequence_mean", 2, 2).item() == pytest.approx(1.5)
     assert token_weights(mask, "sequence_mean", 2, 2)[1].tolist() == [0.0, 0.0]
+
+
+def test_zero_variance_groups_are_the_all_equal_ones():
+    nan = float("nan")
+    # groups of 3: all correct; all incorrect among the scored; mixed; none scored
+    rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, nan, 1.0, 0.0, 1.0, nan, nan, nan])
+    assert zero_variance_groups(rewards, 3).tolist() == [True] * 6 + [False] * 6
+
+
+@pytest.mark.parametrize("mode", AGGREGATIONS)
+def test_filtered_groups_leave_the_loss_and_its_normaliser(mode):
+    """With zero-variance groups filtered, the kept completions weigh exactly what they weigh in a
+    batch made of them alone, and the others nothing: lengths (2, 8 | 3, 3 | 5, 1), keep group 1
+    and 3."""
+    lengths = torch.tensor([2.0, 8.0, 3.0, 3.0, 5.0, 1.0])
+    keep = torch.tensor([True, True, False, False, True, True])
+    got = completion_coefficients(lengths, mode, 2, 8, keep)
+    alone = completion_coefficients(lengths[keep], mode, 2, 8)
+    assert got[~keep].tolist() == [0.0, 0.0] and torch.allclose(got[keep], alone)
+    assert not torch.allclose(got[keep], completion_coefficients(lengths, mode, 2, 8)[keep])
+    # by hand: sequence_mean 1/(4 L_i); token_mean 1/16; group_token_mean 1/(2 * 10) and
+    # 1/(2 * 6); constant 1/(4 * 8)
+    hand = {
+        "sequence_mean": [1 / 8, 1 / 32, 1 / 20, 1 / 4],
+        "token_mean": [1 / 16] * 4,
+        "group_token_mean": [1 / 20, 1 / 20, 1 / 12, 1 / 12],
+        "constant": [1 / 32] * 4,
+    }
+    assert got[keep].tolist() == pytest.approx(hand[mode])
 
 
 def test_mixed_group_probability_worked_numbers():

@@ -29,6 +29,7 @@ from grpo_ablation.objective.formulas import (
     SCALINGS,
     aggregate_loss,
     group_advantages,
+    zero_variance_groups,
 )
 
 torch.set_num_threads(1)
@@ -40,9 +41,10 @@ def model_dir(tmp_path_factory):
 
 
 def reference_grads(
-    model_dir: Path, scaling: str, eps: float, mode: str, all_prompts=PROMPTS
+    model_dir: Path, scaling: str, eps: float, mode: str, all_prompts=PROMPTS, keep_zero=True
 ) -> dict:
-    """The objective written out with the library alone: no TRL, no trainer."""
+    """The objective written out with the library alone: no TRL, no trainer. ``keep_zero=False``:
+    the loss is the aggregate over the mixed groups alone, as if the batch held nothing else."""
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     eos = tok.eos_token_id
@@ -65,6 +67,10 @@ def reference_grads(
         rows.append(-(adv[i] * torch.exp(logp - logp.detach())))
         mask[i, : len(comp)] = 1
     per_token = torch.stack([torch.nn.functional.pad(r, (0, MAX_LEN - len(r))) for r in rows])
+    if not keep_zero:
+        kept = ~zero_variance_groups(torch.tensor(rewards), G)
+        assert 0 < kept.sum() < len(kept), "the batch must hold both kinds of group"
+        per_token, mask = per_token[kept], mask[kept]
     aggregate_loss(per_token, mask, mode, G, MAX_LEN).backward()
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -82,6 +88,24 @@ def assert_same(a: dict, b: dict, tol: float = 1e-6) -> None:
 def test_trainer_gradient_equals_the_library_formula(model_dir, tmp_path, scaling, mode):
     got = capture(model_dir, tmp_path, std_scaling=scaling, std_eps=1e-4, aggregation=mode)
     assert_same(got["grads"], reference_grads(model_dir, scaling, 1e-4, mode))
+
+
+# The first generation batch holds one all-incorrect group ("9+1=": no completion has a 3 or a 7).
+ZERO_PROMPTS = ["1+2=", "9+1=", "5+6=", "7+8=", "2+3=", "4+5=", "6+7=", "3+4="]
+
+
+@pytest.mark.parametrize("mode", AGGREGATIONS)
+def test_filtered_zero_variance_groups_leave_the_gradient_of_the_mixed_ones(
+    model_dir, tmp_path, mode
+):
+    """zero_variance filter: the gradient is the formula's on the mixed groups alone (the batch
+    holds all-correct or all-incorrect groups too, so it differs from keeping them)."""
+    got = capture(model_dir, tmp_path, std_scaling="sample", std_eps=1e-4, aggregation=mode,
+                  zero_variance="filter", prompts=ZERO_PROMPTS)  # fmt: skip
+    want = reference_grads(model_dir, "sample", 1e-4, mode, ZERO_PROMPTS, keep_zero=False)
+    assert_same(got["grads"], want)
+    kept = reference_grads(model_dir, "sample", 1e-4, mode, ZERO_PROMPTS)
+    assert max((got["grads"][k] - kept[k]).abs().max().item() for k in kept) > 1e-6
 
 
 def test_prompts_of_different_lengths_are_scored_at_their_sampling_positions(model_dir, tmp_path):

@@ -58,6 +58,22 @@ def test_every_completion_is_a_row_and_groups_stay_whole(setup, tmp_path):
     )
     truncated = rows.groupby("step")["truncated"].mean().tolist()
     assert [m["truncation_rate"] for m in metrics] == pytest.approx(truncated)
+    assert rows["in_loss"].all() and all(m["groups/in_loss"] == 1.0 for m in metrics)
+
+
+def test_filtered_groups_stay_in_the_log_marked_out_of_the_loss(setup, tmp_path):
+    model, data = setup
+    cfg = TrainingConfig(max_steps=4, zero_variance="filter", **TINY)
+    train(model, data, tmp_path, cfg, reward_func=digit_reward)
+    rows = read_rollouts(tmp_path / "rollouts")
+    assert len(rows) == 4 * 2 * G  # every generated completion is logged
+    homogeneous = rows["group_category"].isin(["all_correct", "all_incorrect"])
+    assert homogeneous.any(), "the run must meet a zero-variance group for this to show anything"
+    assert (rows["in_loss"] == ~homogeneous).all()
+    metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    shares = rows.groupby("step")["in_loss"].mean().tolist()
+    assert [m["groups/in_loss"] for m in metrics] == pytest.approx(shares)
+    assert json.loads((tmp_path / "objective.json").read_text())["zero_variance"] == "filter"
     budget = json.loads((tmp_path / "budget.json").read_text())
     assert budget["completions"] == len(rows) and budget["generated_tokens"] == rows["length"].sum()
     assert (tmp_path / "objective.json").exists() and (tmp_path / "objective.md").exists()

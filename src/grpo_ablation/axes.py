@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_ablation.choices import AGGREGATIONS, SCALINGS
+from grpo_ablation.choices import AGGREGATIONS, SCALINGS, ZERO_VARIANCE
 
 
 class DesignError(ValueError):
@@ -176,6 +176,20 @@ AXES: tuple[Axis, ...] = (
             "with mu = 1 the policy that sampled is the policy being updated, so the ratio is "
             "exactly 1 at every token and ratio clipping never fires; with mu > 1 the later "
             "epochs see ratios away from 1 and clipping becomes active"
+        ),
+    ),
+    Axis(
+        "zero_variance",
+        "zv",
+        "zero-variance groups",
+        str,
+        choices=ZERO_VARIANCE,
+        expectation=(
+            "all-correct and all-incorrect groups have advantage 0 under every std scaling, so "
+            "with beta = 0 filtering them changes only the normaliser: the step's gradient is "
+            "multiplied by the inverse of the kept share (of completions; of groups under "
+            "group_token_mean; of tokens under token_mean), a factor that changes from step to "
+            "step, which Adam does not absorb as it would a constant one"
         ),
     ),
 )

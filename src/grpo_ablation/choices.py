@@ -8,10 +8,15 @@ from typing import Literal, get_args
 Scaling = Literal["none", "population", "sample", "batch"]
 Aggregation = Literal["sequence_mean", "token_mean", "group_token_mean", "constant"]
 GroupCategory = Literal["failed_scoring", "all_correct", "all_incorrect", "mixed"]
+# What the loss does with groups whose rewards are all equal (zero variance: all correct or all
+# incorrect): keep them (they carry advantage 0 but count in the normaliser), or filter them out of
+# the loss and its normaliser (ScaleRL's zero-variance filtering).
+ZeroVariance = Literal["keep", "filter"]
 
 SCALINGS: tuple[str, ...] = get_args(Scaling)
 AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 GROUP_CATEGORIES: tuple[str, ...] = get_args(GroupCategory)
+ZERO_VARIANCE: tuple[str, ...] = get_args(ZeroVariance)
 
 # How every results.json and table labels an lm-eval built-in benchmark (never the headline).
 EXTERNAL_PROTOCOL = "external benchmark, its own protocol"

@@ -42,6 +42,7 @@ __all__ = [
     "group_categories",
     "mixed_group_probability",
     "token_weights",
+    "zero_variance_groups",
 ]
 
 
@@ -140,16 +141,40 @@ def aggregate_loss(
     return masked.sum() / (batch * max_completion_length)
 
 
+def zero_variance_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Per completion: does its group's rewards have zero variance (all equal: all correct or all
+    incorrect)? Unscored rewards (NaN) are left out; a group with no scored reward is not one."""
+    g = grouped(rewards.to(torch.float64), group_size)
+    finite = torch.isfinite(g)
+    low = torch.where(finite, g, torch.inf).min(-1).values
+    high = torch.where(finite, g, -torch.inf).max(-1).values
+    zero = finite.any(-1) & (low == high)
+    return zero.repeat_interleave(group_size)
+
+
 def completion_coefficients(
-    lengths: torch.Tensor, mode: str, group_size: int, max_completion_length: int
+    lengths: torch.Tensor,
+    mode: str,
+    group_size: int,
+    max_completion_length: int,
+    keep: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The weight each token of completion i receives, from the completion lengths L_i alone.
 
     Every mode weights all tokens of one completion equally, so W = c_i * m_it. Computing c from
     the lengths of the *whole* generation batch (gathered across processes) is what makes the
     normaliser independent of how the batch is later split into micro-batches or ranks.
+    ``keep`` (whole groups) filters the others out of the loss and its normaliser: the kept
+    completions get the coefficients of a batch made of them alone, the rest 0.
     """
     _check_choice(mode, AGGREGATIONS, "length aggregation")
+    if keep is not None:
+        c = torch.zeros(lengths.shape, dtype=torch.float64, device=lengths.device)
+        if keep.any():
+            c[keep] = completion_coefficients(
+                lengths[keep], mode, group_size, max_completion_length
+            )
+        return c
     L = lengths.to(torch.float64)
     batch = L.shape[0]
     if mode == "sequence_mean":

@@ -32,6 +32,11 @@ _AGGREGATION_TEXT = {
     "constant": "summed over all unmasked tokens and divided by the constant B x L_max (B completions, L_max = max completion length)",
 }
 
+_ZERO_VARIANCE_TEXT = {
+    "keep": "Zero-variance groups (all rewards equal) stay in the loss and in its normaliser, with advantage 0.",
+    "filter": "Zero-variance groups (all rewards equal) are filtered out of the loss and of its normaliser: B, the token counts and the number of groups count the other groups only (the rollout log keeps them, marked).",
+}
+
 _NORMALISER = {
     "sequence_mean": "B * L_i",
     "token_mean": "sum_i L_i",
@@ -70,6 +75,9 @@ class ObjectiveRecord:
     # The declared answer rule of the reward; the evaluation's results.json names the same rule.
     answer_rule: str = "not recorded"
     num_iterations: int = 1
+    # Zero-variance groups (all rewards equal): kept in the normaliser, or filtered out of the
+    # loss and its normaliser.
+    zero_variance: str = "keep"
     # Who samples the rollouts: transformers' generate, or vLLM with TRL's correction.
     generation: str = "transformers"
     # The complete sampling protocol of the rollouts (grpo_ablation.sampling.protocol).
@@ -136,6 +144,7 @@ class ObjectiveRecord:
             f"Loss: the PPO clipped-ratio term (clip range 1-{self.clip_eps_low:g} to "
             f"1+{self.clip_eps_high:g}) {kl}, {_AGGREGATION_TEXT[self.aggregation]} "
             f"(per-token weight 1/({self.normaliser}); empty completions {self.empty_completion_rule}). "
+            f"{_ZERO_VARIANCE_TEXT[self.zero_variance]} "
             f"{trunc} Each generation step samples G={self.group_size} completions for each of "
             f"{self.prompts_per_step} prompts (B={self.generation_batch_size}) of at most "
             f"{self.max_completion_length} tokens, and takes {self.num_iterations} optimizer step(s) "

@@ -28,6 +28,7 @@ ROLLOUT_FIELDS = (
     "truncated",  # generation stopped at the max completion length (no eos)
     "advantage",
     "group_category",
+    "in_loss",  # counted by the loss (False: a zero-variance group under zero_variance filter)
 )
 
 

@@ -46,6 +46,9 @@ class TrainingConfig:
     clip_eps_high: float = 0.2  # ratio clipped above at 1 + clip_eps_high
     mask_truncated_completions: bool = False  # drop completions without eos from the loss
     success_threshold: float = 1.0  # reward at or above which a completion counts as correct
+    # keep | filter: zero-variance groups (all rewards equal) kept in the loss's normaliser, or
+    # filtered out of the loss and its normaliser (ScaleRL)
+    zero_variance: str = "keep"
     # --- the budget (matched within a stage) ---
     prompts_per_step: int = 4  # prompts per generation batch (B = prompts_per_step * G)
     max_steps: int = 200  # optimizer steps
@@ -112,6 +115,7 @@ class TrainingConfig:
             clip_eps_low=self.clip_eps_low,
             clip_eps_high=self.clip_eps_high,
             mask_truncated_completions=self.mask_truncated_completions,
+            zero_variance=self.zero_variance,
             num_iterations=self.num_iterations,
             generation=self.generation_backend
             if self.generation_backend == "transformers"
@@ -358,6 +362,7 @@ def train(
         std_scaling=cfg.std_scaling,
         std_eps=cfg.std_eps,
         aggregation=cfg.aggregation,
+        zero_variance=cfg.zero_variance,
         success_threshold=cfg.success_threshold,
         sampler=cfg.sampler,
         run_dir=out,

@@ -34,6 +34,7 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
+from grpo_ablation.choices import ZERO_VARIANCE
 from grpo_ablation.keyed_sampling import KeyedGumbel, seeded_requests, training_keys
 from grpo_ablation.objective.formulas import (
     GROUP_CATEGORIES,
@@ -41,6 +42,7 @@ from grpo_ablation.objective.formulas import (
     group_advantages,
     group_categories,
     rank_loss_scale,
+    zero_variance_groups,
 )
 from grpo_ablation.sampling import check_sampler
 from grpo_ablation.training.rollout_log import RolloutLog
@@ -135,6 +137,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         run_dir: Path,
         success_threshold: float = 1.0,
         sampler: str = "keyed",
+        zero_variance: str = "keep",
         reward_funcs: Callable | list[Callable],
         **kwargs: Any,
     ) -> None:
@@ -151,6 +154,11 @@ class AblationGRPOTrainer(GRPOTrainer):
         self.std_scaling = std_scaling
         self.std_eps = std_eps
         self.aggregation = aggregation
+        if zero_variance not in ZERO_VARIANCE:
+            raise ValueError(
+                f"unknown zero_variance {zero_variance!r}; expected one of {ZERO_VARIANCE}"
+            )
+        self.zero_variance = zero_variance
         self.success_threshold = success_threshold
         self.sampler = check_sampler(sampler)
         if (
@@ -290,13 +298,21 @@ class AblationGRPOTrainer(GRPOTrainer):
         # The normaliser of the whole generation batch: lengths of every rank's completions.
         local_lengths = out["completion_mask"].sum(dim=1)
         lengths = self.accelerator.gather(local_lengths)
-        coef = completion_coefficients(lengths, self.aggregation, G, self.max_completion_length)
+        # filter: the zero-variance groups leave the loss and its normaliser (logged, marked)
+        in_loss = (
+            ~zero_variance_groups(rewards, G).to(lengths.device)
+            if self.zero_variance == "filter"
+            else torch.ones_like(lengths, dtype=torch.bool)
+        )
+        coef = completion_coefficients(
+            lengths, self.aggregation, G, self.max_completion_length, in_loss
+        )
         out["loss_coef"] = coef[local].to(torch.float32)
 
-        self._record_generation(cap, rewards, advantages, local)
+        self._record_generation(cap, rewards, advantages, local, in_loss.cpu())
         return out
 
-    def _record_generation(self, cap, rewards, advantages, local) -> None:
+    def _record_generation(self, cap, rewards, advantages, local, in_loss) -> None:
         G = self.num_generations
         eos = set(self.eos_token_ids)
         ids = cap["completion_ids"]
@@ -326,6 +342,7 @@ class AblationGRPOTrainer(GRPOTrainer):
                     "truncated": truncated_local[j],
                     "advantage": advantages[i].item(),
                     "group_category": categories[i // G],
+                    "in_loss": bool(in_loss[i]),
                 }
             )
         self.rollout_log.append(rows)
@@ -342,6 +359,8 @@ class AblationGRPOTrainer(GRPOTrainer):
         n_groups = len(categories)
         for cat in GROUP_CATEGORIES:
             m[f"groups/{cat}"].append(counts.get(cat, 0) / n_groups)
+        # the optimizer-side budget: the share of the generated groups the loss counts
+        m["groups/in_loss"].append(in_loss.float().mean().item())
         grouped = rewards.view(-1, G)
         zero_std = [bool(torch.isfinite(g).all() and (g == g[0]).all()) for g in grouped]
         m["groups/zero_std_fraction"].append(sum(zero_std) / n_groups)
