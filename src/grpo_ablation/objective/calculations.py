@@ -15,6 +15,7 @@ from grpo_ablation.objective.formulas import (
     AGGREGATIONS,
     SCALINGS,
     aggregate_loss,
+    completion_coefficients,
     group_advantages,
     mixed_group_probability,
     std_ratio_population_to_sample,
@@ -108,6 +109,24 @@ def expectation_rows() -> list[Row]:
             "first": (ratio - 1).abs().max().item(),
         }
     )
+    # zero_variance filter: the kept completions' weights against keeping every group, on the
+    # worked batch of lengths (2, 8 | 3, 3 | 5, 1), the middle group all correct or all incorrect.
+    lengths = torch.tensor([2.0, 8.0, 3.0, 3.0, 5.0, 1.0])
+    keep = torch.tensor([True, True, False, False, True, True])
+    for mode in AGGREGATIONS:
+        factor = (
+            completion_coefficients(lengths, mode, 2, 8, keep)[keep]
+            / (completion_coefficients(lengths, mode, 2, 8)[keep])
+        )
+        rows.append(
+            {
+                "section": "expectations of the stages",
+                "case": f"zero_variance filter, {mode}: kept weights / kept weights under keep",
+                "convention": "lengths (2, 8 | 3, 3 | 5, 1), middle group zero-variance",
+                "value": ", ".join(f"{x:.4f}" for x in factor.tolist()),
+                "first": factor[0].item(),
+            }
+        )
     return rows
 
 
