@@ -126,3 +126,48 @@ def cache_revision_only(cache: Path, repo: str, revision: str, content: Path, ki
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(os.path.relpath(blob, link.parent))
     return snapshot
+
+
+CHROMIUM = (
+    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+)
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+def in_chromium(page: Path, scripts: dict[str, str], asynchronous: tuple[str, ...] = ()) -> dict:
+    """Open ``page`` in headless Chromium and run each script (``return ...``; those named in
+    ``asynchronous`` call their last argument); ``body`` is the page's text. Skips the test where
+    Chromium, chromedriver or selenium is missing (.ci/run installs them)."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip(
+            "chromium and chromedriver not found: apt-get install -y chromium chromium-driver"
+        )
+    webdriver = pytest.importorskip(
+        "selenium.webdriver", reason="selenium not installed (envs/dev.txt)"
+    )
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
+    try:
+        driver.set_script_timeout(60)
+        driver.get(page.as_uri())
+        out = {"body": driver.find_element("tag name", "body").text}
+        for name, script in scripts.items():
+            run = driver.execute_async_script if name in asynchronous else driver.execute_script
+            out[name] = run(script)
+        return out
+    finally:
+        driver.quit()
+
+
+# The report's landing page text, whether or not it is scrolled into view.
+LANDING = "const d = document.querySelector('.prose'); return d ? d.textContent : '';"
+
+
+def rendered(rst: str) -> list[str]:
+    """A reading's paragraphs and list items as the browser shows them (inline markup and
+    bullets gone, one space)."""
+    text = rst.replace("**", "").replace("``", "").replace("\n- ", "\n\n")
+    return [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import snakemake
+from conftest import LANDING, in_chromium, rendered, snakemake
 from scipy import stats as scipy_stats
 
 from grpo_ablation import pipeline
@@ -167,6 +167,7 @@ def drawn(tmp_path_factory):
     path = root / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     snakemake(path)
+    snakemake(path, "--report", str(root / "report.html"))
     return config, root / "drawn"
 
 
@@ -202,7 +203,25 @@ def test_the_pooled_tables_pair_within_draws_and_pool_over_them(drawn):
         assert pooled.loc[key, "greedy_final_diff_high"] == pytest.approx(sum(means) / 2 + half)
     verdicts = pd.read_csv(exp / "pooled/tables/hypotheses.csv")
     assert list(verdicts["id"]) == ["population_equals_sample"] and int(verdicts.loc[0, "n"]) == 2
-    reading = (exp / "pooled/reading.rst").read_text()
+    reading = (exp / "pooled/pooled_reading.rst").read_text()
     assert reading.startswith("**Declared hypotheses**") and "**Across draws** (2" in reading
     agreement = pd.read_csv(exp / "pooled/tables/agreement.csv")
     assert set(agreement["draws"]) == {2}
+
+
+@pytest.mark.slow
+def test_the_report_opens_with_the_reading_pooled_over_draws(drawn):
+    _, exp = drawn
+    page = in_chromium(
+        exp.parent / "report.html",
+        {
+            "landing": LANDING,
+            "pooled": "return Object.keys(categories['0. Pooled over draws'] || {});",
+        },
+    )
+    landing = " ".join(page["landing"].split())
+    for paragraph in rendered((exp / "pooled/pooled_reading.rst").read_text()):
+        assert paragraph in landing, paragraph
+    assert landing.index("Declared hypotheses") < landing.index("Stage 1:")
+    assert landing.index("over 2 draws") < landing.index("Across draws")
+    assert page["pooled"], "the pooled tables and reading have a category of their own"

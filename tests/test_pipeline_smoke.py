@@ -16,6 +16,7 @@ import jsonschema
 import pandas as pd
 import pytest
 import yaml
+from conftest import LANDING, in_chromium, rendered
 
 from grpo_ablation import pipeline
 from grpo_ablation.analysis import STAGE_FIGURES
@@ -314,11 +315,6 @@ def test_figures_rebuild_alone_without_retraining(smoke_pipeline):
     assert {p: p.stat().st_mtime_ns for p in trained} == before
 
 
-CHROMIUM = (
-    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-)
-CHROMEDRIVER = shutil.which("chromedriver")
-
 # Decode every embedded PNG in the browser and report its natural size.
 MEASURE = """
 const done = arguments[arguments.length - 1];
@@ -329,43 +325,20 @@ Promise.all(uris.map(u => new Promise(ok => { const i = new Image();
 """
 
 
-def rendered(rst: str) -> list[str]:
-    """The reading's paragraphs and list items as the browser shows them (inline markup and
-    bullets gone, one space)."""
-    text = rst.replace("**", "").replace("``", "").replace("\n- ", "\n\n")
-    return [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
-
-
 def test_report_renders_in_headless_chromium_with_every_figure(smoke_pipeline, design):
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.skip(
-            "chromium and chromedriver not found: apt-get install -y chromium chromium-driver"
-        )
-    webdriver = pytest.importorskip(
-        "selenium.webdriver", reason="selenium not installed (envs/dev.txt)"
-    )
     _, stages = design
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
-    try:
-        driver.set_script_timeout(60)
-        driver.get(smoke_pipeline.report.as_uri())
-        text = driver.find_element("tag name", "body").text
-        assert text.strip(), "the report rendered an empty page"
-        sizes = driver.execute_async_script(MEASURE)
-        # The landing page's description, whether or not it is scrolled into view.
-        landing = driver.execute_script(
-            "const d = document.querySelector('.prose'); return d ? d.textContent : '';"
-        )
-        effects = driver.execute_script(
-            "const c = categories['1. Effects'] || {};"
-            "return Object.fromEntries(Object.entries(c).map(([k, v]) => [k, Object.keys(v)]));"
-        )
-    finally:
-        driver.quit()
+    page = in_chromium(
+        smoke_pipeline.report,
+        {
+            "sizes": MEASURE,
+            "landing": LANDING,
+            "effects": "const c = categories['1. Effects'] || {};"
+            "return Object.fromEntries(Object.entries(c).map(([k, v]) => [k, Object.keys(v)]));",
+        },
+        asynchronous=("sizes",),
+    )
+    text, sizes, landing, effects = (page[k] for k in ("body", "sizes", "landing", "effects"))
+    assert text.strip(), "the report rendered an empty page"
     expected = len(stages) * len(STAGE_FIGURES) + 1  # + the worked token-weight example
     assert len(sizes) >= expected
     assert all(w > 0 and h > 0 for w, h in sizes), sizes

@@ -257,7 +257,7 @@ POOLED = str(pipeline.pooled_dir(config))
 POOLED_OUTPUTS = [
     f"{POOLED}/tables/{name}" for name in ("results.csv", "results.md", "hypotheses.csv", "hypotheses.md",
                                            "draws.csv", "agreement.csv", "agreement.md", "effects.csv")
-] + [f"{POOLED}/reading.rst"]
+] + [f"{POOLED}/pooled_reading.rst"]
 
 
 rule pooled:

@@ -26,6 +26,8 @@ from grpo_ablation.analysis import hypotheses, tables
 from grpo_ablation.analysis.stats import paired_interval
 
 UNIT = "draw"
+# Not "reading.rst": the report keeps one file per name, and each draw has its reading.rst.
+READING = "pooled_reading.rst"
 
 
 def draw_rows(config: dict[str, Any], draw: int) -> list[dict[str, Any]]:
@@ -161,7 +163,7 @@ def consistency_reading(table: pd.DataFrame) -> str:
 
 
 def write_pooled(config: dict[str, Any], out: Path) -> list[Path]:
-    """``out/tables/{results,hypotheses,draws}.{csv,md}`` and ``out/reading.rst``: the results
+    """``out/tables/{results,hypotheses,draws}.{csv,md}`` and ``out/pooled_reading.rst``: the results
     table and the declared hypotheses' verdicts with the draw as the unit, each contrast per
     draw, and the reading (verdicts first)."""
     runs = load_draws(config)
@@ -211,8 +213,8 @@ def write_pooled(config: dict[str, Any], out: Path) -> list[Path]:
     )
     effects.to_csv(folder / "effects.csv", index=False)
     reading = tables.effects_reading(effects, hypotheses.verdicts_reading(verdicts, UNIT), UNIT)
-    (out / "reading.rst").write_text(reading.rstrip("\n") + "\n\n" + consistency_reading(agreement))
-    return [*(folder / n for n in POOLED_TABLES), out / "reading.rst"]
+    (out / READING).write_text(reading.rstrip("\n") + "\n\n" + consistency_reading(agreement))
+    return [*(folder / n for n in POOLED_TABLES), out / READING]
 
 
 POOLED_TABLES = (
