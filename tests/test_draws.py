@@ -108,6 +108,7 @@ def test_a_contrast_holds_across_draws_only_if_every_draw_agrees():
                 "low": lo,
                 "high": hi,
                 "excludes_zero": lo > 0 or hi < 0,
+                "role": "manipulation check" if c == "a" else "exploratory",
             }
             for c, m, lo, hi in [
                 ("a", 0.1, 0.05, 0.15),
@@ -128,6 +129,7 @@ def test_a_contrast_holds_across_draws_only_if_every_draw_agrees():
     assert table["same_sign"].to_dict() == {"a": 3, "b": 2, "c": 3}
     text = draws.consistency_reading(table.reset_index())
     assert "1 holds across draws" in text and "1 agree in sign" in text and "1 change sign" in text
+    assert "+0.1 [+0.05, +0.15] (manipulation check)" in text
 
 
 @pytest.mark.parametrize(

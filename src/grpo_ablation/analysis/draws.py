@@ -127,6 +127,7 @@ def consistency(effects: pd.DataFrame, within: pd.DataFrame) -> pd.DataFrame:
                 "mean": e["mean"],
                 "low": e["low"],
                 "high": e["high"],
+                "role": e.get("role", tables.EXPLORATORY),
                 "draws": len(mine),
                 "same_sign": agree,
                 "holds_across_draws": bool(e["excludes_zero"]) and agree == len(mine),
@@ -153,12 +154,15 @@ def consistency_reading(table: pd.DataFrame) -> str:
         head += ": " + "; ".join(
             f"``{r['label']}`` ({r['stage']}) on {tables.PAIRED[r['quantity']]}, "
             f"{r['mean']:+.3g} [{r['low']:+.3g}, {r['high']:+.3g}]"
+            + ("" if r.get("role", tables.EXPLORATORY) == tables.EXPLORATORY else f" ({r['role']})")
             for _, r in held.iterrows()
         )
     return (
         f"{head}. {len(agree)} agree in sign in every draw without a resolved pooled "
         f"difference; {split} change sign between draws, where one draw's result would not "
-        "carry to another base policy.\n"
+        "carry to another base policy. A declared hypothesis is judged above by its own test "
+        "(Holm's correction, the minimum effect), not by this count; a manipulation check moves "
+        "by construction.\n"
     )
 
 
