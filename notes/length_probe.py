@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.policy.base_policy import sample_accuracy
-from grpo_ablation.tasks.addition import read_split
+from grpo_ablation.tasks.splits import read_split
 
 torch.set_num_threads(1)
 OUT = Path(sys.argv[1])

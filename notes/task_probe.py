@@ -23,7 +23,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 from grpo_ablation.policy.base_policy import sample_accuracy
-from grpo_ablation.tasks.addition import TaskConfig, make_reward_function, read_split
+from grpo_ablation.tasks.addition import AdditionTask, make_reward_function
+from grpo_ablation.tasks.splits import read_split
 
 KEEP = (
     "accuracy",
@@ -73,7 +74,7 @@ def main() -> None:
         "runs": [],
     }
     print("before", json.dumps(results["before"]), flush=True)
-    reward = make_reward_function(TaskConfig())
+    reward = make_reward_function(AdditionTask())
     for loss_type in args.loss_types:
         for seed in args.seeds:
             model = AutoModelForCausalLM.from_pretrained(args.base)

@@ -17,7 +17,7 @@ from grpo_ablation.policy.base_policy import (
     warm_start,
 )
 from grpo_ablation.policy.tokenizer import build_char_tokenizer
-from grpo_ablation.tasks.addition import TaskConfig, extract_answer, write_splits
+from grpo_ablation.tasks.addition import AdditionTask, extract_answer, write_splits
 
 TINY = BasePolicyConfig(
     n_layer=1,
@@ -28,7 +28,7 @@ TINY = BasePolicyConfig(
     eval_samples=2,
     max_completion_length=6,
 )
-TASK = TaskConfig(n_train=40, n_validation=10, n_test=10)
+TASK = AdditionTask(n_train=40, n_validation=10, n_test=10)
 
 
 def test_from_dict_rejects_unknown_keys() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from grpo_ablation.tasks.addition import (
+    AdditionTask,
     ScoringError,
-    TaskConfig,
     carryless_sum,
     count_carries,
     extract_answer,
@@ -20,7 +20,7 @@ from grpo_ablation.tasks.addition import (
     write_splits,
 )
 
-SMALL = TaskConfig(n_train=120, n_validation=30, n_test=40)
+SMALL = AdditionTask(n_train=120, n_validation=30, n_test=40)
 
 
 def test_splits_are_disjoint_even_up_to_operand_order() -> None:
@@ -43,8 +43,8 @@ def test_splits_beyond_the_problem_universe_are_refused_and_exactly_all_of_it_is
     # a <= 9, b <= 9: 55 problems up to operand order.
     sizes = {"a_max": 9, "b_max": 9, "n_validation": 5, "n_test": 10}
     with pytest.raises(ValueError, match=r"splits ask for 56 problems .* has only 55 distinct"):
-        generate_splits(TaskConfig(n_train=41, **sizes))
-    manifest = write_splits(TaskConfig(n_train=40, **sizes), tmp_path)
+        generate_splits(AdditionTask(n_train=41, **sizes))
+    manifest = write_splits(AdditionTask(n_train=40, **sizes), tmp_path)
     assert {s: (v["count"], v["requested"]) for s, v in manifest["splits"].items()} == {
         "train": (40, 40),
         "validation": (5, 5),
@@ -53,7 +53,7 @@ def test_splits_beyond_the_problem_universe_are_refused_and_exactly_all_of_it_is
 
 
 def test_all_difficulties_and_both_operand_orders_occur() -> None:
-    rows = generate_splits(TaskConfig())["train"]
+    rows = generate_splits(AdditionTask())["train"]
     assert {r["difficulty"] for r in rows} == {0, 1, 2}
     assert any(r["a"] < r["b"] for r in rows) and any(r["a"] > r["b"] for r in rows)
 
@@ -61,7 +61,7 @@ def test_all_difficulties_and_both_operand_orders_occur() -> None:
 def test_held_out_splits_do_not_depend_on_train_size() -> None:
     a, b = (
         generate_splits(SMALL),
-        generate_splits(TaskConfig(n_train=60, n_validation=30, n_test=40)),
+        generate_splits(AdditionTask(n_train=60, n_validation=30, n_test=40)),
     )
     assert a["validation"] == b["validation"] and a["test"] == b["test"]
 
@@ -86,9 +86,9 @@ def test_manifest_records_counts_hashes_and_config(tmp_path: Path) -> None:
 
 def test_config_change_changes_manifest(tmp_path: Path) -> None:
     m1 = write_splits(SMALL, tmp_path / "a")
-    m2 = write_splits(TaskConfig.from_dict({**SMALL.to_dict(), "seed": 7}), tmp_path / "b")
+    m2 = write_splits(AdditionTask.from_dict({**SMALL.to_dict(), "seed": 7}), tmp_path / "b")
     m3 = write_splits(
-        TaskConfig.from_dict({**SMALL.to_dict(), "failure_rate": 0.1}), tmp_path / "c"
+        AdditionTask.from_dict({**SMALL.to_dict(), "failure_rate": 0.1}), tmp_path / "c"
     )
     assert m1["task_config_sha256"] != m2["task_config_sha256"] != m3["task_config_sha256"]
     assert m1["splits"]["train"]["sha256"] != m2["splits"]["train"]["sha256"]
@@ -97,9 +97,9 @@ def test_config_change_changes_manifest(tmp_path: Path) -> None:
 
 def test_from_dict_rejects_unknown_keys() -> None:
     with pytest.raises(ValueError, match="n_trian"):
-        TaskConfig.from_dict({"n_trian": 3})
+        AdditionTask.from_dict({"n_trian": 3})
     with pytest.raises(ValueError):
-        TaskConfig(reward_kind="fuzzy")
+        AdditionTask(reward_kind="fuzzy")
 
 
 @pytest.mark.parametrize(
@@ -134,7 +134,7 @@ def test_carry_helpers() -> None:
 
 
 def test_binary_reward_has_trl_signature() -> None:
-    fn = make_reward_function(TaskConfig())
+    fn = make_reward_function(AdditionTask())
     out = fn(
         prompts=["47+8="] * 3,
         completions=["..55", "45", "x"],
@@ -146,7 +146,7 @@ def test_binary_reward_has_trl_signature() -> None:
 
 
 def test_failure_injection_rate_and_determinism() -> None:
-    cfg = TaskConfig(failure_rate=0.2, failure_seed=3)
+    cfg = AdditionTask(failure_rate=0.2, failure_seed=3)
     fn = make_reward_function(cfg)
     comps = [f"{'.' * (i % 4)}{i}" for i in range(2000)]
     kw = {"answer": ["7"] * 2000, "prompt_id": [f"p{i % 50}" for i in range(2000)]}
@@ -157,13 +157,13 @@ def test_failure_injection_rate_and_determinism() -> None:
     failed = comps[first.index(None)]
     with pytest.raises(ScoringError):
         score_completion(cfg, kw["prompt_id"][first.index(None)], failed, "7")
-    other_seed = make_reward_function(TaskConfig(failure_rate=0.2, failure_seed=4))
+    other_seed = make_reward_function(AdditionTask(failure_rate=0.2, failure_seed=4))
     assert other_seed(prompts=["3+4="] * 2000, completions=comps, **kw) != first
-    assert None not in make_reward_function(TaskConfig())(["3+4="] * 2000, comps, **kw)
+    assert None not in make_reward_function(AdditionTask())(["3+4="] * 2000, comps, **kw)
 
 
 def test_graded_reward_has_tiny_gaps_that_standardisation_erases() -> None:
-    cfg = TaskConfig(reward_kind="graded")
+    cfg = AdditionTask(reward_kind="graded")
     fn = make_reward_function(cfg)
     r = fn(
         ["47+8="] * 4, ["55", "45", ".45", "..45"], answer=["55"] * 4, prompt_id=["add-8-47"] * 4

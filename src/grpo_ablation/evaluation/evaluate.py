@@ -74,6 +74,7 @@ from grpo_ablation.sampling import (
     protocol,
     sampler_description,
 )
+from grpo_ablation.tasks.splits import sha256
 
 # Checkpoints and data are local or cached: nothing may touch the hub. Set before lm_eval/datasets
 # import.
@@ -480,10 +481,6 @@ def _checkpoint_identity(ckpt: str, local: bool, revision: str | None) -> Any:
     return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _finished(step_dir: Path, key: str) -> dict | None:
     """The results of a checkpoint evaluated before under the same key, else None."""
     try:
@@ -768,7 +765,7 @@ def evaluate_checkpoints(
     sampler = manifest.get("sampler", "stream")  # task folders written before keyed sampling
     # The rows the tasks point at and this evaluation code, by content: a new split or a fix of
     # the evaluation evaluates every checkpoint again.
-    content = [_sha256(Path(manifest["test"])), _sha256(Path(__file__))]
+    content = [sha256(Path(p).read_bytes()) for p in (manifest["test"], __file__)]
     settings = [seeds, batch_size, device, dtype, limit, backend, external, versions, tasks_text]
     settings += content
     for i, (step, ckpt) in enumerate(checkpoints):

@@ -41,12 +41,12 @@ from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel, PreTrain
 from grpo_ablation.policy.tokenizer import build_char_tokenizer
 from grpo_ablation.sampling import generate_kwargs, protocol
 from grpo_ablation.tasks.addition import (
-    TaskConfig,
+    AdditionTask,
     carryless_sum,
     extract_answer,
-    read_split,
     write_splits,
 )
+from grpo_ablation.tasks.splits import read_split
 
 
 @dataclass(frozen=True)
@@ -300,16 +300,16 @@ def _band(per_prompt: list[float]) -> dict[str, float]:
 
 
 def warm_start(
-    cfg: BasePolicyConfig, task: TaskConfig | Path | str, out_dir: Path
+    cfg: BasePolicyConfig, task: AdditionTask | Path | str, out_dir: Path
 ) -> dict[str, Any]:
     """Train the base policy, save it (HF directory) and ``base_policy.json``; return the stats.
 
-    ``task`` is a splits directory (with train/validation.jsonl) or a ``TaskConfig`` (splits are
+    ``task`` is a splits directory (with train/validation.jsonl) or a ``AdditionTask`` (splits are
     generated into ``out_dir/splits``).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if isinstance(task, TaskConfig):
+    if isinstance(task, AdditionTask):
         splits_dir = out_dir / "splits"
         write_splits(task, splits_dir)
     else:

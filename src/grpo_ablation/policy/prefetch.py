@@ -51,7 +51,7 @@ def prefetch(config: dict[str, Any]) -> dict[str, Any]:
 def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
     """Write the stand-in data set at ``task.dataset_path`` and model at ``base_policy.name``."""
     from grpo_ablation.policy.standin import build_standin_model, write_gsm8k_standin
-    from grpo_ablation.tasks.math import MathTask, _rows
+    from grpo_ablation.tasks.math import MathTask, source_rows
 
     spec = config["stand_in"]
     task = get_task(config["task"])
@@ -63,7 +63,7 @@ def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
     model = Path(config["base_policy"]["name"])
     if not (model / "config.json").exists():
         # The tokenizer learns the words of the prompts, the answers and the chat scaffolding.
-        rows = _rows(task, "train")[0] + _rows(task, "test")[0]
+        rows = source_rows(task, "train")[0] + source_rows(task, "test")[0]
         pairs = task.sft_pairs(rows)
         corpus = [
             f"{r['prompt']} {completion}" for r, (_, completion) in zip(rows, pairs, strict=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 from grpo_ablation.settings import from_dict
 from grpo_ablation.tasks import Task
-from grpo_ablation.tasks.addition import read_split
+from grpo_ablation.tasks.splits import read_split
 
 
 @dataclass(frozen=True)

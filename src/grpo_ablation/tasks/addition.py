@@ -24,7 +24,6 @@ import hashlib
 import json
 import random
 import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Any, ClassVar
 
 from grpo_ablation import settings
 from grpo_ablation.tasks import Prompt
+from grpo_ablation.tasks.splits import check_disjoint, sha256, write_split_files
 
 GENERATOR_VERSION = "addition-v1"
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
@@ -45,7 +45,7 @@ class ScoringError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class TaskConfig:
+class AdditionTask:
     """The addition task (``task.kind: addition``); implements ``grpo_ablation.tasks.Task``."""
 
     kind: ClassVar[str] = "addition"
@@ -90,14 +90,14 @@ class TaskConfig:
             raise ValueError("failure_rate must be in [0, 1]")
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TaskConfig:
+    def from_dict(cls, d: dict[str, Any]) -> AdditionTask:
         return settings.from_dict(cls, d, "task")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def config_hash(self) -> str:
-        return _sha256(json.dumps(self.to_dict(), sort_keys=True).encode())
+        return sha256(json.dumps(self.to_dict(), sort_keys=True).encode())
 
     # -- the Task protocol (grpo_ablation.tasks) ---------------------------------------------
     def write_splits(self, out_dir: Path, fetched: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -116,13 +116,6 @@ class TaskConfig:
         """The bare answer per row, for warm-starting a pretrained base on this task. (The local
         character GPT-2 uses ``base_policy.sft_completion``, with its hesitation model.)"""
         return [(r["prompt"], r["answer"]) for r in rows]
-
-
-AdditionTask = TaskConfig
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _unit_hash(*parts: object) -> float:
@@ -161,13 +154,13 @@ def make_row(a: int, b: int) -> dict[str, Any]:
     }
 
 
-def problem_universe(cfg: TaskConfig) -> list[tuple[int, int]]:
+def problem_universe(cfg: AdditionTask) -> list[tuple[int, int]]:
     """Every distinct problem as a sorted pair (lo, hi), in a fixed order."""
     pairs = {tuple(sorted((a, b))) for a in range(cfg.a_max + 1) for b in range(cfg.b_max + 1)}
     return sorted(pairs)  # type: ignore[arg-type]
 
 
-def generate_splits(cfg: TaskConfig) -> dict[str, list[dict[str, Any]]]:
+def generate_splits(cfg: AdditionTask) -> dict[str, list[dict[str, Any]]]:
     """Shuffle the problem universe with the seed and deal it to validation, test, then train."""
     universe = problem_universe(cfg)
     need = cfg.n_train + cfg.n_validation + cfg.n_test
@@ -196,43 +189,7 @@ def generate_splits(cfg: TaskConfig) -> dict[str, list[dict[str, Any]]]:
     return {s: out[s] for s in SPLITS}
 
 
-def check_disjoint(splits: dict[str, list[dict[str, Any]]]) -> None:
-    owner: dict[str, str] = {}
-    for split, rows in splits.items():
-        for row in rows:
-            key = row["prompt_id"]
-            if key in owner:
-                raise ValueError(f"problem {key} is in both {owner[key]} and {split}")
-            owner[key] = split
-
-
-def _jsonl_bytes(rows: list[dict[str, Any]]) -> bytes:
-    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode()
-
-
-def write_split_files(
-    splits: dict[str, list[dict[str, Any]]], out_dir: Path, requested: dict[str, int | None]
-) -> dict[str, Any]:
-    """Write ``<split>.jsonl`` for every split; return the manifest's per-split entries (file,
-    SHA-256, rows written next to rows asked for (None: all the source has), difficulty
-    histogram). Shared by every task, so manifests look alike."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files: dict[str, Any] = {}
-    for split, rows in splits.items():
-        data = _jsonl_bytes(rows)
-        (out_dir / f"{split}.jsonl").write_bytes(data)
-        hist = Counter(r["difficulty"] for r in rows)
-        files[split] = {
-            "file": f"{split}.jsonl",
-            "sha256": _sha256(data),
-            "count": len(rows),
-            "requested": requested[split],
-            "difficulty_histogram": {str(k): hist[k] for k in sorted(hist)},
-        }
-    return files
-
-
-def write_splits(cfg: TaskConfig, out_dir: Path) -> dict[str, Any]:
+def write_splits(cfg: AdditionTask, out_dir: Path) -> dict[str, Any]:
     """Write ``{train,validation,test}.jsonl`` and ``manifest.json``; return the manifest."""
     requested = {"train": cfg.n_train, "validation": cfg.n_validation, "test": cfg.n_test}
     files = write_split_files(generate_splits(cfg), Path(out_dir), requested)
@@ -249,10 +206,6 @@ def write_splits(cfg: TaskConfig, out_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def read_split(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
 def extract_answer(text: str) -> str | None:
     """The answer digits under the one extraction rule, or None when unparseable."""
     m = _ANSWER_RE.fullmatch(text.strip())
@@ -263,7 +216,7 @@ def is_correct(completion: str, answer: str) -> bool:
     return extract_answer(completion) == str(answer)
 
 
-def score_completion(cfg: TaskConfig, prompt_id: str, completion: str, answer: str) -> float:
+def score_completion(cfg: AdditionTask, prompt_id: str, completion: str, answer: str) -> float:
     """Reward of one completion; raises ``ScoringError`` for an injected scoring failure."""
     if (
         cfg.failure_rate > 0
@@ -279,7 +232,7 @@ def score_completion(cfg: TaskConfig, prompt_id: str, completion: str, answer: s
     return cfg.graded_base + cfg.graded_gap * correct + noise
 
 
-def make_reward_function(cfg: TaskConfig) -> Callable[..., list[float | None]]:
+def make_reward_function(cfg: AdditionTask) -> Callable[..., list[float | None]]:
     """A reward function with TRL's signature; ``answer`` and ``prompt_id`` come from the dataset."""
 
     def addition_reward(
@@ -304,9 +257,9 @@ def make_reward_function(cfg: TaskConfig) -> Callable[..., list[float | None]]:
 def _main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True, help="directory for the splits and manifest")
-    p.add_argument("--config-json", default="{}", help="TaskConfig fields as a JSON object")
+    p.add_argument("--config-json", default="{}", help="AdditionTask fields as a JSON object")
     args = p.parse_args(argv)
-    manifest = write_splits(TaskConfig.from_dict(json.loads(args.config_json)), args.out)
+    manifest = write_splits(AdditionTask.from_dict(json.loads(args.config_json)), args.out)
     print(json.dumps({s: v["count"] for s, v in manifest["splits"].items()}))
 
 

@@ -22,7 +22,6 @@ lazily: importing this module downloads and imports nothing.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -34,6 +33,7 @@ from typing import Any, ClassVar
 from grpo_ablation import settings
 from grpo_ablation.tasks import Prompt, chat_prompt
 from grpo_ablation.tasks.source import Source, SourceFile
+from grpo_ablation.tasks.splits import sha256
 
 GENERATOR_VERSION = "math-v1"
 SOURCE_SPLITS = ("train", "test")  # validation is carved from the source's train split
@@ -144,10 +144,6 @@ class MathTask:
         return [(self.prompt(r), f"The answer is \\boxed{{{r['answer']}}}.") for r in rows]
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def last_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` in ``text`` (braces balanced), or None."""
     start = text.rfind("\\boxed{")
@@ -175,7 +171,7 @@ def difficulty(dataset: str, row: dict[str, Any], solution: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def _rows(cfg: MathTask, split: str) -> tuple[list[dict[str, Any]], list[SourceFile]]:
+def source_rows(cfg: MathTask, split: str) -> tuple[list[dict[str, Any]], list[SourceFile]]:
     """The task rows of a source split (rows without a gold answer, or off ``levels``, dropped),
     and the source files they were read from."""
     spec = cfg.source()
@@ -264,11 +260,13 @@ def write_splits(
     source = cfg.data_source()
     files: dict[str, list[SourceFile]] = {}
     if splits is None:
-        (train, files["train"]), (test, files["test"]) = (_rows(cfg, s) for s in SOURCE_SPLITS)
+        (train, files["train"]), (test, files["test"]) = (
+            source_rows(cfg, s) for s in SOURCE_SPLITS
+        )
         if fetched is not None:
             check_fetched(source, files, fetched)
         splits = make_splits(cfg, train, test, source.describe())
-    from grpo_ablation.tasks.addition import write_split_files
+    from grpo_ablation.tasks.splits import write_split_files
 
     out_dir = Path(out_dir)
     written = write_split_files(
@@ -284,7 +282,7 @@ def write_splits(
             "files": {s: [asdict(f) for f in fs] for s, fs in files.items()},
         },
         "task_config": task,
-        "task_config_sha256": _sha256(json.dumps(task, sort_keys=True).encode()),
+        "task_config_sha256": sha256(json.dumps(task, sort_keys=True).encode()),
         "answer_rule": cfg.answer_rule,
         "answer_extraction": "math-verify parse of the completion vs \\boxed{answer}; equivalence by verify",
         "splits": written,

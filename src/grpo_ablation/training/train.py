@@ -469,7 +469,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, required=True, help="splits directory (train.jsonl)")
     parser.add_argument("--out", type=Path, required=True, help="run directory")
     parser.add_argument("--training", default="{}", help="TrainingConfig fields as JSON")
-    parser.add_argument("--task", default="{}", help="TaskConfig fields as JSON (the reward)")
+    parser.add_argument("--task", default="{}", help="AdditionTask fields as JSON (the reward)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads per process")
     a = parser.parse_args(argv)
     from grpo_ablation.compute import set_threads, work_offline
