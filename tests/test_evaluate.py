@@ -181,6 +181,25 @@ def test_full_match_rule_agrees_with_the_training_reward(
         assert rule.is_correct(text, gold) == is_correct(text, gold)
 
 
+def test_each_answer_rule_is_a_module_and_its_task_copy_scores_with_it(tmp_path) -> None:
+    """The rules are real modules (linted, imported here); a task folder's copy is the rule then
+    the shared metric, whose correct() calls that rule's is_correct."""
+    import importlib
+
+    from grpo_ablation.evaluation import answer_rules
+
+    cases = {"full_match_digits": ("..42", "42", "4 2"), "math_verify": ("\\boxed{42}", "42", "41")}
+    assert set(cases) == set(answer_rules.RULES)
+    for name, (good, gold, bad) in cases.items():
+        rule = importlib.import_module(f"grpo_ablation.evaluation.answer_rules.{name}")
+        assert rule.is_correct(good, gold) and not rule.is_correct(bad, gold)
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "grpo_answer.py").write_text(answer_rules.module_text(name))
+        copy = load_rule(folder)
+        assert copy.correct([gold], [[good, bad, good, bad]]) == 0.5
+
+
 def test_correct_metric_is_the_share_of_accepted_completions(setup: dict) -> None:
     rule = load_rule(setup["task_dir"])
     assert rule.correct(references=["55"], predictions=[["55", "x", "..55", "5"]]) == 0.5

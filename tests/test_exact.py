@@ -19,11 +19,10 @@ TOY_VOCAB = [".", "7", "8", SPACE, PAD, EOS]
 
 
 def _accepts(text: str, gold: str) -> bool:
-    """The full_match_digits rule, as written for lm-eval (evaluate.ANSWER_RULES)."""
-    import re
+    """The full_match_digits rule, the module lm-eval's task folder gets."""
+    from grpo_ablation.evaluation.answer_rules.full_match_digits import is_correct
 
-    m = re.fullmatch(r"\.*(\d+)", text.strip())
-    return bool(m) and m.group(1) == gold
+    return is_correct(text, gold)
 
 
 def test_worked_example_gold_7_in_3_tokens() -> None:

@@ -65,6 +65,7 @@ from typing import Any
 
 from grpo_ablation.choices import EXTERNAL_PROTOCOL
 from grpo_ablation.compute import OFFLINE_VARS, work_offline
+from grpo_ablation.evaluation import answer_rules
 from grpo_ablation.evaluation import exact as exact_module
 from grpo_ablation.sampling import (
     SAMPLERS,
@@ -87,74 +88,8 @@ EXACT_MODULE = "grpo_exact"  # a copy of grpo_ablation/evaluation/exact.py
 # The answer rules whose accepted completions grpo_exact enumerates.
 ENUMERABLE_RULES = ("full_match_digits",)
 
-# The declared answer rules, implemented for lm-eval. Each module defines extract(text) (what the
-# rule reads as the answer, for the sample log) and is_correct(text, gold), and the metric
-# correct(references, predictions) that lm-eval calls with one document's filtered responses.
-_METRIC = '''
-
-def correct(references, predictions):
-    """Fraction of one document's completions (1 greedy or k sampled) the rule accepts."""
-    gold = str(references[0]).strip()
-    texts = predictions[0]
-    if isinstance(texts, str):
-        texts = [texts]
-    return sum(is_correct(t, gold) for t in texts) / len(texts)
-'''
-ANSWER_RULES: dict[str, str] = {
-    "full_match_digits": '''"""Answer rule full_match_digits (written by grpo_ablation.evaluation.evaluate).
-
-The completion, whitespace stripped, must be zero or more '.' then one or more digits and nothing
-else; the digits are compared with the target as strings ("055" is not "55", "55.3" is invalid).
-"""
-import re
-
-_ANSWER = re.compile(r"\\.*(\\d+)")
-FALLBACK = "[invalid]"
-
-
-def extract(text):
-    m = _ANSWER.fullmatch(text.strip())
-    return m.group(1) if m else FALLBACK
-
-
-def is_correct(text, gold):
-    return extract(text) == str(gold).strip()
-'''
-    + _METRIC,
-    "math_verify": '''"""Answer rule math_verify (written by grpo_ablation.evaluation.evaluate).
-
-math-verify parses the completion and the target (as \\\\boxed{target}) and checks equivalence; a
-completion it cannot parse, or a verifier error or timeout, counts as incorrect here.
-"""
-from math_verify import parse, verify
-
-FALLBACK = "[invalid]"
-TIMEOUT_S = 5
-
-
-def _parse(text):
-    try:
-        return parse(text, parsing_timeout=TIMEOUT_S)
-    except Exception:
-        return []
-
-
-def extract(text):
-    got = _parse(text)
-    return str(got[-1]) if got else FALLBACK
-
-
-def is_correct(text, gold):
-    target, pred = _parse("\\\\boxed{" + str(gold).strip() + "}"), _parse(text)
-    if not target or not pred:
-        return False
-    try:
-        return bool(verify(target, pred, timeout_seconds=TIMEOUT_S))
-    except Exception:
-        return False
-'''
-    + _METRIC,
-}
+# The declared answer rules, implemented for lm-eval (grpo_ablation/evaluation/answer_rules).
+ANSWER_RULES = answer_rules.RULES
 
 
 def load_rule(task_dir: Path, module: str = METRICS_MODULE) -> Any:
@@ -318,7 +253,7 @@ def write_task(
     (task_dir / f"{sampled}.yaml").write_text(
         _task_yaml(sampled, test_jsonl, sampled_gen, repeats=k, filters=[])
     )
-    (task_dir / f"{METRICS_MODULE}.py").write_text(ANSWER_RULES[answer_rule])
+    (task_dir / f"{METRICS_MODULE}.py").write_text(answer_rules.module_text(answer_rule))
     tasks = {"greedy": greedy, "sampled": sampled}
     if exact is not None:
         if answer_rule not in ENUMERABLE_RULES or chat_template:
