@@ -57,6 +57,7 @@ gpu-lock: setup
 	$(PIP) uv==0.13.9
 	$(BIN)/uv pip compile envs/gpu-vllm.in --python-version 3.13 \
 		--python-platform x86_64-manylinux_2_28 --no-header -o envs/gpu-vllm.lock.txt
+	$(BIN)/python envs/write_gpu_env.py
 
 clean:
 	rm -rf $(VENV) .snakemake

@@ -24,6 +24,7 @@ def test_the_preset_dag_has_21_runs_of_5_checkpoints_on_one_gpu_each():
     shape = dag_shape(load_config(ROOT / "config/cluster.yaml"))
     assert shape == {
         "cells": 7,
+        "base_policies": 1,
         "runs": 21,
         "max_steps": 500,
         "checkpoints_per_run": 5,
@@ -31,6 +32,9 @@ def test_the_preset_dag_has_21_runs_of_5_checkpoints_on_one_gpu_each():
         "train_gpus": 1,
         "eval_gpus": 1,
     }
+    # under base-policy draws every cell and seed runs once per draw, after a warm start each
+    drawn = load_config(ROOT / "config/config.yaml")
+    assert dag_shape(drawn)["base_policies"] == 6 and dag_shape(drawn)["runs"] == 11 * 1 * 6
 
 
 def test_the_projection_adds_up_the_jobs_of_the_dag():

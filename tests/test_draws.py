@@ -69,6 +69,32 @@ def test_the_draw_blocked_interval_is_the_t_interval_over_draw_means():
     assert flat.set_index("cell").loc["b", "greedy_final_diff_n"] == 4
 
 
+def test_a_value_missing_for_one_cell_drops_that_seed_for_the_whole_stage():
+    # Every paired difference is +1.0, but ref lacks seed 1 of draw 0 (NaN): averaging each cell
+    # over its own seeds would give draw 0 a difference of 0.5 + ... ; pairing keeps +1.0.
+    values = {
+        ("ref", 0, 0): 0.0,
+        ("ref", 0, 1): math.nan,
+        ("b", 0, 0): 1.0,
+        ("b", 0, 1): 8.0,
+        ("ref", 1, 0): 2.0,
+        ("ref", 1, 1): 4.0,
+        ("b", 1, 0): 3.0,
+        ("b", 1, 1): 5.0,
+    }
+    table = results_table(draws.draw_means(_runs(values)), {}).set_index("cell")
+    assert table.loc["b", "length_incorrect_late_diff_mean"] == pytest.approx(1.0)
+    assert table.loc["b", "length_incorrect_late_diff_low"] == pytest.approx(1.0)
+
+
+def test_each_draw_trains_its_seeds_with_seeds_of_its_own():
+    assert pipeline.run_seed(2, None) == 2
+    assert pipeline.run_seed(0, 3) == 3000 and pipeline.run_seed(1, 3) == 3001
+    config = {"base_policy": {"kind": "local", "draws": [3]}, "seeds": [0, 1000]}
+    with pytest.raises(DesignError, match=r"seed must lie in \[0, 1000\)"):
+        pipeline.check_draws(config)
+
+
 def test_the_hypotheses_take_the_draw_as_their_unit():
     config = {
         "stages": {"s": {"vary": {"std_scaling": ["sample", "none"]}, "reference": "sample"}},

@@ -217,8 +217,14 @@ def test_vllm_evaluation_seeds_each_sampled_request_by_prompt_and_repeat():
         lm._model_generate([[1, 2], [1, 2], [3]], True, FakeParams(1.0))
         lm._model_generate([[1, 2]], True, [FakeParams(1.0)])
         lm._model_generate([[1, 2]], True, FakeParams(0.0))  # greedy: untouched
+        mixed = [FakeParams(0.0), FakeParams(1.0)]  # a batch of a greedy and a sampled request
+        lm._model_generate([[7], [7]], True, mixed)
+        assert (
+            lm.calls[-1][0].seed is None
+            and lm.calls[-1][1].seed == evaluation_keys(5, [[7]], {})[0]
+        )
         lm._model_generate([[1, 2]], False, None)  # log-likelihood: untouched
-        assert lm.calls[2][0].seed is None and lm.calls[3] is None
+        assert lm.calls[2][0].seed is None and lm.calls[4] is None
         seeds.append([p.seed for call in lm.calls[:2] for p in call])
     assert seeds[0] == seeds[1]
     first = seeds[0]

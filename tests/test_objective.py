@@ -153,9 +153,9 @@ def test_empty_completion_counts_in_b_and_contributes_zero():
 
 def test_zero_variance_groups_are_the_all_equal_ones():
     nan = float("nan")
-    # groups of 3: all correct; all incorrect among the scored; mixed; none scored
+    # groups of 3: all correct; all incorrect among the scored; mixed; none scored (advantage 0)
     rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, nan, 1.0, 0.0, 1.0, nan, nan, nan])
-    assert zero_variance_groups(rewards, 3).tolist() == [True] * 6 + [False] * 6
+    assert zero_variance_groups(rewards, 3).tolist() == [True] * 6 + [False] * 3 + [True] * 3
 
 
 @pytest.mark.parametrize("mode", AGGREGATIONS)

@@ -59,6 +59,16 @@ def test_every_completion_is_a_row_and_groups_stay_whole(setup, tmp_path):
     truncated = rows.groupby("step")["truncated"].mean().tolist()
     assert [m["truncation_rate"] for m in metrics] == pytest.approx(truncated)
     assert rows["in_loss"].all() and all(m["groups/in_loss"] == 1.0 for m in metrics)
+    budget = json.loads((tmp_path / "budget.json").read_text())
+    assert budget["completions"] == len(rows) and budget["generated_tokens"] == rows["length"].sum()
+    assert (tmp_path / "objective.json").exists() and (tmp_path / "objective.md").exists()
+    info = json.loads((tmp_path / "run_info.json").read_text())
+    assert info["checkpoints"] == [2, 4] and "trl" in info["library_versions"]
+    assert info["checkpoint_dtypes"] == ["F32"], "float32 master weights are what is saved"
+    # The training process's own peak: torch and the trainer alone take over 100 MB.
+    assert (
+        info["peak_memory"]["host_rss_mb"] > 100 and info["peak_memory"]["gpu_allocated_mb"] is None
+    )
 
 
 def test_filtered_groups_stay_in_the_log_marked_out_of_the_loss(setup, tmp_path):
@@ -74,16 +84,6 @@ def test_filtered_groups_stay_in_the_log_marked_out_of_the_loss(setup, tmp_path)
     shares = rows.groupby("step")["in_loss"].mean().tolist()
     assert [m["groups/in_loss"] for m in metrics] == pytest.approx(shares)
     assert json.loads((tmp_path / "objective.json").read_text())["zero_variance"] == "filter"
-    budget = json.loads((tmp_path / "budget.json").read_text())
-    assert budget["completions"] == len(rows) and budget["generated_tokens"] == rows["length"].sum()
-    assert (tmp_path / "objective.json").exists() and (tmp_path / "objective.md").exists()
-    info = json.loads((tmp_path / "run_info.json").read_text())
-    assert info["checkpoints"] == [2, 4] and "trl" in info["library_versions"]
-    assert info["checkpoint_dtypes"] == ["F32"], "float32 master weights are what is saved"
-    # The training process's own peak: torch and the trainer alone take over 100 MB.
-    assert (
-        info["peak_memory"]["host_rss_mb"] > 100 and info["peak_memory"]["gpu_allocated_mb"] is None
-    )
 
 
 def always_raises(prompts, completions, **kwargs):

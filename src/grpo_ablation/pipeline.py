@@ -296,15 +296,28 @@ def completions_per_step(config: dict[str, Any]) -> int:
     return int(t["prompts_per_step"]) * int(t["group_size"])
 
 
-def training_config(config: dict[str, Any], cell: Cell, seed: int) -> TrainingConfig:
+def training_config(
+    config: dict[str, Any], cell: Cell, seed: int, draw: int | None = None
+) -> TrainingConfig:
     """The full TrainingConfig of one run: the shared section, each axis's value entered as its
-    declaration says (G and μ keep the completion budget matched), the seed."""
+    declaration says (G and μ keep the completion budget matched), the run seed."""
     shared = {**TRAINING_DEFAULTS, **{k: v for k, v in config["training"].items() if k != "seed"}}
     training = dict(shared)
     for a in AXES:
         a.apply(training, shared, cell[a.name])
-    training["seed"] = seed
+    training["seed"] = run_seed(seed, draw)
     return from_dict(TrainingConfig, training, "training")
+
+
+# Seeds below this under base-policy draws, so that every (draw, seed) gets its own run seed.
+SEEDS_PER_DRAW = 1000
+
+
+def run_seed(seed: int, draw: int | None) -> int:
+    """The seed a run trains with: the seed itself, or under draws 1000 * draw + seed, so that
+    seed s of two draws shares neither its prompt order nor its sampling noise (the pooled interval
+    takes the draws' seed noise as independent)."""
+    return seed if draw is None else SEEDS_PER_DRAW * int(draw) + int(seed)
 
 
 def nominal_budget(cfg: TrainingConfig) -> dict[str, Any]:
@@ -516,6 +529,11 @@ def check_draws(config: dict[str, Any]) -> None:
         )
     if not listed or len(set(listed)) != len(listed):
         raise DesignError(f"base_policy.draws={listed}: expected distinct seeds, at least one")
+    if any(not 0 <= int(s) < SEEDS_PER_DRAW for s in config.get("seeds", [])):
+        raise DesignError(
+            f"seeds={config['seeds']}: under base_policy.draws a seed must lie in "
+            f"[0, {SEEDS_PER_DRAW}) (seed s of draw d trains with seed {SEEDS_PER_DRAW}*d + s)"
+        )
 
 
 # -- what the report reads and says --------------------------------------------------------------

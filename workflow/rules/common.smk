@@ -100,7 +100,7 @@ def stage_evals(stage, draw):
 
 def training_json(wildcards):
     cfg = pipeline.training_config(
-        config, pipeline.parse_cell(config, wildcards.cell), int(wildcards.seed)
+        config, pipeline.parse_cell(config, wildcards.cell), int(wildcards.seed), draw_of(wildcards)
     )
     return json.dumps(asdict(cfg), sort_keys=True)
 

@@ -50,9 +50,20 @@ def load_draws(config: dict[str, Any]) -> pd.DataFrame:
 
 def draw_means(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (stage, cell, draw): the mean over the draw's seeds of every numeric quantity
-    (NaN values left out). ``seed`` holds the draw, so the seed-paired results table and
-    hypothesis tests pair cells within a draw and take the draw as their unit."""
+    (NaN values left out; for a paired quantity, the seeds where every cell of the stage has it).
+    ``seed`` holds the draw, so the seed-paired results table and hypothesis tests pair cells
+    within a draw and take the draw as their unit."""
     keys = ["stage", "cell", "draw"]
+    # A paired quantity missing for one cell of a (stage, draw, seed) is dropped for every cell
+    # there, so each cell's draw mean covers the same seeds and the difference of two draw means
+    # is the draw's mean paired difference.
+    runs = runs.copy()
+    for q in tables.PAIRED:
+        if q in runs:
+            gap = (
+                runs[q].isna().groupby([runs["stage"], runs["draw"], runs["seed"]]).transform("any")
+            )
+            runs.loc[gap, q] = float("nan")
     numeric = [
         c
         for c in runs.columns
@@ -170,26 +181,29 @@ def write_pooled(config: dict[str, Any], out: Path) -> list[Path]:
     """``out/tables/{results,hypotheses,draws}.{csv,md}`` and ``out/pooled_reading.rst``: the results
     table and the declared hypotheses' verdicts with the draw as the unit, each contrast per
     draw, and the reading (verdicts first)."""
+    by_draw = {d: draw_rows(config, d) for d in pipeline.draws(config)}
+    first, rows = next(iter(by_draw.items()))
+    for d, other in by_draw.items():
+        if other != rows:
+            stages = sorted({r["stage"] for r in rows if r not in other})
+            raise ValueError(
+                f"draw {d} runs other cells than draw {first} in stages {stages} (a winner chosen "
+                "within each draw differs), so the draws cannot be pooled cell by cell; fix that "
+                "axis in the stage's `fixed` instead of taking the winner"
+            )
     runs = load_draws(config)
     pooled = draw_means(runs)
-    rows = list(
-        {
-            (r["stage"], r["cell"]): r for d in pipeline.draws(config) for r in draw_rows(config, d)
-        }.values()
-    )
     table = tables.results_table(pooled, base_means(config))
     titles = {r["stage"]: pipeline.stage_title(config, r["stage"]) for r in rows}
     predicted = [
-        hypotheses.manipulation_predictions(
-            pipeline.draw_dir(config, d), config, draw_rows(config, d)
-        )
+        hypotheses.manipulation_predictions(pipeline.draw_dir(config, d), config, rows)
         for d in pipeline.draws(config)
     ]
     effects = tables.effects_table(
         table,
         titles,
         hypotheses.contrast_roles(config, rows),
-        {k: float(np.mean([p[k] for p in predicted if k in p])) for k in predicted[0]},
+        {k: float(np.mean([p[k] for p in predicted])) for k in predicted[0]},
     )
     verdicts = hypotheses.verdicts_table(hypotheses.declared(config), pooled, rows, config)
     within = per_draw_contrasts(runs)

@@ -519,10 +519,16 @@ def _keyed_generation(lm: Any, seed: int, backend: str = "hf") -> None:
                 if isinstance(sampling_params, list)
                 else [sampling_params] * len(requests)
             )
-            if all(not p.temperature for p in params):  # greedy: nothing is drawn
-                return vllm_generate(requests, generate, params)
-            keys = evaluation_keys(seed, requests, vllm_seen)
-            return vllm_generate(requests, generate, seeded_requests(params, keys))
+            # Only sampled requests are keyed and counted as repeats (a batch may hold greedy ones
+            # too: lm-eval's vLLM batches by length, not by sampling settings).
+            drawn = [i for i, p in enumerate(params) if p.temperature]
+            keys = evaluation_keys(seed, [requests[i] for i in drawn], vllm_seen)
+            seeded = dict(
+                zip(drawn, seeded_requests([params[i] for i in drawn], keys), strict=True)
+            )
+            return vllm_generate(
+                requests, generate, [seeded.get(i, p) for i, p in enumerate(params)]
+            )
 
         lm._model_generate = seeded
         return
@@ -720,6 +726,8 @@ def evaluate_checkpoints(
         if finished is not None:
             all_results.append(finished)
             continue
+        if process_per_checkpoint and only is None:  # its process ran: never load it here
+            raise RuntimeError(f"step {step} was evaluated in its own process but is not finished")
         (step_dir / DONE).unlink(missing_ok=True)
         t1 = time.perf_counter()
         lm, ignored = _load_lm(

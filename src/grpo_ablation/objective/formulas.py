@@ -142,13 +142,14 @@ def aggregate_loss(
 
 
 def zero_variance_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
-    """Per completion: does its group's rewards have zero variance (all equal: all correct or all
-    incorrect)? Unscored rewards (NaN) are left out; a group with no scored reward is not one."""
+    """Per completion: does its group carry no signal, its scored rewards all equal (all correct
+    or all incorrect)? Unscored rewards (NaN) are left out; a group with fewer than two scored
+    rewards counts as one (its advantages are 0: ``group_advantages``)."""
     g = grouped(rewards.to(torch.float64), group_size)
     finite = torch.isfinite(g)
     low = torch.where(finite, g, torch.inf).min(-1).values
     high = torch.where(finite, g, -torch.inf).max(-1).values
-    zero = finite.any(-1) & (low == high)
+    zero = (finite.sum(-1) < 2) | (low == high)
     return zero.repeat_interleave(group_size)
 
 

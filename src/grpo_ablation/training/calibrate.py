@@ -64,7 +64,9 @@ def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
     r, c = config["resources"], config["compute"]
     return {
         "cells": len(cells),
-        "runs": len(cells) * len(config["seeds"]),
+        # every seed of every cell under each base-policy draw
+        "base_policies": max(1, len(pipeline.draws(config))),
+        "runs": len(cells) * len(config["seeds"]) * max(1, len(pipeline.draws(config))),
         "max_steps": steps,
         "checkpoints_per_run": checkpoints,
         "sft_steps": int(config["base_policy"].get("sft_steps", 0) or 0),
@@ -75,16 +77,17 @@ def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
 
 def project(m: Measurement, shape: dict[str, Any]) -> dict[str, Any]:
     """The DAG's cost from one calibration (pure arithmetic, so a test can check it)."""
+    bases = shape.get("base_policies", 1)
     base_s = shape["sft_steps"] * m.sft_step_s
     train_s = m.train_setup_s + shape["max_steps"] * m.train_step_s
     # Every checkpoint on test, the final one on validation; the base policy once on both.
     eval_s = shape["checkpoints_per_run"] * m.eval_checkpoint_s + m.eval_validation_s
     base_eval_s = m.eval_checkpoint_s + m.eval_validation_s
     runs = shape["runs"]
-    job_s = base_s + base_eval_s + runs * (train_s + eval_s)
+    job_s = bases * (base_s + base_eval_s) + runs * (train_s + eval_s)
     gpu_s = (
-        base_s * shape["train_gpus"]
-        + (base_eval_s + runs * eval_s) * shape["eval_gpus"]
+        bases * base_s * shape["train_gpus"]
+        + (bases * base_eval_s + runs * eval_s) * shape["eval_gpus"]
         + runs * train_s * shape["train_gpus"]
     )
     disk = runs * (shape["checkpoints_per_run"] * m.weights_bytes + m.optimizer_bytes)
@@ -158,7 +161,8 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     from grpo_ablation.policy.base_policy import BasePolicyConfig
     from grpo_ablation.policy.pretrained import build_base_policy
 
-    base = dict(config["base_policy"])
+    draws = pipeline.draws(config)  # calibrated on the first draw's warm start
+    base = pipeline.draw_base_policy(config, draws[0] if draws else None)
     configured = (
         BasePolicyConfig.from_dict({k: v for k, v in base.items() if k != "kind"}).sft_steps
         if base.get("kind", "local") == "local"
