@@ -21,11 +21,12 @@ ratio TRL computes at generation multiplies the policy term of the loss, as in T
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,21 @@ class EpochSeededRepeatSampler(RepeatSampler):
     def set_epoch(self, epoch: int) -> None:
         if self.shuffle:
             self.generator.manual_seed((self.seed or 0) + epoch)
+
+
+@contextlib.contextmanager
+def _replaced(obj: Any, name: str, value: Any) -> Iterator[None]:
+    """``obj.<name>`` is ``value`` inside the block, and what it was (an instance attribute, or the
+    class's) afterwards."""
+    own = obj.__dict__.get(name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        if own is None:
+            delattr(obj, name)
+        else:
+            setattr(obj, name, own)
 
 
 class AblationGRPOTrainer(GRPOTrainer):
@@ -226,43 +242,27 @@ class AblationGRPOTrainer(GRPOTrainer):
     def _generate_single_turn(self, prompt_ids, *args, **kwargs):
         if self._keys is None:
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+        keys = self._keys
         if self.use_vllm:
-            return self._vllm_keyed_generation(prompt_ids, *args, **kwargs)
-        # TRL calls `generate` with its own arguments only: give this call the keyed processor.
-        model = self.accelerator.unwrap_model(self.model)
-        processor = KeyedGumbel(self._keys, self.temperature)
-        generate, own = model.generate, model.__dict__.get("generate")
+            # The colocated engine generates this rank's rows (one request each, n = 1) with the
+            # one SamplingParams TRL builds: hand it one seeded copy per request instead.
+            target = self.vllm_generation.llm
+            generate = target.generate
 
-        def keyed_generate(*a, **kw):
-            return generate(*a, logits_processor=[processor], **kw)
+            def keyed(prompts, *a, sampling_params, **kw):
+                seeded = seeded_requests([sampling_params] * len(prompts), keys)
+                return generate(prompts, *a, sampling_params=seeded, **kw)
 
-        model.generate = keyed_generate
-        try:
+        else:
+            # TRL calls `generate` with its own arguments only: give this call the keyed processor.
+            target = self.accelerator.unwrap_model(self.model)
+            generate, processor = target.generate, KeyedGumbel(keys, self.temperature)
+
+            def keyed(*a, **kw):
+                return generate(*a, logits_processor=[processor], **kw)
+
+        with _replaced(target, "generate", keyed):
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
-        finally:
-            if own is None:
-                del model.generate
-            else:
-                model.generate = own
-
-    def _vllm_keyed_generation(self, prompt_ids, *args, **kwargs):
-        # The colocated engine generates this rank's rows (one request each, n = 1) with the one
-        # SamplingParams TRL builds: hand it one seeded copy per request instead.
-        llm, keys = self.vllm_generation.llm, self._keys
-        generate, own = llm.generate, llm.__dict__.get("generate")
-
-        def seeded_generate(prompts, *a, sampling_params, **kw):
-            seeded = seeded_requests([sampling_params] * len(prompts), keys)
-            return generate(prompts, *a, sampling_params=seeded, **kw)
-
-        llm.generate = seeded_generate
-        try:
-            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
-        finally:
-            if own is None:
-                del llm.generate
-            else:
-                llm.generate = own
 
     def _generate_and_score_completions(self, inputs):
         if self.sampler == "keyed" and self.model.training:
