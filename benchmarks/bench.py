@@ -262,6 +262,11 @@ def read_job_benchmarks(exp_dir: Path):
     return pd.DataFrame(rows)
 
 
+def pipeline_wall(jobs) -> float:
+    """First job start to last job end (Snakemake's benchmark files)."""
+    return float(jobs["end"].max() - jobs["start"].min())
+
+
 def pipeline_overhead(exp_dir: Path, cores: int = 2) -> dict[str, Any]:
     """Wall time of a finished pipeline against the sum of its jobs' compute, and core use."""
     jobs = read_job_benchmarks(exp_dir)
@@ -269,7 +274,7 @@ def pipeline_overhead(exp_dir: Path, cores: int = 2) -> dict[str, Any]:
         raise FileNotFoundError(
             f"no benchmark files under {exp_dir}/benchmarks: run the pipeline first"
         )
-    wall = jobs["end"].max() - jobs["start"].min()
+    wall = pipeline_wall(jobs)
     return {
         "benchmark": "pipeline_overhead",
         "what": "sum of job wall times / (cores x pipeline wall time), and CPU time / (cores x wall)",
@@ -309,7 +314,7 @@ def dag_floor(exp_dir: Path, cores: int = 2) -> dict[str, Any]:
     )
     floor = (train_s + generate_s + sft_core_s) / cores
     jobs = read_job_benchmarks(exp_dir)
-    wall = float(jobs["end"].max() - jobs["start"].min())
+    wall = pipeline_wall(jobs)
     return {
         "benchmark": "dag_floor",
         "what": "pipeline wall time / floor (training loops + generation + SFT, / cores)",
@@ -324,6 +329,32 @@ def dag_floor(exp_dir: Path, cores: int = 2) -> dict[str, Any]:
         "floor_s": floor,
         "wall_s": wall,
         "wall_over_floor": wall / floor,
+    }
+
+
+def curve_cost(exp_dir: Path) -> dict[str, Any]:
+    """What the efficiency curves cost a finished pipeline: the seconds its evaluation jobs spent
+    scoring curve policies (each curve.json's own timer), as a share of the summed wall time of
+    its jobs, and the disk their weights hold."""
+    folders = subtrees(exp_dir)
+    curves = [json.loads(p.read_text()) for f in folders for p in f.glob("eval/**/curve.json")]
+    curve_s = sum(c["seconds"] for c in curves)
+    snapshot_bytes = sum(
+        p.stat().st_size for f in folders for p in f.glob("runs/**/curve/step-*/*") if p.is_file()
+    )
+    jobs = read_job_benchmarks(exp_dir)
+    return {
+        "benchmark": "curve_cost",
+        "what": "seconds scoring curve policies over the summed wall time of every job of the "
+        "DAG (the last run of each; a partial rerun is costed against the whole DAG)",
+        "target": "<= 0.15",
+        "experiment": str(exp_dir),
+        "runs": len(curves),
+        "points": sum(len(c["points"]) for c in curves),
+        "curve_s": curve_s,
+        "sum_job_wall_s": float(jobs["wall_s"].sum()),
+        "share_of_job_time": curve_s / float(jobs["wall_s"].sum()),
+        "snapshot_mb": snapshot_bytes / 2**20,
     }
 
 
@@ -765,6 +796,7 @@ def main() -> None:
         "dag_scaling": dag_scaling,
         "pipeline_overhead": lambda: pipeline_overhead(a.experiment),
         "dag_floor": lambda: dag_floor(a.experiment),
+        "curve_cost": lambda: curve_cost(a.experiment),
         "evaluation_overhead": lambda: evaluation_overhead(a.experiment),
         "evaluation_modes": lambda: evaluation_modes(one_draw(a.experiment)),
         "memory": lambda: memory(a.experiment),
@@ -824,6 +856,15 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             add(name, f"wall time of {r['runs']} runs, {r['jobs']} jobs (s)", r["wall_s"])
             add(name, "floor: training + generation + SFT, / cores (s)", r["floor_s"])
             add(name, "wall / floor", r["wall_over_floor"], r["target"])
+        elif name == "curve_cost":
+            add(name, f"scoring {r['points']} curve policies of {r['runs']} runs (s)", r["curve_s"])
+            add(
+                name,
+                "curve seconds / summed job wall time",
+                r["share_of_job_time"],
+                r["target"],
+            )
+            add(name, "curve policies on disk (MB)", r["snapshot_mb"])
         elif name == "evaluation_overhead":
             add(
                 name,

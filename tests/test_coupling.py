@@ -83,3 +83,28 @@ def test_the_table_and_reading_summarise_seeds(tmp_path):
     assert row["first_difference_median"] == 2
     text = coupling_reading(table)
     assert "cell vs ref" in text and "75% at the last step" in text
+
+
+def test_a_resampled_step_is_compared_on_its_first_generation_batch():
+    """Resampling adds batches the reference never generates: the first batch (the reference's
+    prompts, the same keys) is compared, the further ones are not."""
+    import pandas as pd
+
+    from grpo_ablation.analysis.coupling import step_coupling
+
+    def rows(completions, batches):
+        return pd.DataFrame(
+            {
+                "step": 0,
+                "group_index": range(len(completions)),
+                "completion_index": 0,
+                "prompt_id": [f"p{i % 2}" for i in range(len(completions))],
+                "completion": completions,
+                "generation_batch": batches,
+            }
+        )
+
+    ref = rows(["a", "b"], [0, 0])
+    cell = rows(["a", "x", "extra", "more"], [0, 0, 1, 1])
+    got = step_coupling(cell, ref)
+    assert got["compared"].tolist() == [2] and got["identical"].tolist() == [0.5]

@@ -191,8 +191,9 @@ def test_training_section_values_of_an_axis_are_checked():
 
 def test_captions_and_titles_are_derived_from_the_axes():
     config = default_config()
-    # numbered among the declared stages, enabled or not (the recipe stages come 4th and 5th)
-    assert pipeline.stage_title(config, "kl") == "stage 6: KL coefficient β × std scaling"
+    # numbered among the declared stages, enabled or not (the recipe stages come 4th and 5th,
+    # dynamic sampling 6th)
+    assert pipeline.stage_title(config, "kl") == "stage 7: KL coefficient β × std scaling"
     # a recipe stage names the recipe it runs besides its reference's
     assert pipeline.stage_title(config, "dr_grpo").endswith("× length aggregation (Dr. GRPO)")
     assert pipeline.stage_title(config, "group_size") == "stage 3: group size G"
@@ -306,3 +307,20 @@ def test_the_schema_training_section_declares_exactly_the_training_config():
     fields = {f.name: f.default for f in dataclasses.fields(TrainingConfig)}
     assert set(props) == set(fields)
     assert {k: props[k].get("default") for k in fields} == fields
+
+
+def test_resampling_and_sharded_curve_policies_need_their_process_layout():
+    """Resampling selects mixed groups over the whole batch in one process; curve policies are
+    saved by rank 0, which under ZeRO-3 or FSDP holds a shard: both refused before any job."""
+    config = default_config()
+    config["compute"]["processes_per_train_job"] = 2
+    with pytest.raises(DesignError, match="zero_variance resample runs in one process"):
+        pipeline.check_design(config)
+    config = default_config()
+    del config["stages"]["dynamic_sampling"]
+    config["hypotheses"] = [h for h in config["hypotheses"] if h["stage"] != "dynamic_sampling"]
+    config["compute"].update(processes_per_train_job=2, accelerate_config="fsdp")
+    with pytest.raises(DesignError, match="curve_points=8 saves curve policies from rank 0"):
+        pipeline.check_design(config)
+    config["compute"]["accelerate_config"] = "zero2"
+    pipeline.check_design(config)  # zero2 shards optimizer state only: allowed

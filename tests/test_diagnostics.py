@@ -46,6 +46,8 @@ def rows(step, groups):
                     "advantage": 0.0,
                     "group_category": "unused",
                     "in_loss": True,
+                    "generation_batch": 0,
+                    "in_batch": True,
                 }
             )
     return out

@@ -87,6 +87,21 @@ def test_a_value_missing_for_one_cell_drops_that_seed_for_the_whole_stage():
     assert table.loc["b", "length_incorrect_late_diff_low"] == pytest.approx(1.0)
 
 
+def test_an_unidentified_efficiency_fit_blanks_only_its_own_cell():
+    """A fit parameter missing where its fit is not identified does not remove the other cells'
+    (they would all lose draw 0 under the stage-wide pairing of the other quantities): a third
+    cell c with no fit in draw 0 leaves b's A there, and b's ΔA pairs with ref over both draws."""
+    values = {("ref", d, 0): 0.5 + d for d in (0, 1)} | {("b", d, 0): 0.6 + d for d in (0, 1)}
+    values |= {("c", 0, 0): math.nan, ("c", 1, 0): 1.7}
+    pooled = draws.draw_means(_runs(values))
+    table = results_table(pooled, {}).set_index("cell")
+    assert table.loc["b", "efficiency_A_diff_n"] == 2
+    assert table.loc["b", "efficiency_A_diff_mean"] == pytest.approx(0.1)
+    assert table.loc["c", "efficiency_A_diff_n"] == 1
+    # the other paired quantities keep the stage-wide pairing: draw 0 is dropped for every cell
+    assert table.loc["b", "greedy_final_diff_n"] == 1
+
+
 def test_each_draw_trains_its_seeds_with_seeds_of_its_own():
     assert pipeline.run_seed(2, None) == 2
     assert pipeline.run_seed(0, 3) == 3000 and pipeline.run_seed(1, 3) == 3001

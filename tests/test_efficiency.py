@@ -5,6 +5,7 @@ when the run never saturates."""
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from grpo_ablation.analysis.efficiency import (
@@ -12,7 +13,9 @@ from grpo_ablation.analysis.efficiency import (
     FIT,
     NOT_IDENTIFIED,
     area_under_curve,
+    compute_at_steps,
     fit_scalerl,
+    run_efficiency,
     scalerl_curve,
 )
 
@@ -61,3 +64,93 @@ def test_a_run_that_never_saturates_is_not_identified():
 def test_too_few_points_fail_with_a_reason():
     fit = fit_scalerl(C[:3], scalerl_curve(C[:3], R0, A, B, C_MID), R0)
     assert fit.status == FAILED and "4 points" in fit.reason
+
+
+def test_a_curve_that_is_up_before_its_first_point_is_not_identified():
+    early = scalerl_curve(C, R0, A, B, 10.0)  # C_mid below the first point (100)
+    fit = fit_scalerl(C, early, R0)
+    assert fit.status == NOT_IDENTIFIED  # no steepness before the first point
+
+
+def test_a_runs_compute_is_summed_up_to_each_curve_step():
+    steps = pd.DataFrame(
+        {"step": [0, 1, 2, 3], "groups": [2, 2, 2, 2], "generated_tokens": [10, 20, 30, 40]}
+    )
+    at = compute_at_steps(steps, group_size=4, at=[1, 3, 4])
+    assert at["generated_tokens"].tolist() == [10, 60, 100]
+    assert at["completions"].tolist() == [8, 24, 32]
+
+
+def test_a_runs_summary_fits_its_curve_and_keeps_the_area_fit_free():
+    steps = pd.DataFrame({"step": range(200), "groups": 4, "generated_tokens": [100] * 200})
+    at = [5, 8, 14, 24, 41, 70, 118, 200]
+    tokens = np.array(at) * 100.0
+    truth = dict(R0=0.5, A=0.8, B=1.2, C_mid=3_000.0)
+    curve = [
+        {"step": s, "accuracy": float(scalerl_curve(c, **truth))}
+        for s, c in zip(at, tokens, strict=True)
+    ]
+    out = run_efficiency(curve, steps, group_size=8, R0=0.5)
+    assert out["efficiency_status"] == FIT and out["efficiency_identified"] == 1.0
+    assert out["efficiency_A"] == pytest.approx(0.8, rel=1e-3)
+    assert out["efficiency_log10_C_mid"] == pytest.approx(math.log10(3_000), rel=1e-3)
+    # 32 completions a step: C_mid in completions is C_mid in tokens / 100 * 32
+    assert out["efficiency_C_mid_completions"] == pytest.approx(3_000 / 100 * 32, rel=1e-3)
+    flat = [{"step": s, "accuracy": 0.5} for s in at]
+    none = run_efficiency(flat, steps, group_size=8, R0=0.5)
+    assert none["efficiency_status"] != FIT and math.isnan(none["efficiency_A"])
+    assert none["efficiency_auc"] == pytest.approx(0.5)
+
+
+def _results_and_runs():
+    """A results table of one stage (reference and one cell) over three seeds, and its runs:
+    the cell's fits identified on seeds 0-2, the reference's on 0-1 (seed 2: no saturation)."""
+    from grpo_ablation.analysis import tables
+
+    runs = []
+    for cell, shift in (("ref", 0.0), ("other", 0.05)):
+        for seed in range(3):
+            ok = cell == "other" or seed < 2
+            runs.append({
+                "stage": "s", "cell": cell, "reference": "ref", "seed": seed,
+                "efficiency_status": FIT if ok else NOT_IDENTIFIED,
+                "efficiency_reason": "" if ok else "no saturation within the run",
+                "efficiency_identified": float(ok),
+                "efficiency_A": 0.7 + shift + 0.01 * seed if ok else math.nan,
+                "efficiency_B": 1.0 if ok else math.nan,
+                "efficiency_C_mid": 1000.0 if ok else math.nan,
+                "efficiency_log10_C_mid": 3.0 + 0.01 * seed if ok else math.nan,
+                "efficiency_auc": 0.6 + shift + 0.001 * seed,
+            })  # fmt: skip
+    runs = pd.DataFrame(runs)
+    for q in tables.PAIRED:
+        if q not in runs:
+            runs[q] = 0.5
+    return tables.results_table(runs, {"greedy": 0.5, "sampled": 0.5}), runs
+
+
+def test_the_efficiency_table_counts_fits_and_pairs_identified_ones_only():
+    from grpo_ablation.analysis.efficiency import efficiency_reading, efficiency_table
+
+    table = efficiency_table(*_results_and_runs())
+    other = table.set_index("cell").loc["other"]
+    ref = table.set_index("cell").loc["ref"]
+    assert (ref["identified"], ref["runs"]) == (2, 3)
+    assert ref["not_identified"] == "no saturation within the run (1)"
+    assert other["efficiency_A_diff_n"] == 2  # seed 2 has no reference fit
+    assert other["efficiency_A_diff_mean"] == pytest.approx(0.05)
+    assert other["efficiency_auc_diff_n"] == 3  # fit-free: every seed
+    text = efficiency_reading(table)
+    assert "5 of 6 runs have an identified fit" in text
+    assert "no saturation within the run: 1" in text
+    # A: +0.05 on both pairs (no spread) -> a zero-width interval that excludes zero; C_mid: 0
+    assert "Of these 2 intervals 1 exclude zero, 0.10 expected by chance" in text
+
+
+def test_a_fit_that_ends_on_the_bound_of_its_steepness_is_not_identified():
+    from grpo_ablation.analysis.efficiency import B_MAX
+
+    step = scalerl_curve(C, R0, A, 200.0, C_MID)  # a jump: B far beyond the fit's box
+    fit = fit_scalerl(C, step, R0)
+    assert abs(fit.B - B_MAX) < 0.02
+    assert fit.status == NOT_IDENTIFIED and "B at the bound" in fit.reason

@@ -256,3 +256,14 @@ def test_population_and_sample_differ_by_sqrt_g_minus_1_over_g(case):
     pop = group_advantages(rewards, G, "population", eps=0.0)
     sample = group_advantages(rewards, G, "sample", eps=0.0)
     assert torch.allclose(sample, pop * math.sqrt((G - 1) / G), atol=1e-9)
+
+
+def test_resampling_expectation_by_hand():
+    """One group a step, mixed with probability 1/2, at most two batches: a second batch half the
+    time (1.5 batches), and a mixed group unless both fail (3/4). Capped at one batch it is keep."""
+    from grpo_ablation.objective.formulas import resample_expectation
+
+    assert resample_expectation(0.5, 1, 2) == pytest.approx((1.5, 0.75))
+    assert resample_expectation(0.78, 4, 1) == pytest.approx((1.0, 0.78))
+    batches, share = resample_expectation(0.78, 4, 4)
+    assert 1.0 < batches < 2.0 and share > 0.99

@@ -77,6 +77,40 @@ def test_every_run_has_its_record_budget_rollouts_and_evaluations(smoke_pipeline
         assert summary["groups"] > 0 and summary["objective"]["aggregation"] in cell
 
 
+def test_every_run_has_its_efficiency_curve_and_the_table_counts_its_fit(smoke_pipeline, design):
+    """The curve policies (training.curve_points) are scored on test: at the final step, where the
+    curve policy is the final checkpoint's weights, the curve's value is the test summary's exact
+    sampled accuracy (up to lm-eval's batching of the requests); the efficiency table has a
+    row per cell and stage, each run counted as identified or with its reason."""
+    import pandas as pd
+
+    from grpo_ablation.training.train import curve_steps
+
+    config, stages = design
+    exp = smoke_pipeline.exp
+    steps = curve_steps(config["training"]["max_steps"], config["training"]["curve_points"])
+    assert len(steps) >= 4
+    for cell, seed in runs(design):
+        curve = json.loads((exp / f"eval/{cell}/seed={seed}/curve/curve.json").read_text())
+        assert curve["metric"] == "exact"
+        got = [p["step"] for p in curve["points"]]
+        # mu > 1 rescales max_steps (the update-epochs stage): its own curve steps
+        mu = json.loads((exp / f"runs/{cell}/seed={seed}/objective.json").read_text()).get(
+            "num_iterations", 1
+        )
+        assert got == curve_steps(config["training"]["max_steps"] * mu, len(steps))
+        final = json.loads((exp / f"eval/{cell}/seed={seed}/test/summary.json").read_text())
+        last = final["checkpoints"][-1]
+        assert last["step"] == got[-1]
+        assert curve["points"][-1]["accuracy"] == pytest.approx(last["sampled_exact"], abs=1e-6)
+    table = pd.read_csv(exp / "tables/efficiency.csv")
+    rows = {(s, c.path) for s, (_, cs) in stages.items() for c in cs}
+    assert set(zip(table["stage"], table["cell"], strict=True)) == rows
+    assert (table["runs"] == len(config["seeds"])).all()
+    unexplained = table[(table["identified"] < table["runs"]) & table["not_identified"].isna()]
+    assert unexplained.empty, "every run without an identified fit says why"
+
+
 def test_the_exact_sampled_accuracy_agrees_with_many_samples(smoke_pipeline, design, tmp_path):
     """On a trained checkpoint, mean@k over many samples per prompt lies within its binomial
     interval of the exact expected accuracy (which bounds P(correct) in [exact, exact + U])."""

@@ -66,6 +66,8 @@ def run_rows(greedy: dict[str, list[float]]) -> pd.DataFrame:
             }
             row.update({f"fraction_{c}": 0.25 for c in GROUP_CATEGORIES})
             row["fraction_mixed"] = 0.3 + g / 10
+            row.update(efficiency_auc=0.4 + g / 4, efficiency_A=0.5 + g / 2,
+                       efficiency_log10_C_mid=3.0 - g)  # fmt: skip
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -224,9 +226,11 @@ def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
             "identical": [1.0, 0.75, 0.5, 1.0, 1.0, 0.25],
         }
     )
+    points, fits = synthetic_efficiency()
     paths = figures.write_stage_figures(
-        curves, steps, groups, synthetic_effects(), coupled, "std_scaling", palette, tmp_path
-    )
+        curves, steps, groups, synthetic_effects(), coupled, points, fits, 0.5, "std_scaling",
+        palette, tmp_path,
+    )  # fmt: skip
     assert sorted(p.name for p in paths) == sorted(
         ["effects.csv", *(f"{k}.{e}" for k in STAGE_FIGURES for e in ("png", "pdf"))]
     )
@@ -237,6 +241,39 @@ def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
     )
     paths = figures.write_weight_figure(tmp_path)
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def synthetic_efficiency() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Curve points of two cells x two seeds on a known ScaleRL curve, and their fits: every run
+    of REF identified, OTHER's seed 1 not."""
+    from grpo_ablation.analysis.efficiency import scalerl_curve
+
+    points, fits = [], []
+    for cell in (REF, OTHER):
+        for seed in (0, 1):
+            for step in (1, 2, 4, 8, 16):
+                tokens = 100.0 * step
+                acc = float(scalerl_curve(tokens, 0.5, 0.8, 1.0, 400.0))
+                points.append({"stage": "std_scaling", "cell": cell, "seed": seed, "step": step,
+                               "generated_tokens": tokens, "completions": 8 * step,
+                               "accuracy": acc})  # fmt: skip
+            ok = cell == REF or seed == 0
+            fits.append({"stage": "std_scaling", "cell": cell, "seed": seed,
+                         "efficiency_identified": float(ok), "efficiency_A": 0.8,
+                         "efficiency_B": 1.0, "efficiency_C_mid": 400.0})  # fmt: skip
+    return pd.DataFrame(points), pd.DataFrame(fits)
+
+
+def test_efficiency_figure_draws_a_curve_for_identified_fits_only():
+    points, fits = synthetic_efficiency()
+    palette = figures.cell_palette([REF, OTHER])
+    fig = figures.efficiency_figure(points, fits, 0.5, palette)
+    ref_ax, other_ax = fig.axes[:2]
+    curves = [[ln for ln in ax.get_lines() if len(ln.get_xdata()) == 100] for ax in fig.axes[:2]]
+    assert [len(c) for c in curves] == [2, 1]
+    assert ref_ax.get_title().startswith(pipeline.cell_label(REF))
+    assert "2 of 2 fits identified" in ref_ax.get_title()
+    assert "1 of 2 fits identified" in other_ax.get_title()
 
 
 def test_accuracy_figure_draws_each_cell_in_its_palette_colour():

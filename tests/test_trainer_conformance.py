@@ -43,21 +43,30 @@ def model_dir(tmp_path_factory):
 def reference_grads(
     model_dir: Path, scaling: str, eps: float, mode: str, all_prompts=PROMPTS, keep_zero=True
 ) -> dict:
-    """The objective written out with the library alone: no TRL, no trainer. ``keep_zero=False``:
-    the loss is the aggregate over the mixed groups alone, as if the batch held nothing else."""
+    """The objective written out with the library alone: no TRL, no trainer, on the first
+    generation batch (the first half of the prompts, in sampler order). ``keep_zero=False``: the
+    loss is the aggregate over the mixed groups alone, as if the batch held nothing else."""
+    return group_grads(
+        model_dir, all_prompts[: len(all_prompts) // 2], scaling, eps, mode, keep_zero
+    )
+
+
+def group_grads(
+    model_dir: Path, groups: list[str], scaling: str, eps: float, mode: str, keep_zero=True
+) -> dict:
+    """The library's objective on a batch given as its groups' prompts, each with its G fixed
+    completions (a prompt's completions are numbered within the batch it was generated in)."""
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     eos = tok.eos_token_id
-    prompts = all_prompts[: len(all_prompts) // 2]  # the first generation batch, in sampler order
     seqs, rewards = [], []
-    for p in prompts:
+    for p in groups:
         ids = tok(p)["input_ids"]
         for k in range(G):
             comp = fixed_completion(ids, k, eos)
             seqs.append((ids, comp))
             rewards.append(digit_reward([p], [tok.decode(comp, skip_special_tokens=True)])[0])
     adv = group_advantages(torch.tensor(rewards), G, scaling, eps)
-    per_token = torch.zeros(len(seqs), MAX_LEN)
     mask = torch.zeros(len(seqs), MAX_LEN)
     rows = []
     for i, (prompt, comp) in enumerate(seqs):
@@ -106,6 +115,43 @@ def test_filtered_zero_variance_groups_leave_the_gradient_of_the_mixed_ones(
     assert_same(got["grads"], want)
     kept = reference_grads(model_dir, "sample", 1e-4, mode, ZERO_PROMPTS)
     assert max((got["grads"][k] - kept[k]).abs().max().item() for k in kept) > 1e-6
+
+
+@pytest.mark.parametrize("mode", AGGREGATIONS)
+def test_resampled_batches_hold_mixed_groups_only_and_log_the_others(model_dir, tmp_path, mode):
+    """zero_variance resample (DAPO's dynamic sampling): the first batch holds an all-incorrect
+    group, so a further batch of fresh prompts is generated; the step trains on the first four
+    mixed groups in generation order, and its gradient is the formula's on exactly those groups.
+    The rollout log keeps every generated group: the discarded ones marked out of the batch."""
+    from grpo_ablation.training.rollout_log import read_rollouts
+
+    got = capture(model_dir, tmp_path, std_scaling="sample", std_eps=1e-4, aggregation=mode,
+                  zero_variance="resample", prompts=ZERO_PROMPTS)  # fmt: skip
+    rows = read_rollouts(tmp_path / "rollouts")
+    groups = rows.groupby("group_index").first()
+    assert groups["generation_batch"].max() >= 1, "a further batch was generated"
+    assert (groups.loc[groups["generation_batch"] == 0, "prompt_id"].tolist()
+            == ["p0", "p1", "p2", "p3"])  # fmt: skip
+    trained = groups[groups["in_batch"]]
+    assert len(trained) == 4 and (trained["group_category"] == "mixed").all()
+    assert trained["in_loss"].all()
+    left = groups[~groups["in_batch"]]
+    assert len(left) >= 1 and "all_incorrect" in set(left["group_category"])
+    assert rows.loc[~rows["in_batch"], "advantage"].isna().all()
+    prompts = dict(zip([f"p{i}" for i in range(8)], ZERO_PROMPTS, strict=True))
+    want = group_grads(model_dir, [prompts[p] for p in trained["prompt_id"]], "sample", 1e-4, mode)
+    assert_same(got["grads"], want)
+
+
+def test_resampling_capped_at_one_batch_is_the_filter(model_dir, tmp_path):
+    """With max_generation_batches 1 no further batch is drawn: the all-incorrect group fills its
+    slot out of the loss, which is zero_variance filter's gradient."""
+    got = capture(model_dir, tmp_path / "r", std_scaling="sample", std_eps=1e-4,
+                  aggregation="token_mean", zero_variance="resample", max_generation_batches=1,
+                  prompts=ZERO_PROMPTS)  # fmt: skip
+    want = capture(model_dir, tmp_path / "f", std_scaling="sample", std_eps=1e-4,
+                   aggregation="token_mean", zero_variance="filter", prompts=ZERO_PROMPTS)  # fmt: skip
+    assert_same(got["grads"], want["grads"])  # the filler group moves last: summation order
 
 
 def test_prompts_of_different_lengths_are_scored_at_their_sampling_positions(model_dir, tmp_path):

@@ -86,6 +86,33 @@ def test_filtered_groups_stay_in_the_log_marked_out_of_the_loss(setup, tmp_path)
     assert json.loads((tmp_path / "objective.json").read_text())["zero_variance"] == "filter"
 
 
+def test_resampled_steps_train_on_full_batches_and_log_every_generated_group(setup, tmp_path):
+    """zero_variance resample on a real run: every step trains on B completions, mixed groups
+    first; every generated group is logged (the others out of the batch); the budget counts both
+    sides; the run is reproducible (a second run gives the same rollouts)."""
+    model, data = setup
+    cfg = TrainingConfig(max_steps=4, zero_variance="resample", **TINY)
+    train(model, data, tmp_path / "a", cfg, reward_func=digit_reward)
+    rows = read_rollouts(tmp_path / "a" / "rollouts")
+    B = 2 * G
+    assert (rows[rows["in_batch"]].groupby("step").size() == B).all()
+    assert rows["generation_batch"].max() >= 1, "some step must resample for this to show"
+    assert len(rows) > 4 * B
+    for _step, of_step in rows.groupby("step"):
+        trained = of_step[of_step["in_batch"]].groupby("group_index")["group_category"].first()
+        # mixed groups fill the batch; a zero-variance filler only when every batch fell short
+        if of_step["generation_batch"].max() < cfg.max_generation_batches - 1:
+            assert (trained == "mixed").all()
+        assert (
+            of_step["in_loss"] == (of_step["in_batch"] & (of_step["group_category"] == "mixed"))
+        ).all()
+    budget = json.loads((tmp_path / "a" / "budget.json").read_text())
+    assert budget["completions"] == len(rows) and budget["completions_in_batch"] == 4 * B
+    assert budget["generated_tokens"] == rows["length"].sum()
+    train(model, data, tmp_path / "b", cfg, reward_func=digit_reward)
+    assert rows.equals(read_rollouts(tmp_path / "b" / "rollouts"))
+
+
 def always_raises(prompts, completions, **kwargs):
     raise TimeoutError("verifier timed out")
 
@@ -237,3 +264,77 @@ def test_gradient_checkpointing_changes_no_number(setup, tmp_path):
     ]
     assert weights[0].keys() == weights[1].keys()
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def test_curve_snapshots_change_no_number_and_hold_the_policy_of_their_step(setup, tmp_path):
+    """The efficiency curve's weights-only policies (training.curve_points) cost disk, not bits:
+    the same rollouts and final weights with or without them, and the snapshot at a checkpoint's
+    step holds that checkpoint's weights."""
+    from grpo_ablation.training.snapshots import snapshots
+
+    model, data = setup
+    runs = {}
+    for points in (0, 3):
+        out = tmp_path / f"points={points}"
+        train(model, data, out, TrainingConfig(max_steps=4, curve_points=points, **TINY),
+              reward_func=digit_reward)  # fmt: skip
+        runs[points] = out
+    assert TrainingConfig(max_steps=4, curve_points=3).curve_steps == [1, 2, 4]
+    assert [s for s, _ in snapshots(runs[3])] == [1, 2, 4] == _info(runs[3])["curve_steps"]
+    assert snapshots(runs[0]) == [] and _info(runs[0])["curve_steps"] == []
+    assert read_rollouts(runs[0] / "rollouts").equals(read_rollouts(runs[3] / "rollouts"))
+    for step in (2, 4):
+        ckpt = load_file(runs[0] / "checkpoints" / f"checkpoint-{step}" / "model.safetensors")
+        snap = load_file(dict(snapshots(runs[3]))[step] / "model.safetensors")
+        assert ckpt.keys() == snap.keys()
+        assert all(torch.equal(ckpt[k], snap[k]) for k in ckpt)
+    first = load_file(dict(snapshots(runs[3]))[1] / "model.safetensors")
+    assert not all(torch.equal(first[k], snap[k]) for k in first), "step 1 is not step 4"
+
+
+def _info(run: Path) -> dict:
+    return json.loads((run / "run_info.json").read_text())
+
+
+def test_curve_steps_are_geometric_from_a_fortieth_of_the_run():
+    from grpo_ablation.training.train import curve_steps
+
+    assert curve_steps(200, 8) == [5, 8, 14, 24, 41, 70, 118, 200]
+    assert curve_steps(200, 0) == [] and curve_steps(200, 1) == [200]
+    assert curve_steps(4, 10) == [1, 2, 3, 4]  # duplicates merged
+
+
+def test_a_folder_trained_under_another_config_is_started_afresh_not_resumed(setup, tmp_path):
+    """Snakemake reruns a training job whose params changed and keeps its checkpoints (only
+    run_info.json is declared): the run must not resume from them. Trained first with another
+    learning rate, the folder ends as a fresh run with the new one does."""
+    model, data = setup
+    old = TrainingConfig(max_steps=4, learning_rate=1e-2, **TINY)
+    new = TrainingConfig(max_steps=4, learning_rate=1e-3, **TINY)
+    train(model, data, tmp_path / "reused", old, reward_func=digit_reward)
+    train(model, data, tmp_path / "reused", new, reward_func=digit_reward)
+    train(model, data, tmp_path / "fresh", new, reward_func=digit_reward)
+    runs = [tmp_path / "reused", tmp_path / "fresh"]
+    assert read_rollouts(runs[0] / "rollouts").equals(read_rollouts(runs[1] / "rollouts"))
+    w = [load_file(r / "checkpoints" / "checkpoint-4" / "model.safetensors") for r in runs]
+    assert all(torch.equal(w[0][k], w[1][k]) for k in w[0])
+    assert _info(runs[0])["checkpoints"] == [2, 4]
+    assert json.loads((runs[0] / "budget.json").read_text())["attempts"] == 1
+
+
+def test_a_run_killed_after_its_final_checkpoint_takes_no_extra_step(setup, tmp_path):
+    """Rerun after its last checkpoint was saved but before run_info.json was written, a run
+    finishes where it was: no step beyond max_steps, the same weights."""
+    model, data = setup
+    # 6 steps: the final checkpoint falls mid-epoch (4 steps an epoch), where the Trainer,
+    # resumed, would take a seventh step
+    cfg = TrainingConfig(max_steps=6, **TINY)
+    train(model, data, tmp_path, cfg, reward_func=digit_reward)
+    before = load_file(tmp_path / "checkpoints" / "checkpoint-6" / "model.safetensors")
+    rows = read_rollouts(tmp_path / "rollouts")
+    (tmp_path / "run_info.json").unlink()
+    train(model, data, tmp_path, cfg, reward_func=digit_reward)
+    assert _info(tmp_path)["checkpoints"] == [2, 4, 6]
+    after = load_file(tmp_path / "checkpoints" / "checkpoint-6" / "model.safetensors")
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert read_rollouts(tmp_path / "rollouts").equals(rows)

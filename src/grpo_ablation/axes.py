@@ -189,7 +189,11 @@ AXES: tuple[Axis, ...] = (
             "with beta = 0 filtering them changes only the normaliser: the step's gradient is "
             "multiplied by the inverse of the kept share (of completions; of groups under "
             "group_token_mean; of tokens under token_mean), a factor that changes from step to "
-            "step, which Adam does not absorb as it would a constant one"
+            "step, which Adam does not absorb as it would a constant one; resampling keeps "
+            "every completion of the batch in the loss and fills it with mixed groups, at the "
+            "cost of more generated completions per step (the calculations sheet gives the "
+            "expected number), so it compares with keep at the same optimizer-side budget and "
+            "a larger generation budget, both recorded"
         ),
     ),
 )

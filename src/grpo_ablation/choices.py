@@ -9,9 +9,10 @@ Scaling = Literal["none", "population", "sample", "batch"]
 Aggregation = Literal["sequence_mean", "token_mean", "group_token_mean", "constant"]
 GroupCategory = Literal["failed_scoring", "all_correct", "all_incorrect", "mixed"]
 # What the loss does with groups whose rewards are all equal (zero variance: all correct or all
-# incorrect): keep them (they carry advantage 0 but count in the normaliser), or filter them out of
-# the loss and its normaliser (ScaleRL's zero-variance filtering).
-ZeroVariance = Literal["keep", "filter"]
+# incorrect): keep them (they carry advantage 0 but count in the normaliser), filter them out of
+# the loss and its normaliser (ScaleRL's zero-variance filtering), or resample: generate further
+# batches until the step holds its number of mixed groups (DAPO's dynamic sampling).
+ZeroVariance = Literal["keep", "filter", "resample"]
 
 SCALINGS: tuple[str, ...] = get_args(Scaling)
 AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)

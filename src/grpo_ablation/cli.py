@@ -147,7 +147,9 @@ def cmd_figures(a: argparse.Namespace) -> None:
 def cmd_reading(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.hypotheses import write_reading
 
-    print(write_reading(a.effects, a.out, a.verdicts, a.calibration, a.coupling, a.push))
+    print(
+        write_reading(a.effects, a.out, a.verdicts, a.calibration, a.coupling, a.push, a.efficiency)
+    )
 
 
 def cmd_pooled(a: argparse.Namespace) -> None:
@@ -308,6 +310,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--verdicts", type=Path, help="hypotheses.csv: the verdicts that open it")
     p.add_argument("--calibration", type=Path, help="calibration.csv: a closing paragraph")
     p.add_argument("--coupling", type=Path, help="coupling.csv: a closing paragraph")
+    p.add_argument("--efficiency", type=Path, help="efficiency.csv: a paragraph on efficiency")
     p.add_argument("--push", type=Path, help="tables/push.csv: a closing paragraph")
     p.add_argument("--out", type=Path, required=True, help="the reading (reStructuredText)")
     p.set_defaults(func=cmd_reading)

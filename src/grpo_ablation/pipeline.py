@@ -407,7 +407,31 @@ def check_design(config: dict[str, Any]) -> None:
             check_matched_budgets(config, s, cells)
             for cell in cells:
                 reference_of(s, cell, cells)
+                check_run_layout(config, training_config(config, cell, 0))
     hypotheses.declared(config)
+
+
+# Launch presets whose processes hold shards of the weights (a rank-0 save would be partial).
+SHARDED_PRESETS = ("zero3", "fsdp")
+
+
+def check_run_layout(config: dict[str, Any], cfg: TrainingConfig) -> None:
+    """What a run's options need of its processes: resampling selects groups over the whole
+    generation batch in one process; curve policies are saved by rank 0 from unsharded weights."""
+    compute = config.get("compute", {})
+    nproc = int(compute.get("processes_per_train_job", 1))
+    if cfg.zero_variance == "resample" and nproc > 1:
+        raise DesignError(
+            "zero_variance resample runs in one process per run; set "
+            f"compute.processes_per_train_job: 1 (it is {nproc})"
+        )
+    preset = compute.get("accelerate_config", "ddp")
+    if cfg.curve_points and nproc > 1 and preset in SHARDED_PRESETS:
+        raise DesignError(
+            f"training.curve_points={cfg.curve_points} saves curve policies from rank 0, which "
+            f"holds only a shard of the weights under compute.accelerate_config {preset!r}; set "
+            "training.curve_points: 0 (the curve is then the checkpoints') or use ddp or zero2"
+        )
 
 
 def _check_no_cycle(config: dict[str, Any], start: str, path: tuple[str, ...] = ()) -> None:
@@ -545,7 +569,7 @@ def report_inputs(
     exp: str, cells_by_stage: dict[str, list[str]], seeds: list[int], sources: list[str]
 ) -> dict[str, Any]:
     """The files the tables and figures read (Snakemake input): every run's test evaluation,
-    calibration probabilities and diagnostics, and the selections of the stages whose winners others take."""
+    calibration probabilities, efficiency curve and diagnostics, and the selections of the stages whose winners others take."""
     cells = dict.fromkeys(c for cs in cells_by_stage.values() for c in cs)
     files: dict[str, Any] = {
         "evals": [f"{exp}/eval/{c}/seed={s}/test/summary.json" for c in cells for s in seeds],
@@ -556,6 +580,7 @@ def report_inputs(
             for f in ("steps.csv", "summary.json")
         ],
         "calibration": [f"{exp}/eval/{c}/seed={s}/calibration.json" for c in cells for s in seeds],
+        "curves": [f"{exp}/eval/{c}/seed={s}/curve/curve.json" for c in cells for s in seeds],
     }
     if sources:
         files["selection"] = [selection_path(exp, s) for s in sources]

@@ -1,6 +1,6 @@
 # Independent evaluation with lm-eval: every saved checkpoint of every run on the test split, the
-# base policy as step 0, and the final checkpoint on the validation split (used for selection
-# between stages only). One job per run evaluates all its checkpoints (imports paid once); on a
+# base policy as step 0, the final checkpoint on the validation split (used for selection
+# between stages only), and the run's efficiency curve (its curve policies, headline metric only). One job per run evaluates all its checkpoints (imports paid once); on a
 # workstation the job hands its work to the local job worker, which pays the imports once
 # per machine (src/grpo_ablation/worker.py; GRPO_WORKER=off to evaluate in the job).
 
@@ -77,6 +77,8 @@ rule evaluate:
         validation=f"{EXP}/eval/{{cell}}/seed={{seed}}/validation/summary.json",
         # exact P(correct) of the prompts each saved policy was sampled on (mixed calibration)
         calibration=f"{EXP}/eval/{{cell}}/seed={{seed}}/calibration.json",
+        # the efficiency curve: the policy at training.curve_points steps, scored on test
+        curve=f"{EXP}/eval/{{cell}}/seed={{seed}}/curve/curve.json",
     params:
         cli=CLI,
         evaluation=EVALUATION,

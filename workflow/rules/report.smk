@@ -17,7 +17,7 @@ STAGES_ON = pipeline.stage_names(config)
 SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
 FIGURE_CODE = str(SRC / "analysis" / "figures.py")
 TABLE_CODE = [
-    str(SRC / "analysis" / n) for n in ("tables.py", "stats.py", "hypotheses.py", "calibration.py", "coupling.py")
+    str(SRC / "analysis" / n) for n in ("tables.py", "stats.py", "hypotheses.py", "calibration.py", "coupling.py", "efficiency.py")
 ]
 
 
@@ -110,6 +110,13 @@ rule tables:
             labels={**DRAW_LABEL, "table": "coupling of the cells' samples"},
         ),
         coupling_md=f"{EXP}/tables/coupling.md",
+        efficiency=report(
+            f"{EXP}/tables/efficiency.csv",
+            caption="../report/efficiency_table.rst",
+            category="Tables",
+            labels={**DRAW_LABEL, "table": "compute efficiency per cell"},
+        ),
+        efficiency_md=f"{EXP}/tables/efficiency.md",
         coupling_steps=f"{EXP}/tables/coupling_steps.csv",
     params:
         cli=CLI,
@@ -175,6 +182,7 @@ rule effects_reading:
         verdicts=rules.tables.output.hypotheses,
         calibration=rules.tables.output.calibration,
         coupling=rules.tables.output.coupling,
+        efficiency=rules.tables.output.efficiency,
         push=PUSH_OUTPUTS[0] if PUSH["enabled"] else [],
         code=TABLE_CODE,
     output:
@@ -196,6 +204,7 @@ rule effects_reading:
     shell:
         "python {params.cli} reading --effects {input.effects} --verdicts {input.verdicts}"
         " --calibration {input.calibration} --coupling {input.coupling} {params.push}"
+        " --efficiency {input.efficiency}"
         " --out {output} > {log} 2>&1"
 
 

@@ -11,4 +11,5 @@ STAGE_FIGURES = (
     "clip_truncation",
     "mixed",
     "coupling",
+    "efficiency",
 )

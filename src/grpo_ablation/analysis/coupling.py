@@ -48,7 +48,9 @@ COLUMNS = [
 def step_coupling(cell: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
     """Per step the two runs share (one may be longer or unfinished): completions compared and the
     share identical to the reference's (same prompt, group and slot); empty when the two runs'
-    batches do not line up (another group size or prompts per step)."""
+    batches do not line up (another group size or prompts per step). A resampled step is compared
+    on its first generation batch, the one its reference generates too."""
+    cell, reference = _first_batch(cell), _first_batch(reference)
     common = set(cell["step"]) & set(reference["step"])
     a = cell.loc[cell["step"].isin(common), [*KEY, "prompt_id", "completion"]]
     b = reference.loc[reference["step"].isin(common), [*KEY, "prompt_id", "completion"]]
@@ -58,6 +60,12 @@ def step_coupling(cell: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
     both["same"] = both["completion"] == both["completion_ref"]
     out = both.groupby("step")["same"].agg(compared="size", identical="mean").reset_index()
     return out
+
+
+def _first_batch(rows: pd.DataFrame) -> pd.DataFrame:
+    if "generation_batch" not in rows:  # logs written before resampling existed
+        return rows
+    return rows[rows["generation_batch"].fillna(0) == 0]
 
 
 def first_difference(steps: pd.DataFrame) -> int:

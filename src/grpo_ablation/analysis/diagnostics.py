@@ -76,14 +76,26 @@ def _token_weight_shares(
     step_rows: pd.DataFrame, categories: dict[int, str], objective: dict[str, Any]
 ) -> dict[str, float]:
     rows = step_rows.sort_values(["group_index", "completion_index"])
+    if "in_batch" in rows:  # resample: only the groups the step trained on carry weight
+        rows = rows[rows["in_batch"].fillna(True).astype(bool)]
     lengths = rows["length"].to_numpy(dtype=float)
     if objective.get("mask_truncated_completions"):
         lengths = np.where(rows["truncated"].to_numpy(dtype=bool), 0.0, lengths)
     G = int(objective["group_size"])
     if len(lengths) % G:  # a partial batch (should not happen): weights are not defined
         return {cat: math.nan for cat in GROUP_CATEGORIES}
+    # filter / resample: groups out of the loss leave its normaliser (as in the trainer)
+    keep = (
+        torch.tensor(rows["in_loss"].fillna(True).astype(bool).to_numpy())
+        if "in_loss" in rows
+        else None
+    )
     c = completion_coefficients(
-        torch.tensor(lengths), objective["aggregation"], G, int(objective["max_completion_length"])
+        torch.tensor(lengths),
+        objective["aggregation"],
+        G,
+        int(objective["max_completion_length"]),
+        keep,
     ).numpy()
     per_completion = c * lengths  # every token of completion i weighs c_i
     total = per_completion.sum()

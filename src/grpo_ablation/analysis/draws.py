@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis import hypotheses, tables
+from grpo_ablation.analysis import efficiency, hypotheses, tables
 from grpo_ablation.analysis.stats import paired_interval
 
 UNIT = "draw"
@@ -58,7 +58,12 @@ def draw_means(runs: pd.DataFrame) -> pd.DataFrame:
     # there, so each cell's draw mean covers the same seeds and the difference of two draw means
     # is the draw's mean paired difference.
     runs = runs.copy()
-    for q in tables.PAIRED:
+    # With one seed a draw (the default) the efficiency fit's parameters are left out: a fit is
+    # missing where it is not identified, which would blank the whole stage, and the results
+    # table pairs each cell with its reference draw by draw anyway. With several seeds a draw
+    # they pair stage-wide as every paired quantity does.
+    one_seed = bool((runs.groupby("draw")["seed"].nunique() <= 1).all())
+    for q in (q for q in tables.PAIRED if not (one_seed and q in tables.EFFICIENCY)):
         if q in runs:
             gap = (
                 runs[q].isna().groupby([runs["stage"], runs["draw"], runs["seed"]]).transform("any")
@@ -230,7 +235,10 @@ def write_pooled(config: dict[str, Any], out: Path) -> list[Path]:
         consistency_reading(agreement) + "\n" + tables.to_markdown(agreement)
     )
     effects.to_csv(folder / "effects.csv", index=False)
+    curves = efficiency.efficiency_table(table, runs)
+    tables.write_efficiency(curves, folder, f"{caption} {tables.EFFICIENCY_CAPTION}")
     reading = tables.effects_reading(effects, hypotheses.verdicts_reading(verdicts, UNIT), UNIT)
+    reading = reading.rstrip("\n") + "\n\n" + efficiency.efficiency_reading(curves, UNIT)
     (out / READING).write_text(reading.rstrip("\n") + "\n\n" + consistency_reading(agreement))
     return [*(folder / n for n in POOLED_TABLES), out / READING]
 
@@ -244,4 +252,6 @@ POOLED_TABLES = (
     "agreement.csv",
     "agreement.md",
     "effects.csv",
+    "efficiency.csv",
+    "efficiency.md",
 )

@@ -6,8 +6,11 @@ ScaleRL (arXiv 2510.13786) models a run's reward R at compute C as a saturating 
 
 with R0 the base policy's value, A the asymptote, B the steepness and C_mid the compute at which
 half of the gain A − R0 is reached. A fit is reported as such only when the data determine it:
-it must converge, its covariance must be finite, and the run must reach past C_mid (a curve that
-is still rising at the last point extrapolates its asymptote: "not identified"). The area under
+it must converge, its covariance must be finite, its gain A − R0 (or loss: a run may get worse)
+must exceed two standard errors (without one B and C_mid mean nothing), no parameter may end on
+the bound of the fit, and C_mid must lie within the evaluated compute (a curve
+still rising at the last point extrapolates its asymptote; one that is up before the first point
+says nothing of its steepness): otherwise "not identified". The area under
 the curve, normalised to the compute range, is a fit-free summary beside it.
 """
 
@@ -15,10 +18,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 FIT, NOT_IDENTIFIED, FAILED = "fit", "not identified", "failed"
+# The fit's box for the steepness B: a fit that ends on it is not identified (its standard error
+# means nothing there).
+B_MIN, B_MAX = 1e-3, 20.0
 
 
 def scalerl_curve(
@@ -65,7 +73,7 @@ def fit_scalerl(C: np.ndarray, R: np.ndarray, R0: float) -> CurveFit:
         return scalerl_curve(c, R0, A, B, math.exp(log_c_mid))
 
     start = (float(R.max()), 1.0, float(np.log(np.median(C))))
-    bounds = ([-1.0, 1e-3, np.log(C.min()) - 10], [2.0, 20.0, np.log(C.max()) + 10])
+    bounds = ([-1.0, B_MIN, np.log(C.min()) - 10], [2.0, B_MAX, np.log(C.max()) + 10])
     try:
         params, cov = curve_fit(model, C, R, p0=start, bounds=bounds, maxfev=20000)
     except (RuntimeError, ValueError) as err:
@@ -84,8 +92,182 @@ def fit_scalerl(C: np.ndarray, R: np.ndarray, R0: float) -> CurveFit:
     }
     if not np.all(np.isfinite(se)):
         return CurveFit(NOT_IDENTIFIED, "the parameters' covariance is not finite", **out)
+    if abs(A - R0) <= 2 * out["A_se"]:
+        return CurveFit(NOT_IDENTIFIED, "no gain: A - R0 within two standard errors of zero", **out)
+    at_bound = [
+        name
+        for name, value, (low, high) in (("A", A, (-1.0, 2.0)), ("B", B, (B_MIN, B_MAX)))
+        if not low + 1e-6 * abs(low) < value < high - 1e-6 * abs(high)
+    ]
+    if at_bound:
+        return CurveFit(NOT_IDENTIFIED, f"{' and '.join(at_bound)} at the bound of the fit", **out)
     if C_mid >= C.max():
         return CurveFit(
             NOT_IDENTIFIED, "no saturation within the run: C_mid beyond the largest compute", **out
         )
+    if C_mid <= C.min():
+        return CurveFit(
+            NOT_IDENTIFIED,
+            "half of the gain before the first point: C_mid below its compute",
+            **out,
+        )
     return CurveFit(FIT, "", **out)
+
+
+# -- one run ------------------------------------------------------------------------------------
+AXES = ("generated_tokens", "completions")  # the compute a curve is fitted against
+
+
+def compute_at_steps(steps: pd.DataFrame, group_size: int, at: list[int]) -> pd.DataFrame:
+    """Cumulative training compute at each optimizer step of ``at`` (the policy after that many
+    updates): the tokens generated (every completion token, eos included, from the run's
+    diagnostics) and the completions generated, summed over the generations the run had trained
+    on by then, those at optimizer steps 0 .. at − 1 (a diagnostics row's ``step`` is the 0-based
+    optimizer step at which its batch was generated)."""
+    steps = steps.sort_values("step")
+    tokens = steps["generated_tokens"].cumsum().to_numpy()
+    completions = (steps["groups"] * group_size).cumsum().to_numpy()
+    idx = np.searchsorted(steps["step"].to_numpy(), np.asarray(at), side="left") - 1
+    if np.any(idx < 0):
+        raise ValueError(f"curve steps {at} start before the run's first generation step")
+    return pd.DataFrame(
+        {"step": at, "generated_tokens": tokens[idx], "completions": completions[idx]}
+    )
+
+
+def run_efficiency(
+    curve: list[dict[str, Any]], steps: pd.DataFrame, group_size: int, R0: float
+) -> dict[str, Any]:
+    """One run's efficiency summary: the ScaleRL fit against generated tokens (A, B, C_mid, and
+    log10 C_mid, the scale on which cells are compared), C_mid against completions, and the
+    fit-free area under the curve over completions from the base policy (0, R0) on. Parameters of
+    a fit that is not identified or failed are NaN; its status and reason say why."""
+    points = sorted(curve, key=lambda p: p["step"])
+    at = compute_at_steps(steps, group_size, [int(p["step"]) for p in points])
+    R = np.array([float(p["accuracy"]) for p in points])
+    fits = {axis: fit_scalerl(at[axis].to_numpy(), R, R0) for axis in AXES}
+    tokens = fits["generated_tokens"]
+    ok = tokens.status == FIT
+    completions = np.concatenate([[0.0], at["completions"].to_numpy(dtype=float)])
+    return {
+        "efficiency_status": tokens.status,
+        "efficiency_reason": tokens.reason,
+        "efficiency_identified": float(ok),
+        "efficiency_A": tokens.A if ok else math.nan,
+        "efficiency_B": tokens.B if ok else math.nan,
+        "efficiency_C_mid": tokens.C_mid if ok else math.nan,
+        "efficiency_log10_C_mid": math.log10(tokens.C_mid) if ok else math.nan,
+        "efficiency_C_mid_completions": (
+            fits["completions"].C_mid if fits["completions"].status == FIT else math.nan
+        ),
+        "efficiency_auc": area_under_curve(completions, np.concatenate([[R0], R])),
+        "efficiency_points": len(points),
+    }
+
+
+# -- per cell: the table and its reading ----------------------------------------------------------
+# The efficiency contrasts of a cell with its reference (results-table quantities, paired), and
+# what the reading calls them.
+CONTRASTS = {
+    "efficiency_auc": "AUC",
+    "efficiency_A": "A",
+    "efficiency_log10_C_mid": "log10 C_mid",
+}
+# The contrasts that need a fit (defined for identified fits only); the AUC needs none.
+FIT_PARAMETERS = ("efficiency_A", "efficiency_log10_C_mid")
+
+
+def efficiency_table(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (stage, cell) from the results table (``tables.results_table``) and its runs
+    (``tables.load_runs``): how many fits are identified and why the others are not, the fitted
+    parameters (mean [95% t interval] over the identified runs), the area under the curve, and
+    the paired differences to the cell's reference."""
+    rows = []
+    for _, r in table.iterrows():
+        if not r.get("reference"):  # the base policy's row
+            continue
+        mine = runs[(runs["stage"] == r["stage"]) & (runs["cell"] == r["cell"])]
+        why = mine.loc[mine["efficiency_status"] != FIT, "efficiency_reason"].value_counts()
+        row: dict[str, Any] = {
+            "stage": r["stage"],
+            "cell": r["cell"],
+            "reference": r["reference"],
+            "is_reference": bool(r["is_reference"]),
+            "runs": len(mine),
+            "identified": int((mine["efficiency_status"] == FIT).sum()),
+            "not_identified": "; ".join(f"{reason} ({n})" for reason, n in why.items()),
+        }
+        for q in ("efficiency_A", "efficiency_B", "efficiency_C_mid", "efficiency_auc"):
+            for part in ("mean", "low", "high", "n"):
+                row[f"{q}_{part}"] = r.get(f"{q}_{part}", math.nan)
+        for q in CONTRASTS:
+            for part in ("mean", "low", "high", "n"):
+                row[f"{q}_diff_{part}"] = r.get(f"{q}_diff_{part}", math.nan)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _diff(row: pd.Series, q: str) -> tuple[float, float, float, int]:
+    n = row[f"{q}_diff_n"]
+    return (
+        float(row[f"{q}_diff_mean"]),
+        float(row[f"{q}_diff_low"]),
+        float(row[f"{q}_diff_high"]),
+        0 if pd.isna(n) else int(n),
+    )
+
+
+def efficiency_reading(table: pd.DataFrame, unit: str = "seed", confidence: float = 0.95) -> str:
+    """A paragraph on compute efficiency: identified fits, and per stage each cell's paired
+    differences of A and log10 C_mid to its reference (identified pairs only) with the count of
+    intervals that exclude zero next to the count expected by chance. The AUC's contrasts are
+    read with the other effects (it is one of the effect plot's quantities)."""
+    if table.empty:
+        return ""
+    runs, fit = int(table["runs"].sum()), int(table["identified"].sum())
+    reasons: dict[str, int] = {}
+    for text in table["not_identified"].dropna():
+        for part in filter(None, str(text).split("; ")):
+            reason, _, n = part.rpartition(" (")
+            reasons[reason] = reasons.get(reason, 0) + int(n.rstrip(")"))
+    why = "; ".join(f"{r}: {n}" for r, n in sorted(reasons.items(), key=lambda x: -x[1]))
+    parts = [
+        f"**Compute efficiency** (the ScaleRL curve R(C) = R0 + (A − R0) / (1 + (C_mid / C)^B) "
+        "fitted to each run's test sampled accuracy against the tokens it had generated, R0 the "
+        f"base policy's): {fit} of {runs} runs have an identified fit"
+        + (f" (not identified: {why})" if why else "")
+        + f". Differences of A and log10 C_mid pair identified fits {unit} by {unit}."
+    ]
+    tested = excluded = missing = 0
+    for stage, of_stage in table.groupby("stage", sort=False):
+        texts = []
+        for _, r in of_stage[~of_stage["is_reference"].astype(bool)].iterrows():
+            cell = []
+            for q in FIT_PARAMETERS:
+                mean, low, high, n = _diff(r, q)
+                if n < 2 or not math.isfinite(low):
+                    missing += 1
+                    continue
+                tested += 1
+                hit = low > 0 or high < 0
+                excluded += hit
+                cell.append(
+                    f"{CONTRASTS[q]} {mean:+.3f} [{low:+.3f}, {high:+.3f}] ({n} pairs"
+                    + (", excludes zero)" if hit else ")")
+                )
+            if cell:
+                texts.append(f"``{r['cell']}`` " + ", ".join(cell))
+        if texts:
+            parts.append(f"{stage}: " + "; ".join(texts) + ".")
+    if tested:
+        parts.append(
+            f"Of these {tested} intervals {excluded} exclude zero, "
+            f"{(1 - confidence) * tested:.2f} expected by chance with no effect at all "
+            "(exploratory, no correction for multiplicity)."
+        )
+    if missing:
+        parts.append(
+            f"{missing} differences of A or log10 C_mid have no interval (fewer than two "
+            f"{unit}s where both fits are identified)."
+        )
+    return " ".join(parts) + "\n"

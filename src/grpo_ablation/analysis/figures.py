@@ -22,14 +22,22 @@ import matplotlib
 matplotlib.use("Agg")  # headless: jobs run without a display
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 import torch
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis import STAGE_FIGURES, calibration, coupling, hypotheses, tables
+from grpo_ablation.analysis import (
+    STAGE_FIGURES,
+    calibration,
+    coupling,
+    efficiency,
+    hypotheses,
+    tables,
+)
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.objective.formulas import AGGREGATIONS, GROUP_CATEGORIES, token_weights
 
@@ -455,6 +463,42 @@ def mixed_figure(groups: pd.DataFrame, cells: list[str], palette) -> plt.Figure:
     return fig
 
 
+def efficiency_figure(points: pd.DataFrame, runs: pd.DataFrame, R0: float, palette) -> plt.Figure:
+    """One panel per cell: each run's test accuracy (headline sampled metric) against the tokens it
+    had generated, with its ScaleRL curve where the fit is identified (efficiency.py); the base
+    policy's R0 as a line. The title counts the identified fits."""
+    _style()
+    if points.empty:
+        fig, ax = plt.subplots(figsize=(5, 3))
+        _no_data(ax, "efficiency curves")
+        return fig
+    cells = list(dict.fromkeys(points["cell"]))
+    fig, axes = _cell_grid(cells)
+    values = [R0]
+    for ax, cell in zip(axes[0], cells, strict=True):
+        mine, fits = points[points["cell"] == cell], runs[runs["cell"] == cell]
+        for seed, run in mine.groupby("seed"):
+            x = run["generated_tokens"].to_numpy(dtype=float)
+            ax.plot(x, run["accuracy"], "o", ms=2.5, alpha=0.6, color=palette[cell])
+            values += run["accuracy"].tolist()
+            fit = fits[fits["seed"] == seed]
+            if len(fit) and fit["efficiency_identified"].iloc[0] == 1.0:
+                f = fit.iloc[0]
+                grid = np.geomspace(x.min(), x.max(), 100)
+                ax.plot(grid, efficiency.scalerl_curve(
+                    grid, R0, f["efficiency_A"], f["efficiency_B"], f["efficiency_C_mid"]
+                ), lw=0.9, color=palette[cell])  # fmt: skip
+        ax.axhline(R0, color="0.4", lw=0.8, ls=":")
+        n_fit = int(fits["efficiency_identified"].sum())
+        ax.set(xscale="log", xlabel="generated tokens (training compute)",
+               title=f"{pipeline.cell_label(cell)}\n{n_fit} of {len(fits)} fits identified")  # fmt: skip
+        ax.xaxis.set_minor_formatter(NullFormatter())  # log minor labels collide
+        ax.title.set_fontsize(7)
+    axes[0][0].set_ylabel("test sampled accuracy (dotted: base policy)")
+    _fit_y(axes[0], values, floor=None)
+    return fig
+
+
 def coupling_figure(coupling: pd.DataFrame, palette) -> plt.Figure:
     """Share of each cell's completions identical to its reference's (same seed, step, prompt and
     slot) over generation steps: mean and t band over seeds, one line per cell."""
@@ -531,6 +575,9 @@ def write_stage_figures(
     groups: pd.DataFrame,
     effects: pd.DataFrame,
     coupled: pd.DataFrame,
+    points: pd.DataFrame,
+    runs: pd.DataFrame,
+    R0: float,
     stage: str,
     palette,
     out: Path,
@@ -552,6 +599,12 @@ def write_stage_figures(
         "clip_truncation": clip_truncation_figure(s, palette),
         "mixed": mixed_figure(g, sorted(s["cell"].unique()), palette),
         "coupling": coupling_figure(k, palette),
+        "efficiency": efficiency_figure(
+            points[points["stage"] == stage] if not points.empty else points,
+            runs[runs["stage"] == stage],
+            R0,
+            palette,
+        ),
     }
     if tuple(made) != STAGE_FIGURES:  # the DAG names these files from STAGE_FIGURES
         raise RuntimeError(f"figures drawn {tuple(made)} differ from STAGE_FIGURES {STAGE_FIGURES}")
@@ -581,7 +634,10 @@ def write_figures(
     groups = calibration.load_groups(exp, rows, seeds)
     coupled = coupling.load_coupling(exp, rows, seeds)
     # The results table's own contrasts (one implementation of the paired differences).
-    table = tables.results_table(tables.load_runs(exp, rows, seeds), tables.base_accuracy(exp))
+    runs = tables.load_runs(exp, rows, seeds)
+    base = tables.base_accuracy(exp)
+    table = tables.results_table(runs, base)
+    points = tables.load_efficiency_points(exp, rows, seeds)
     titles = {r["stage"]: pipeline.stage_title(config, r["stage"]) for r in rows}
     effects = tables.effects_table(
         table,
@@ -593,12 +649,14 @@ def write_figures(
     if stage is not None:
         title = pipeline.stage_title(config, stage)
         return write_stage_figures(
-            curves, steps, groups, effects, coupled, stage, palette, out, title
-        )
+            curves, steps, groups, effects, coupled, points, runs, base["sampled"], stage,
+            palette, out, title,
+        )  # fmt: skip
     paths = []
     for name in dict.fromkeys(r["stage"] for r in rows):
         title = pipeline.stage_title(config, name)
         paths += write_stage_figures(
-            curves, steps, groups, effects, coupled, name, palette, out / name, title
-        )
+            curves, steps, groups, effects, coupled, points, runs, base["sampled"], name,
+            palette, out / name, title,
+        )  # fmt: skip
     return paths

@@ -375,18 +375,24 @@ def write_reading(
     calibration: Path | None = None,
     coupling: Path | None = None,
     push: Path | None = None,
+    efficiency: Path | None = None,
 ) -> Path:
     """The report's reading (reStructuredText): the verdicts on the declared hypotheses
     (``verdicts``: hypotheses.csv) first, then the stages' ``effects.csv`` in the order given,
     then the mixed-group calibration (``calibration``: calibration.csv) and the coupling of the
     cells' samples (``coupling``: coupling.csv) and the push of each objective (``push``:
-    push.csv, with push_cosine.csv beside it)."""
+    push.csv, with push_cosine.csv beside it); the compute efficiency (``efficiency``:
+    efficiency.csv) right after the effects."""
     from grpo_ablation.analysis.calibration import calibration_reading
     from grpo_ablation.analysis.coupling import coupling_reading
 
     frames = [pd.read_csv(path) for path in effects]
     opening = verdicts_reading(pd.read_csv(verdicts)) if verdicts else ""
     text = effects_reading(pd.concat(frames, ignore_index=True), opening)
+    if efficiency:
+        from grpo_ablation.analysis.efficiency import efficiency_reading
+
+        text = text.rstrip("\n") + "\n\n" + efficiency_reading(pd.read_csv(efficiency)) + "\n"
     if calibration:
         text = text.rstrip("\n") + "\n\n" + calibration_reading(pd.read_csv(calibration)) + "\n"
     if coupling:

@@ -18,6 +18,8 @@ from typing import Any
 import pandas as pd
 
 from grpo_ablation import pipeline
+from grpo_ablation.analysis import efficiency
+from grpo_ablation.analysis.efficiency import compute_at_steps, efficiency_table, run_efficiency
 from grpo_ablation.analysis.stats import (
     CONFIDENCE,
     Interval,
@@ -48,6 +50,13 @@ RUN_QUANTITIES = (
     "weight_share_homogeneous",
     "generated_tokens",
     "wall_time_s",
+    # the efficiency curve (analysis/efficiency.py): fit parameters of identified fits only
+    "efficiency_identified",
+    "efficiency_A",
+    "efficiency_B",
+    "efficiency_C_mid",
+    "efficiency_C_mid_completions",
+    "efficiency_auc",
 )
 # The quantities compared with each cell's reference, paired by seed (the results table's
 # ``<quantity>_diff_*`` columns; the metrics a hypothesis may name), and what they are called.
@@ -57,11 +66,22 @@ PAIRED = {
     "length_incorrect_late": "incorrect-completion length, last ¼ of steps (tokens)",
     "test_length_incorrect": "incorrect-completion length on test, final (tokens)",
     "fraction_mixed": "mixed-group fraction",
+    "efficiency_auc": "area under the efficiency curve (mean sampled accuracy over training)",
+    "efficiency_A": "efficiency fit: asymptote A",
+    "efficiency_log10_C_mid": "efficiency fit: log10 C_mid (generated tokens to half the gain)",
 }
+# The efficiency fit's parameters: defined for identified fits only.
+EFFICIENCY = efficiency.FIT_PARAMETERS
 # The contrasts the effect plots and the report's reading show, in panel order.
 EFFECTS = {
     q: PAIRED[q]
-    for q in ("greedy_final", "sampled_final", "length_incorrect_late", "fraction_mixed")
+    for q in (
+        "greedy_final",
+        "sampled_final",
+        "length_incorrect_late",
+        "fraction_mixed",
+        "efficiency_auc",
+    )
 }
 # lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
 # labelled as such, never the headline.
@@ -114,6 +134,32 @@ def load_curves(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> 
     return pd.DataFrame(out)
 
 
+def load_efficiency_points(
+    exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]
+) -> pd.DataFrame:
+    """Every run's efficiency-curve points with the compute spent by then: (stage, cell, seed,
+    step, accuracy, generated_tokens, completions)."""
+    frames = []
+    for r in rows:
+        for seed in seeds:
+            curve = json.loads((exp / f"eval/{r['cell']}/seed={seed}/curve/curve.json").read_text())
+            diag = exp / f"diagnostics/{r['cell']}/seed={seed}"
+            group_size = json.loads((diag / "summary.json").read_text())["objective"]["group_size"]
+            points = pd.DataFrame(curve["points"]).sort_values("step")
+            at = compute_at_steps(
+                pd.read_csv(diag / "steps.csv"), int(group_size), points["step"].tolist()
+            )
+            frames.append(
+                at.assign(
+                    accuracy=points["accuracy"].to_numpy(),
+                    stage=r["stage"],
+                    cell=r["cell"],
+                    seed=int(seed),
+                )
+            )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
 def load_steps(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
     """The per-step diagnostics of every run, tagged with stage, cell and seed."""
     frames = []
@@ -125,7 +171,9 @@ def load_steps(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> p
 
 
 def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
-    """One row per (stage, cell, seed): final and best test accuracy, diagnostics, budget."""
+    """One row per (stage, cell, seed): final and best test accuracy, diagnostics, budget, and
+    the efficiency fit of its curve (``efficiency.run_efficiency``)."""
+    base_R0 = base_accuracy(exp)["sampled"]
     out = []
     for r in rows:
         for seed in seeds:
@@ -142,10 +190,20 @@ def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd
                 if not isinstance(value, dict):
                     row[key.replace("/", "_")] = value
             row["wall_time_s"] = diag["budget"]["wall_time_s"]
+            row.update(_efficiency(exp, r["cell"], seed, diag, base_R0))
             row["test_length_incorrect"] = final.get("sampled_incorrect_tokens", math.nan)
             row.update((f"{k}_final", v) for k, v in _externals(final).items())
             out.append(row)
     return pd.DataFrame(out)
+
+
+def _efficiency(exp: Path, cell: str, seed: int, diag: dict[str, Any], R0: float) -> dict:
+    """The run's efficiency summary from its curve (headline sampled accuracy, so R0 is the base
+    policy's sampled accuracy) and the compute its diagnostics count."""
+    curve = json.loads((exp / f"eval/{cell}/seed={seed}/curve/curve.json").read_text())
+    steps = pd.read_csv(exp / f"diagnostics/{cell}/seed={seed}/steps.csv")
+    group_size = int(diag["objective"]["group_size"])
+    return run_efficiency(curve["points"], steps, group_size, R0)
 
 
 def base_accuracy(exp: Path) -> dict[str, float]:
@@ -227,6 +285,13 @@ DISPLAY = {  # column of the Markdown/LaTeX table -> (quantity, how to show it)
     "ratio clip low": ("ratio_clip_low", "mean"),
     "ratio clip high": ("ratio_clip_high", "mean"),
     "truncation": ("truncation_rate", "interval"),
+    "efficiency AUC": ("efficiency_auc", "interval"),
+    "Δ efficiency AUC vs ref.": ("efficiency_auc_diff", "diff"),
+    "fits identified": ("efficiency_identified", "mean"),
+    "asymptote A": ("efficiency_A", "interval"),
+    "Δ A vs ref.": ("efficiency_A_diff", "diff"),
+    "C_mid (tokens)": ("efficiency_C_mid", "int"),
+    "Δ log10 C_mid vs ref.": ("efficiency_log10_C_mid_diff", "diff"),
     "generated tokens": ("generated_tokens", "int"),
     "wall time s": ("wall_time_s", "int"),
 }
@@ -615,6 +680,7 @@ def write_tables(
     flags = "".join(f"{line}\n\n" for line in scoring_flags(table))
     (out / "results.md").write_text(RESULTS_CAPTION + "\n\n" + flags + to_markdown(shown))
     (out / "results.tex").write_text(to_latex(shown, RESULTS_CAPTION, "tab:results"))
+    write_efficiency(efficiency_table(table, runs), out)
     objectives = objectives_table(exp, [r["cell"] for r in rows], seeds)
     objectives.to_csv(out / "objectives.csv", index=False)
     caption = "Objective record of each cell (appendix): the effective objective of its runs."
@@ -622,4 +688,45 @@ def write_tables(
     (out / "objectives.tex").write_text(
         to_latex(objectives, caption, "tab:objectives", wrap={"objective": "11cm"})
     )
-    return [out / f"{n}.{e}" for n in ("results", "objectives") for e in ("csv", "md", "tex")]
+    return [
+        *(out / f"{n}.{e}" for n in ("results", "objectives") for e in ("csv", "md", "tex")),
+        *(out / f"efficiency.{e}" for e in ("csv", "md")),
+    ]
+
+
+EFFICIENCY_CAPTION = (
+    "Compute efficiency per cell: the ScaleRL fit of each run's test sampled accuracy against "
+    "the tokens it generated (A the asymptote, B the steepness, C_mid the tokens to half the "
+    "gain; mean [95% t interval] over identified fits), the area under the curve (mean accuracy "
+    "over the run's completions, fit-free) and Δ to the reference."
+)
+
+
+def write_efficiency(table: pd.DataFrame, out: Path, caption: str = EFFICIENCY_CAPTION) -> None:
+    """efficiency.csv (the numbers) and efficiency.md (formatted) under ``out``."""
+    table.to_csv(out / "efficiency.csv", index=False)
+    shown = []
+    for _, r in table.iterrows():
+        row = {"stage": r["stage"], "cell": r["cell"] + (" (ref.)" if r["is_reference"] else ""),
+               "identified": f"{r['identified']} of {r['runs']}"}  # fmt: skip
+        for col, q, digits in (("A", "efficiency_A", 3), ("B", "efficiency_B", 2),
+                               ("AUC", "efficiency_auc", 3)):  # fmt: skip
+            row[col] = _shown(r, q, digits)
+        row["C_mid (tokens)"] = "" if pd.isna(r["efficiency_C_mid_mean"]) else (
+            f"{r['efficiency_C_mid_mean']:.0f}")  # fmt: skip
+        for q, name in efficiency.CONTRASTS.items():
+            row[f"Δ {name}"] = "reference" if r["is_reference"] else _shown(r, f"{q}_diff", 3, True)
+        row["not identified"] = r["not_identified"] if isinstance(r["not_identified"], str) else ""
+        shown.append(row)
+    (out / "efficiency.md").write_text(caption + "\n\n" + to_markdown(pd.DataFrame(shown)))
+
+
+def _shown(r: pd.Series, q: str, digits: int, signed: bool = False) -> str:
+    mean = r.get(f"{q}_mean", math.nan)
+    if pd.isna(mean):
+        return ""
+    n = r.get(f"{q}_n", 0)
+    iv = Interval(
+        float(mean), float(r[f"{q}_low"]), float(r[f"{q}_high"]), 0 if pd.isna(n) else int(n)
+    )
+    return format_interval(iv, digits, signed=signed)

@@ -908,6 +908,91 @@ def exact_probabilities(
     return _exact_rows(out["samples"][task], task, out["results"][task], exact, bounded=True)
 
 
+CURVE = "curve.json"
+
+
+def evaluate_curve(
+    policies: list[tuple[int, Path]],
+    task_dir: Path,
+    out_dir: Path,
+    *,
+    batch_size: int = 64,
+    device: str = "cpu",
+    dtype: str = "float32",
+    seed: int = 0,
+    limit: int | None = None,
+    backend: str = "hf",
+) -> dict[str, Any]:
+    """The efficiency curve of one run: the headline sampled accuracy of each (step, policy) on
+    ``task_dir``'s test rows, through lm-eval as every evaluation. Where the task enumerates its
+    accepted completions that is the exact task alone (no generation: ~1 s a policy for the
+    default), else the sampled task (mean@k). Each point is kept in ``out_dir/step=<N>.json``
+    under a key of its weights and settings (a rerun scores only what changed); ``out_dir/curve.json``
+    lists them, with the seconds spent. Values at a checkpoint's step may differ from its test
+    summary in the last digits (~1e-8: lm-eval batches the exact task's requests differently
+    without the unresolved prefixes)."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    task_dir, out_dir = Path(task_dir), Path(out_dir)
+    manifest = json.loads((task_dir / MANIFEST).read_text())
+    role = "exact" if "exact" in manifest["tasks"] else "sampled"
+    task = manifest["tasks"][role]
+    metric = "p_correct,none" if role == "exact" else "correct,answer"
+    task_manager = TaskManager(include_path=str(task_dir.resolve()), include_defaults=False)
+    tasks_text = {p.name: p.read_text() for p in sorted(task_dir.iterdir()) if p.is_file()}
+    settings = [seed, batch_size, device, dtype, limit, backend, _versions(), tasks_text]
+    settings += [sha256(Path(p).read_bytes()) for p in (manifest["test"], __file__)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    points = []
+    for step, policy in policies:
+        policy = str(Path(policy).resolve())
+        key = json.dumps([_checkpoint_identity(policy, True, None), settings], default=str)
+        key = hashlib.sha256(key.encode()).hexdigest()
+        cached = out_dir / f"step={step}.json"
+        try:
+            point = json.loads(cached.read_text())
+            if point["key"] == key:
+                points.append(point)
+                continue
+        except (OSError, ValueError, KeyError):
+            pass
+        t0 = time.perf_counter()
+        lm, _ = _load_lm(policy, device, batch_size, dtype, None, backend, seed)
+        if role == "exact":
+            _exact_ready(lm, manifest, backend, policy)
+        elif manifest.get("sampler", "stream") == "keyed":
+            _keyed_generation(lm, seed, backend)
+        with _without_env_probe():
+            out = lm_eval.simple_evaluate(
+                model=lm,
+                tasks=[task],
+                task_manager=task_manager,
+                limit=limit,
+                verbosity="WARNING",
+                apply_chat_template=bool(manifest["chat_template"]),
+                **_seeds(seed),
+            )
+        point = {
+            "step": step,
+            "accuracy": float(out["results"][task][metric]),
+            "policy": policy,
+            "seconds": time.perf_counter() - t0,
+            "key": key,
+        }
+        cached.write_text(json.dumps(point, indent=2) + "\n")
+        points.append(point)
+        del lm
+    curve = {
+        "metric": manifest["sampled_metric"] if role == "sampled" else "exact",
+        "task": task,
+        "points": [{k: p[k] for k in ("step", "accuracy", "policy")} for p in points],
+        "seconds": sum(p["seconds"] for p in points),
+    }
+    (out_dir / CURVE).write_text(json.dumps(curve, indent=2) + "\n")
+    return curve
+
+
 def _parse_checkpoint(spec: str) -> tuple[int, Path]:
     step, sep, path = spec.partition("=")
     if not sep or not step.isdigit():

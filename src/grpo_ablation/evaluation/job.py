@@ -57,5 +57,31 @@ def run(a: argparse.Namespace) -> None:
     if a.run:  # P(correct) of the prompts each saved policy was sampled on in training
         from grpo_ablation.evaluation.calibration import measure
 
-        options.pop("limit")
+        limit = options.pop("limit")
         measure(a.run, Path(info["base_model"]), a.tasks, a.out, **options)
+        # the curve on the rows the checkpoints and the base policy were scored on
+        write_curve(a.run, info, a.tasks / "test", a.out, {**options, "limit": limit})
+
+
+def write_curve(run: Path, info: dict, tasks: Path, out: Path, options: dict) -> None:
+    """The run's efficiency curve, ``out/curve/curve.json``: its curve policies scored on the test
+    split (training.curve_points), or, where it saved none, its checkpoints' test values."""
+    from grpo_ablation.evaluation.evaluate import CURVE, evaluate_curve
+
+    policies = sorted((int(s), run / p) for s, p in info.get("curve_policies", {}).items())
+    if policies:
+        options = {k: v for k, v in options.items() if k != "revision"}
+        evaluate_curve(policies, tasks, out / "curve", **options)
+        return
+    summary = json.loads((out / "test" / "summary.json").read_text())["checkpoints"]
+    curve = {
+        "metric": summary[0]["sampled_metric"],
+        "task": "checkpoints (test summary)",
+        "points": [
+            {"step": c["step"], "accuracy": c["sampled_accuracy"], "policy": c["checkpoint"]}
+            for c in summary
+        ],
+        "seconds": 0.0,
+    }
+    (out / "curve").mkdir(parents=True, exist_ok=True)
+    (out / "curve" / CURVE).write_text(json.dumps(curve, indent=2) + "\n")

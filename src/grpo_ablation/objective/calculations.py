@@ -18,6 +18,7 @@ from grpo_ablation.objective.formulas import (
     completion_coefficients,
     group_advantages,
     mixed_group_probability,
+    resample_expectation,
     std_ratio_population_to_sample,
     token_weights,
 )
@@ -125,6 +126,20 @@ def expectation_rows() -> list[Row]:
                 "convention": "lengths (2, 8 | 3, 3 | 5, 1), middle group zero-variance",
                 "value": ", ".join(f"{x:.4f}" for x in factor.tolist()),
                 "first": factor[0].item(),
+            }
+        )
+    # zero_variance resample: what it costs in generation and what it buys in mixed groups, for
+    # mixed probabilities around the default baseline's (78% of its groups were mixed).
+    for q in (0.5, 0.78, 0.9):
+        batches, share = resample_expectation(q, 4, 4)
+        rows.append(
+            {
+                "section": "expectations of the stages",
+                "case": f"zero_variance resample, P(mixed)={q:g}, 4 groups a step, at most 4 batches",
+                "convention": "expected generation batches a step; expected mixed share of the "
+                "trained groups (keep and filter: 1 batch, share P(mixed))",
+                "value": f"{batches:.4f}; {share:.4f}",
+                "first": batches,
             }
         )
     return rows

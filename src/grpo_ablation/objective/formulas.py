@@ -41,6 +41,7 @@ __all__ = [
     "group_advantages",
     "group_categories",
     "mixed_group_probability",
+    "resample_expectation",
     "token_weights",
     "zero_variance_groups",
 ]
@@ -113,6 +114,31 @@ def group_categories(
 def mixed_group_probability(p: float, group_size: int) -> float:
     """P(a group of G independent draws with success probability p is mixed) = 1 - p^G - (1-p)^G."""
     return 1.0 - p**group_size - (1.0 - p) ** group_size
+
+
+def resample_expectation(q: float, n_groups: int, max_batches: int) -> tuple[float, float]:
+    """zero_variance resample when each group is mixed with probability q, independently:
+    (expected generation batches per step, expected share of the trained groups that are mixed).
+    A step draws batches of ``n_groups`` groups until it holds ``n_groups`` mixed ones or has
+    drawn ``max_batches``; keep and filter draw one batch (mixed share q)."""
+    from math import comb
+
+    # dist[m]: P(m mixed groups found so far, m < n) among steps still drawing
+    dist = {0: 1.0}
+    batches = full = 0.0
+    for _ in range(max_batches):
+        batches += sum(dist.values())
+        nxt: dict[int, float] = {}
+        for m, pm in dist.items():
+            for x in range(n_groups + 1):
+                px = pm * comb(n_groups, x) * q**x * (1 - q) ** (n_groups - x)
+                if m + x >= n_groups:
+                    full += px
+                else:
+                    nxt[m + x] = nxt.get(m + x, 0.0) + px
+        dist = nxt
+    short = sum(m * p for m, p in dist.items())  # steps that stopped at the cap, short of n
+    return batches, (full * n_groups + short) / n_groups
 
 
 # Empty completions follow EMPTY_COMPLETION_RULE (see choices.py): counted, contributing zero.

@@ -29,6 +29,10 @@ ROLLOUT_FIELDS = (
     "advantage",
     "group_category",
     "in_loss",  # counted by the loss (False: a zero-variance group under zero_variance filter)
+    # zero_variance resample: the generation batch of the step it came from (0: the first), and
+    # whether its group entered the step's training batch (always True otherwise)
+    "generation_batch",
+    "in_batch",
 )
 
 

@@ -49,6 +49,10 @@ class TrainingConfig:
     # keep | filter: zero-variance groups (all rewards equal) kept in the loss's normaliser, or
     # filtered out of the loss and its normaliser (ScaleRL)
     zero_variance: str = "keep"
+    # resample: the most generation batches drawn per step, the first included (verl's
+    # max_num_gen_batches); a step that has not found prompts_per_step mixed groups by then
+    # fills its batch with zero-variance groups, filtered out of the loss
+    max_generation_batches: int = 4
     # --- the budget (matched within a stage) ---
     prompts_per_step: int = 4  # prompts per generation batch (B = prompts_per_step * G)
     max_steps: int = 200  # optimizer steps
@@ -71,6 +75,9 @@ class TrainingConfig:
     vllm_importance_sampling_mode: str = "token_truncate"
     # --- bookkeeping ---
     save_steps: int = 50  # checkpoint schedule (the final step is always saved)
+    # Weights-only policies saved at this many geometrically spaced steps (the last one the final
+    # step) for the efficiency curve, which evaluation scores; 0: none.
+    curve_points: int = 0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -83,6 +90,13 @@ class TrainingConfig:
         check_sampler(self.sampler)
         if self.group_size < 2:
             raise ValueError("group_size must be at least 2: a group of one has no baseline")
+
+    @property
+    def curve_steps(self) -> list[int]:
+        """The optimizer steps of the efficiency curve: ``curve_points`` steps spaced evenly in
+        log-step from ~max_steps/40 (rounded, duplicates merged) to max_steps, so that both the
+        early rise and the plateau are sampled."""
+        return curve_steps(self.max_steps, self.curve_points)
 
     @property
     def generation_batch_size(self) -> int:
@@ -116,6 +130,7 @@ class TrainingConfig:
             clip_eps_high=self.clip_eps_high,
             mask_truncated_completions=self.mask_truncated_completions,
             zero_variance=self.zero_variance,
+            max_generation_batches=self.max_generation_batches,
             num_iterations=self.num_iterations,
             generation=self.generation_backend
             if self.generation_backend == "transformers"
@@ -123,6 +138,17 @@ class TrainingConfig:
             sampling=protocol(self.temperature, self.max_completion_length),
             sampler=sampler_description(self.sampler, self.generation_backend == "vllm"),
         )
+
+
+def curve_steps(max_steps: int, points: int) -> list[int]:
+    """``points`` steps geometrically spaced from max(1, max_steps/40) to ``max_steps``."""
+    if points <= 0:
+        return []
+    if points == 1:
+        return [max_steps]
+    first = max(1.0, max_steps / 40)
+    ratio = (max_steps / first) ** (1 / (points - 1))
+    return sorted({min(max_steps, round(first * ratio**i)) for i in range(points)})
 
 
 def git_commit() -> str:
@@ -285,6 +311,8 @@ def train(
     from grpo_ablation.compute import check_dtype, device_info, resolve_device
     from grpo_ablation.tasks import get_task
     from grpo_ablation.training.retention import KeepOptimizerStateOfNewest
+    from grpo_ablation.training.snapshots import FOLDER as SNAPSHOTS
+    from grpo_ablation.training.snapshots import CurveSnapshots, snapshots
     from grpo_ablation.training.trainer import AblationGRPOTrainer
 
     if _is_local(model_dir) and not (Path(model_dir) / "config.json").exists():
@@ -305,7 +333,15 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     record = cfg.objective_record(nproc, task.answer_rule)
     if state.is_main_process:
+        # A run folder left by another configuration (Snakemake reruns a job whose params or
+        # inputs changed, and keeps the checkpoints: only run_info.json is declared) is never
+        # resumed: its state is cleared and the run starts afresh.
+        identity = run_identity(cfg, model_dir, revision, train_file, task_config, nproc)
+        if _read_json(out / IDENTITY) != identity:
+            _clear_run(out)
+            (out / IDENTITY).write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n")
         record.write(out)
+    state.wait_for_everyone()
 
     if reward_func is None:
         reward_func = task.reward_function()
@@ -319,11 +355,14 @@ def train(
             for partial in (out / "checkpoints").glob("checkpoint-*"):
                 if int(partial.name.split("-")[1]) > step:
                     shutil.rmtree(partial)
+            for later, snapshot in snapshots(out):  # written again as the run gets there
+                if later > step:
+                    shutil.rmtree(snapshot)
         from grpo_ablation.training.rollout_log import RolloutLog
 
         RolloutLog(out / "rollouts", state.process_index).truncate_after(step)
     else:
-        for stale in ("metrics.jsonl", "rollouts"):
+        for stale in ("metrics.jsonl", "rollouts", SNAPSHOTS):
             path = out / stale
             if state.is_main_process and path.exists():
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -363,18 +402,27 @@ def train(
         std_eps=cfg.std_eps,
         aggregation=cfg.aggregation,
         zero_variance=cfg.zero_variance,
+        max_generation_batches=cfg.max_generation_batches,
         success_threshold=cfg.success_threshold,
         sampler=cfg.sampler,
         run_dir=out,
         # Pruning first, so that later callbacks see the checkpoints as they stay on disk.
         callbacks=[
             KeepOptimizerStateOfNewest(keep_optimizer_state),
+            CurveSnapshots(out, cfg.curve_steps, tokenizer),
             *tracker_callbacks,
             *(callbacks or []),
         ],
     )
     started = time.time()
-    trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    if resume is not None and int(resume.name.split("-")[1]) >= cfg.max_steps:
+        # Killed after its final checkpoint: finished. (The Trainer, resumed there, would take one
+        # more step before it checks max_steps.)
+        from transformers import TrainerState
+
+        trainer.state = TrainerState.load_from_json(str(resume / "trainer_state.json"))
+    else:
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     elapsed = time.time() - started
 
     summary: dict[str, Any] = {}
@@ -399,6 +447,66 @@ def train(
     return summary
 
 
+IDENTITY = "run_identity.json"
+# What a run folder holds from training (objective.json and run_identity.json are rewritten).
+_RUN_STATE = (
+    "checkpoints",
+    "metrics.jsonl",
+    "rollouts",
+    "curve",
+    "wall_time.json",
+    "budget.json",
+    "run_info.json",
+    "tensorboard",
+)
+
+
+def run_identity(
+    cfg: TrainingConfig,
+    model_dir: Path | str,
+    revision: str | None,
+    train_file: Path,
+    task_config: dict[str, Any] | None,
+    nproc: int,
+) -> dict[str, Any]:
+    """What a run folder's checkpoints were trained from: the training config, the base model
+    (a hub id and revision, or a local folder's weight files by name, size and mtime), the
+    training split by content, the task and the number of processes. Resuming is allowed only
+    from a folder whose identity is this one."""
+    from grpo_ablation.tasks.splits import sha256
+
+    if _is_local(model_dir):
+        files = sorted(Path(model_dir).glob("*.safetensors")) + sorted(
+            Path(model_dir).glob("pytorch_model*.bin")
+        )
+        base: Any = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    else:
+        base = {"hub": str(model_dir), "revision": revision}
+    return {
+        "training": asdict(cfg),
+        "base_model": base,
+        "train_split_sha256": sha256(train_file.read_bytes()),
+        "task": task_config or {},
+        "num_processes": nproc,
+    }
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _clear_run(out: Path) -> None:
+    for name in _RUN_STATE:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
 def _split_hashes(manifest: Path) -> dict[str, str] | None:
     """sha256 of each split file, from the manifest the task's split writer left beside them."""
     if not manifest.exists():
@@ -411,6 +519,7 @@ def _finish(
     out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer, compute, revision, ignored
 ) -> dict[str, Any]:
     from grpo_ablation.training.rollout_log import read_rollouts
+    from grpo_ablation.training.snapshots import snapshots
 
     rollouts = read_rollouts(out / "rollouts")
     attempts_path = out / "wall_time.json"
@@ -422,6 +531,11 @@ def _finish(
         "generation_steps": int(rollouts["step"].nunique()),
         "prompts": int(rollouts.groupby("step")["group_index"].nunique().sum()),
         "completions": len(rollouts),
+        # the optimizer side: completions that entered a training batch (resample generates
+        # more than it trains on; the others equal completions)
+        "completions_in_batch": int(rollouts["in_batch"].fillna(True).astype(bool).sum())
+        if "in_batch" in rollouts
+        else len(rollouts),
         "generated_tokens": int(rollouts["length"].sum()),
         "reward_calls": len(rollouts),
         "scoring_failures": int(rollouts["reward"].isna().sum()),
@@ -453,6 +567,9 @@ def _finish(
         "checkpoints": sorted(
             int(p.name.split("-")[1]) for p in (out / "checkpoints").glob("checkpoint-*")
         ),
+        # The weights-only policies of the efficiency curve (grpo_ablation.training.snapshots).
+        "curve_steps": [step for step, _ in snapshots(out)],
+        "curve_policies": {str(step): str(p.relative_to(out)) for step, p in snapshots(out)},
         # Read from the newest checkpoint's file: what a launcher preset saved, not what it
         # was asked for (DeepSpeed saves its bf16 module under bf16 mixed precision).
         "checkpoint_dtypes": checkpoint_dtypes(last_checkpoint(out / "checkpoints")),

@@ -22,6 +22,7 @@ ratio TRL computes at generation multiplies the policy term of the loss, as in T
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import traceback
@@ -120,6 +121,107 @@ class EpochSeededRepeatSampler(RepeatSampler):
             self.generator.manual_seed((self.seed or 0) + epoch)
 
 
+def hash_seed(*parts: int) -> int:
+    """A 63-bit seed from integers, the same in every process and Python run."""
+    digest = hashlib.sha256(",".join(str(int(p)) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+class _Batch:
+    """One generated and scored generation batch: TRL's output, what the trainer captured, the
+    rewards (NaN: unscored) and the prompt ids, with its groups' mixed flags."""
+
+    def __init__(self, out: dict, cap: dict, rewards: torch.Tensor, ids: list[str], G: int):
+        self.out, self.cap, self.rewards, self.ids = out, cap, rewards, ids
+        self.mixed = ~zero_variance_groups(rewards, G)[::G]  # one flag per group
+        self.n_groups = len(self.mixed)
+        self.n_mixed = int(self.mixed.sum())
+
+
+# TRL's per-row outputs: prompt-aligned (left-padded) and completion-aligned (right-padded).
+_PROMPT_KEYS = ("prompt_ids", "prompt_mask")
+
+
+def _select_mixed(
+    batches: list[_Batch], G: int, pad_id: int
+) -> tuple[dict, torch.Tensor, list[tuple[int, int]]]:
+    """The training batch of a resampled step: the first ``n_groups`` mixed groups in generation
+    order and, if they fall short, the first batch's zero-variance groups in order (the caller
+    filters those out of the loss). Returns TRL's output dict for those rows, their rewards, and
+    the (batch, group) chosen, in batch order."""
+    n = batches[0].n_groups
+    chosen = [(k, g) for k, b in enumerate(batches) for g in range(b.n_groups) if b.mixed[g]][:n]
+    if len(chosen) < n:
+        filler = [(0, g) for g in range(n) if not batches[0].mixed[g]]
+        chosen += filler[: n - len(chosen)]
+    rows = {k: [] for k in range(len(batches))}
+    order = []
+    for k, g in chosen:
+        order.append((k, len(rows[k]) // G))
+        rows[k] += list(range(g * G, (g + 1) * G))
+    out: dict[str, Any] = {}
+    first = batches[0].out
+    for key, value in first.items():
+        if not isinstance(value, torch.Tensor) or value.dim() == 0:
+            out[key] = value
+            continue
+        parts = []
+        for k, b in enumerate(batches):
+            if rows[k]:
+                parts.append(b.out[key][rows[k]])
+        width = max(p.shape[1] for p in parts) if value.dim() > 1 else 0
+        padded = []
+        for p in parts:
+            missing = width - p.shape[1] if value.dim() > 1 else 0
+            if missing:
+                fill = pad_id if key in ("prompt_ids", "completion_ids") else 0
+                pad = torch.full((p.shape[0], missing, *p.shape[2:]), fill, dtype=p.dtype,
+                                 device=p.device)  # fmt: skip
+                p = torch.cat([pad, p] if key in _PROMPT_KEYS else [p, pad], dim=1)
+            padded.append(p)
+        out[key] = torch.cat(padded)
+    # Rows are stacked batch by batch: put the groups back in their chosen order.
+    starts = {}
+    at = 0
+    for k in range(len(batches)):
+        starts[k] = at
+        at += len(rows[k])
+    index = torch.tensor(
+        [starts[k] + j * G + c for k, j in order for c in range(G)], dtype=torch.long
+    )
+    for key, value in out.items():
+        if isinstance(value, torch.Tensor) and value.dim() > 0:
+            out[key] = value[index.to(value.device)]
+    rewards = torch.cat([batches[k].rewards[g * G : (g + 1) * G] for k, g in chosen])
+    return out, rewards, chosen
+
+
+def _logged_batches(
+    batches: list[_Batch],
+    chosen: list[tuple[int, int]],
+    advantages: torch.Tensor,
+    in_loss: torch.Tensor,
+    G: int,
+) -> list[tuple[_Batch, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Per generated batch, its rows' advantage and in_loss in the training batch (NaN and False
+    for rows that stayed out) and whether they are in it."""
+    logged = []
+    for k, b in enumerate(batches):
+        n = len(b.rewards)
+        adv = torch.full((n,), math.nan, dtype=torch.float64)
+        loss = torch.zeros(n, dtype=torch.bool)
+        used = torch.zeros(n, dtype=torch.bool)
+        for position, (kk, g) in enumerate(chosen):
+            if kk == k:
+                rows = slice(g * G, (g + 1) * G)
+                at = slice(position * G, (position + 1) * G)
+                adv[rows] = advantages[at].double().cpu()
+                loss[rows] = in_loss[at].cpu()
+                used[rows] = True
+        logged.append((b, adv, loss, used))
+    return logged
+
+
 @contextlib.contextmanager
 def _replaced(obj: Any, name: str, value: Any) -> Iterator[None]:
     """``obj.<name>`` is ``value`` inside the block, and what it was (an instance attribute, or the
@@ -154,6 +256,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         success_threshold: float = 1.0,
         sampler: str = "keyed",
         zero_variance: str = "keep",
+        max_generation_batches: int = 4,
         reward_funcs: Callable | list[Callable],
         **kwargs: Any,
     ) -> None:
@@ -175,6 +278,14 @@ class AblationGRPOTrainer(GRPOTrainer):
                 f"unknown zero_variance {zero_variance!r}; expected one of {ZERO_VARIANCE}"
             )
         self.zero_variance = zero_variance
+        if zero_variance == "resample" and self.accelerator.num_processes > 1:
+            raise ValueError(
+                "zero_variance 'resample' selects mixed groups over the whole generation batch "
+                "and runs in one process; set compute.processes_per_train_job: 1"
+            )
+        if max_generation_batches < 1:
+            raise ValueError(f"max_generation_batches must be >= 1, got {max_generation_batches}")
+        self.max_generation_batches = max_generation_batches
         self.success_threshold = success_threshold
         self.sampler = check_sampler(sampler)
         if (
@@ -265,32 +376,24 @@ class AblationGRPOTrainer(GRPOTrainer):
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
 
     def _generate_and_score_completions(self, inputs):
-        if self.sampler == "keyed" and self.model.training:
-            # Keys over the whole generation batch (every rank's prompt ids, in rank order: rank r
-            # holds rows r * n ... r * n + n - 1), so a prompt's occurrence and slot are global.
-            ids = gather_object([str(x.get("prompt_id", x["prompt"])) for x in inputs])
-            offset = self.accelerator.process_index * len(inputs)
-            # The generation's index, not the optimizer step: with mu update epochs per batch a
-            # cell generates every mu steps, on the prompts its reference generates on at step k.
-            generation = self.state.global_step // self.num_iterations
-            keys = training_keys(self.args.seed, generation, ids, self.num_generations, 0)
-            self._keys = keys[offset : offset + len(inputs)]
-        try:
-            out = super()._generate_and_score_completions(inputs)
-        finally:
-            self._keys = None
         if not self.model.training:
-            return out
-        cap = self._captured
+            return super()._generate_and_score_completions(inputs)
+        first = self._generate_batch(inputs, [])
+        batches = [first]
+        if self.zero_variance == "resample":
+            # DAPO's dynamic sampling: fresh prompts until the step holds its mixed groups.
+            while sum(b.n_mixed for b in batches) < first.n_groups and (
+                len(batches) < self.max_generation_batches
+            ):
+                extra = self._fresh_prompts(len(batches), len(inputs) // self.num_generations)
+                batches.append(self._generate_batch(extra, [b.ids for b in batches]))
+            out, rewards, chosen = _select_mixed(batches, self.num_generations, self._pad_ids())
+        else:
+            out, rewards, chosen = first.out, first.rewards, None
         G = self.num_generations
-        # A completion is unscored if any reward function failed on it (the reward would be partial).
-        per_func = cap["rewards_per_func"]
-        weights = self.reward_weights.to(per_func.device)
-        rewards = (per_func * weights).sum(dim=1)
-        rewards[torch.isnan(per_func).any(dim=1)] = torch.nan
         advantages = group_advantages(rewards.double(), G, self.std_scaling, self.std_eps)
 
-        local_n = len(cap["prompts"])
+        local_n = len(rewards) // self.accelerator.num_processes
         offset = self.accelerator.process_index * local_n
         local = slice(offset, offset + local_n)
         out["advantages"] = advantages[local].to(out["advantages"].dtype)
@@ -298,59 +401,138 @@ class AblationGRPOTrainer(GRPOTrainer):
         # The normaliser of the whole generation batch: lengths of every rank's completions.
         local_lengths = out["completion_mask"].sum(dim=1)
         lengths = self.accelerator.gather(local_lengths)
-        # filter: the zero-variance groups leave the loss and its normaliser (logged, marked)
+        # filter (and resample's filler groups): zero-variance groups leave the loss and its
+        # normaliser (logged, marked)
         in_loss = (
             ~zero_variance_groups(rewards, G).to(lengths.device)
-            if self.zero_variance == "filter"
+            if self.zero_variance in ("filter", "resample")
             else torch.ones_like(lengths, dtype=torch.bool)
         )
         coef = completion_coefficients(
             lengths, self.aggregation, G, self.max_completion_length, in_loss
         )
         out["loss_coef"] = coef[local].to(torch.float32)
+        if "num_items_in_batch" in out:  # TRL's token count, of the batch as trained
+            out["num_items_in_batch"] = self.accelerator.gather(local_lengths.sum()).sum()
 
-        self._record_generation(cap, rewards, advantages, local, in_loss.cpu())
+        if chosen is None:
+            self._record_generation([(first, advantages, in_loss.cpu(), None)], local)
+        else:
+            self._record_generation(
+                _logged_batches(batches, chosen, advantages, in_loss.cpu(), G), local
+            )
         return out
 
-    def _record_generation(self, cap, rewards, advantages, local, in_loss) -> None:
+    def _generate_batch(self, inputs, earlier: list[list[str]]) -> _Batch:
+        """Generate and score one generation batch; ``earlier``: the prompt ids of the batches
+        generated before it in this step (resample), whose keys its own must not repeat."""
+        if self.sampler == "keyed":
+            # Keys over the whole generation batch (every rank's prompt ids, in rank order: rank r
+            # holds rows r * n ... r * n + n - 1), so a prompt's occurrence and slot are global;
+            # a further batch of the step continues the count (a prompt drawn again is its next
+            # occurrence), so the first batch's keys are those of a step without resampling.
+            ids = gather_object([str(x.get("prompt_id", x["prompt"])) for x in inputs])
+            before = [i for batch in earlier for i in batch]
+            offset = self.accelerator.process_index * len(inputs)
+            # The generation's index, not the optimizer step: with mu update epochs per batch a
+            # cell generates every mu steps, on the prompts its reference generates on at step k.
+            generation = self.state.global_step // self.num_iterations
+            keys = training_keys(self.args.seed, generation, before + ids, self.num_generations, 0)
+            keys = keys[len(before) :]
+            self._keys = keys[offset : offset + len(inputs)]
+        else:
+            ids = [str(x.get("prompt_id", x["prompt"])) for x in inputs]
+        try:
+            out = super()._generate_and_score_completions(inputs)
+        finally:
+            self._keys = None
+        cap = self._captured
+        # A completion is unscored if any reward function failed on it (the reward would be partial).
+        per_func = cap["rewards_per_func"]
+        weights = self.reward_weights.to(per_func.device)
+        rewards = (per_func * weights).sum(dim=1)
+        rewards[torch.isnan(per_func).any(dim=1)] = torch.nan
+        return _Batch(out, cap, rewards, ids, self.num_generations)
+
+    def _fresh_prompts(self, batch: int, n_prompts: int) -> list[dict[str, Any]]:
+        """The prompts of a further generation batch: ``n_prompts`` distinct rows of the training
+        set drawn by a generator keyed by (seed, generation, batch), each repeated G times as the
+        sampler repeats them. A function of those three only, so a resumed run draws the same."""
+        generation = self.state.global_step // self.num_iterations
+        rng = torch.Generator().manual_seed(hash_seed(self.args.seed, generation, batch))
+        order = torch.randperm(len(self.train_dataset), generator=rng)[:n_prompts].tolist()
+        return [self.train_dataset[i] for i in order for _ in range(self.num_generations)]
+
+    def _pad_ids(self) -> int:
+        pad = self.processing_class.pad_token_id
+        return int(pad if pad is not None else self.eos_token_ids[0])
+
+    def _record_generation(self, logged: list[tuple[_Batch, Any, Any, Any]], local) -> None:
+        """One rollout row per generated completion and the step's diagnostics. ``logged`` holds
+        (batch, advantages, in_loss, in_batch) per generation batch of the step: the training
+        batch's values for its rows; resample's rows that stayed out of the batch log a NaN
+        advantage, in_loss and in_batch False."""
         G = self.num_generations
         eos = set(self.eos_token_ids)
-        ids = cap["completion_ids"]
-        token_lengths = [len(c) for c in ids]
-        truncated_local = [not c or c[-1] not in eos for c in ids]
-        categories = group_categories(rewards.float().cpu(), G, self.success_threshold)
-        correct_all = (rewards >= self.success_threshold).cpu()
         step = self.state.global_step
         rows = []
-        for j, i in enumerate(range(local.start, local.stop)):
-            reward = rewards[i].item()
-            failed = math.isnan(reward)
-            x = cap["inputs"][j]
-            rows.append(
-                {
-                    "step": step,
-                    "rank": self.accelerator.process_index,
-                    "prompt_id": str(x.get("prompt_id", x["prompt"])),
-                    "group_index": i // G,
-                    "completion_index": i % G,
-                    "prompt": cap["prompts"][j],
-                    "completion": cap["completions"][j],
-                    "reward": None if failed else reward,
-                    "scoring_failure": (cap["failures"][j] or "reward is NaN") if failed else None,
-                    "correct": None if failed else bool(correct_all[i]),
-                    "length": token_lengths[j],
-                    "truncated": truncated_local[j],
-                    "advantage": advantages[i].item(),
-                    "group_category": categories[i // G],
-                    "in_loss": bool(in_loss[i]),
-                }
-            )
+        groups_before = 0
+        for k, (batch, advantages, in_loss, in_batch) in enumerate(logged):
+            cap, rewards = batch.cap, batch.rewards
+            ids = cap["completion_ids"]
+            categories = group_categories(rewards.float().cpu(), G, self.success_threshold)
+            correct_all = (rewards >= self.success_threshold).cpu()
+            rows_local = range(local.start, local.stop) if k == 0 else range(len(ids))
+            for j, i in enumerate(rows_local):
+                reward = rewards[i].item()
+                failed = math.isnan(reward)
+                x = cap["inputs"][j]
+                rows.append(
+                    {
+                        "step": step,
+                        "rank": self.accelerator.process_index,
+                        "prompt_id": str(x.get("prompt_id", x["prompt"])),
+                        "group_index": groups_before + i // G,
+                        "completion_index": i % G,
+                        "prompt": cap["prompts"][j],
+                        "completion": cap["completions"][j],
+                        "reward": None if failed else reward,
+                        "scoring_failure": (cap["failures"][j] or "reward is NaN")
+                        if failed
+                        else None,
+                        "correct": None if failed else bool(correct_all[i]),
+                        "length": len(ids[j]),
+                        "truncated": not ids[j] or ids[j][-1] not in eos,
+                        "advantage": advantages[i].item(),
+                        "group_category": categories[i // G],
+                        "in_loss": bool(in_loss[i]),
+                        "generation_batch": k,
+                        "in_batch": True if in_batch is None else bool(in_batch[i]),
+                    }
+                )
+            groups_before += len(rewards) // G
         self.rollout_log.append(rows)
 
+        # Over every generated completion of the step (resample: every batch).
+        first = logged[0][0]
+        token_lengths = [len(c) for c in first.cap["completion_ids"]]
+        truncated_local = [not c or c[-1] not in eos for c in first.cap["completion_ids"]]
+        rewards = torch.cat([b.rewards for b, *_ in logged])
+        in_loss = torch.cat([torch.as_tensor(x) for _, _, x, _ in logged])
+        extra = [len(c) for b, *_ in logged[1:] for c in b.cap["completion_ids"]]
+        extra_trunc = [
+            not c or c[-1] not in eos for b, *_ in logged[1:] for c in b.cap["completion_ids"]
+        ]
+        categories = group_categories(rewards.float().cpu(), G, self.success_threshold)
+        correct_all = (rewards >= self.success_threshold).cpu()
+        if len(logged) > 1 or logged[0][3] is not None:
+            self._metrics["train"]["resample/generation_batches"].append(float(len(logged)))
         # Batch-level diagnostics over all ranks (the same numbers on every rank).
         dev = self.accelerator.device
         lengths = self.accelerator.gather(torch.tensor(token_lengths, device=dev)).float().cpu()
         truncated = self.accelerator.gather(torch.tensor(truncated_local, device=dev)).cpu()
+        lengths = torch.cat([lengths, torch.tensor(extra, dtype=torch.float32)])
+        truncated = torch.cat([truncated, torch.tensor(extra_trunc, dtype=torch.bool)])
         finite = ~torch.isnan(rewards.cpu())
         correct = correct_all & finite
         incorrect = ~correct_all & finite
@@ -401,6 +583,9 @@ class AblationGRPOTrainer(GRPOTrainer):
             ref = inputs["ref_per_token_logps"]
             kl = torch.exp(ref - logps) - (ref - logps) - 1  # k3 estimator (Schulman)
             per_token = per_token + self.beta * kl
+        # Masked slots contribute nothing, even where their terms are not finite (a resampled
+        # batch pads its completions, and the KL of a padding slot can overflow).
+        per_token = per_token.masked_fill(mask == 0, 0.0)
         weights = inputs["loss_coef"].unsqueeze(1) * mask
         # This rank's share of the global weighted sum; DDP averages gradients over ranks, so the
         # share is scaled by the number of processes. Accumulation steps add up (no division:
