@@ -50,10 +50,12 @@ def cluster(tmp_path_factory):
 
 def _snakemake(results: Path, logs: Path) -> list[str]:
     # One seed: the whole smoke DAG (every stage, the stage-1 checkpoint) at half the jobs; every
-    # training job runs two processes (torchrun, gloo) inside its allocation.
+    # training job runs two processes (torchrun, gloo) inside its allocation, so the zero-variance
+    # stage leaves out resample (one process per run).
     override = results.parent / "one_seed.yaml"
     override.write_text(
         f"results_dir: {results}\nseeds: [0]\ncompute:\n  processes_per_train_job: 2\n"
+        "stages:\n  zero_variance:\n    vary: {zero_variance: [keep, filter]}\n"
     )
     return [
         str(SNAKEMAKE),
