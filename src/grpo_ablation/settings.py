@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -29,3 +30,13 @@ def config_hash(data: Any) -> str:
         data = dataclasses.asdict(data)
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# The files that hold a model's weights (optimizer state and tokenizer files are not).
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """A local model folder's weight files, sorted: what identifies its weights (by name, size and
+    mtime) for an evaluation's cache and for a run's record of its base model."""
+    return sorted(f for pattern in WEIGHT_FILES for f in Path(folder).glob(pattern))

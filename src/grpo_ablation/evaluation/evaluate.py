@@ -75,6 +75,7 @@ from grpo_ablation.sampling import (
     protocol,
     sampler_description,
 )
+from grpo_ablation.settings import weight_files
 from grpo_ablation.tasks.splits import sha256
 
 # Checkpoints and data are local or cached: nothing may touch the hub. Set before lm_eval/datasets
@@ -405,15 +406,21 @@ def _without_env_probe() -> Iterator[None]:
 
 
 DONE = "done.json"
-# Weight files identify a checkpoint; optimizer state may be pruned later (retention), so not it.
-_WEIGHTS = ("*.safetensors", "pytorch_model*.bin")
+
+
+def _task_content(task_dir: Path, manifest: dict[str, Any]) -> list[Any]:
+    """What an evaluation's results depend on besides the weights and options: the task files,
+    and the rows they point at and this evaluation code by content (a new split or a fix of the
+    evaluation evaluates every checkpoint again)."""
+    tasks_text = {p.name: p.read_text() for p in sorted(task_dir.iterdir()) if p.is_file()}
+    return [tasks_text, *(sha256(Path(p).read_bytes()) for p in (manifest["test"], __file__))]
 
 
 def _checkpoint_identity(ckpt: str, local: bool, revision: str | None) -> Any:
     if not local:
         return {"hub": ckpt, "revision": revision}
-    files = sorted(f for pattern in _WEIGHTS for f in Path(ckpt).glob(pattern))
-    return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    # Weight files identify a checkpoint; optimizer state may be pruned later (retention).
+    return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in weight_files(Path(ckpt))]
 
 
 def _finished(step_dir: Path, key: str) -> dict | None:
@@ -702,13 +709,9 @@ def evaluate_checkpoints(
     all_results = []
     rule = load_rule(task_dir)
     exact = load_rule(task_dir, EXACT_MODULE) if "exact" in roles else None
-    tasks_text = {p.name: p.read_text() for p in sorted(task_dir.iterdir()) if p.is_file()}
     sampler = manifest.get("sampler", "stream")  # task folders written before keyed sampling
-    # The rows the tasks point at and this evaluation code, by content: a new split or a fix of
-    # the evaluation evaluates every checkpoint again.
-    content = [sha256(Path(p).read_bytes()) for p in (manifest["test"], __file__)]
-    settings = [seeds, batch_size, device, dtype, limit, backend, external, versions, tasks_text]
-    settings += content
+    settings = [seeds, batch_size, device, dtype, limit, backend, external, versions]
+    settings += _task_content(task_dir, manifest)
     for i, (step, ckpt) in enumerate(checkpoints):
         if only is not None and i != only:
             continue
@@ -940,9 +943,8 @@ def evaluate_curve(
     task = manifest["tasks"][role]
     metric = "p_correct,none" if role == "exact" else "correct,answer"
     task_manager = TaskManager(include_path=str(task_dir.resolve()), include_defaults=False)
-    tasks_text = {p.name: p.read_text() for p in sorted(task_dir.iterdir()) if p.is_file()}
-    settings = [seed, batch_size, device, dtype, limit, backend, _versions(), tasks_text]
-    settings += [sha256(Path(p).read_bytes()) for p in (manifest["test"], __file__)]
+    settings = [seed, batch_size, device, dtype, limit, backend, _versions()]
+    settings += _task_content(task_dir, manifest)
     out_dir.mkdir(parents=True, exist_ok=True)
     points = []
     for step, policy in policies:

@@ -26,7 +26,7 @@ from grpo_ablation.sampling import (
     protocol,
     sampler_description,
 )
-from grpo_ablation.settings import config_hash, from_dict
+from grpo_ablation.settings import config_hash, from_dict, weight_files
 from grpo_ablation.training import tracking
 
 GENERATION_BACKENDS = ("transformers", "vllm")
@@ -476,9 +476,7 @@ def run_identity(
     from grpo_ablation.tasks.splits import sha256
 
     if _is_local(model_dir):
-        files = sorted(Path(model_dir).glob("*.safetensors")) + sorted(
-            Path(model_dir).glob("pytorch_model*.bin")
-        )
+        files = weight_files(Path(model_dir))
         base: Any = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
     else:
         base = {"hub": str(model_dir), "revision": revision}
