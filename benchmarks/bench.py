@@ -66,6 +66,7 @@ def _one_run(
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
+    from grpo_ablation.training.options import TrainingConfig
     from grpo_ablation.training.trainer import AblationGRPOTrainer
 
     args = GRPOConfig(
@@ -98,9 +99,8 @@ def _one_run(
     if kind == "stock":
         trainer = GRPOTrainer(**common)
     else:
-        trainer = AblationGRPOTrainer(
-            **common, std_scaling="sample", std_eps=1e-4, aggregation="sequence_mean", run_dir=out
-        )
+        options = TrainingConfig(group_size=8, max_completion_length=10)  # sample, sequence_mean
+        trainer = AblationGRPOTrainer(**common, options=options, run_dir=out)
     started = time.perf_counter()
     trainer.train()
     return steps / (time.perf_counter() - started)

@@ -130,6 +130,7 @@ def capture(
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
+    from grpo_ablation.training.options import TrainingConfig
     from grpo_ablation.training.trainer import AblationGRPOTrainer
 
     state = PartialState(cpu=True)  # joins torchrun's processes (gloo)
@@ -179,7 +180,8 @@ def capture(
         trainer = cls(**common)
     else:
         cls = type("ProjectFixed", (_FixedGeneration, AblationGRPOTrainer), {})
-        trainer = cls(**common, run_dir=out_dir, **objective)
+        options = TrainingConfig(group_size=G, max_completion_length=MAX_LEN, **objective)
+        trainer = cls(**common, run_dir=out_dir, options=options)
     if is_mode:
         # vLLM itself is not needed: generation is the fixed table; only its log-probabilities and
         # TRL's correction are switched on (use_vllm is read at generation and in the loss).

@@ -12,7 +12,8 @@ import torch
 from conformance import PROMPTS, digit_reward
 from transformers import TrainerCallback
 
-from grpo_ablation.training.train import TrainingConfig, train
+from grpo_ablation.training.options import TrainingConfig
+from grpo_ablation.training.train import train
 
 
 def write_data(directory: Path) -> Path:

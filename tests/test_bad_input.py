@@ -15,8 +15,9 @@ import yaml
 from conformance import G
 
 from grpo_ablation import pipeline
+from grpo_ablation.training.options import TrainingConfig
 from grpo_ablation.training.rollout_log import read_rollouts
-from grpo_ablation.training.train import TrainingConfig, train
+from grpo_ablation.training.train import train
 from grpo_ablation.training.trainer import AblationGRPOTrainer, NonFiniteLossError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -293,22 +293,6 @@ def test_two_stages_may_take_the_winner_of_one_stage_but_not_each_others():
         pipeline.check_design(config)
 
 
-def test_the_schema_training_section_declares_exactly_the_training_config():
-    """The schema's `training` section and `TrainingConfig` name the same options with the same
-    defaults (the schema fills defaults before any job; the dataclass is what a run uses)."""
-    import dataclasses
-
-    from grpo_ablation.training.train import TrainingConfig
-
-    schema = yaml.safe_load(
-        (Path(__file__).parents[1] / "workflow/schemas/config.schema.yaml").read_text()
-    )
-    props = schema["properties"]["training"]["properties"]
-    fields = {f.name: f.default for f in dataclasses.fields(TrainingConfig)}
-    assert set(props) == set(fields)
-    assert {k: props[k].get("default") for k in fields} == fields
-
-
 def test_resampling_and_sharded_curve_policies_need_their_process_layout():
     """Resampling selects mixed groups over the whole batch in one process; curve policies are
     saved by rank 0, which under ZeRO-3 or FSDP holds a shard: both refused before any job."""

@@ -20,8 +20,10 @@ from grpo_ablation.keyed_sampling import (
     training_keys,
     uniforms,
 )
+from grpo_ablation.objective.record import ObjectiveRecord
+from grpo_ablation.training.options import TrainingConfig
 from grpo_ablation.training.rollout_log import read_rollouts
-from grpo_ablation.training.train import TrainingConfig, train
+from grpo_ablation.training.train import train
 
 torch.set_num_threads(1)
 TINY = dict(group_size=G, prompts_per_step=2, max_completion_length=6, save_steps=2)
@@ -171,10 +173,12 @@ def test_every_cell_of_a_seed_draws_the_same_step_zero_rollouts(setup, tmp_path)
 
 
 def test_the_sampler_is_recorded_and_with_vllm_it_names_the_seeded_request():
-    record = TrainingConfig().objective_record(1)
+    record = ObjectiveRecord.from_config(TrainingConfig(), 1)
     assert record.sampler.startswith("keyed Gumbel-max") and "keyed Gumbel-max" in record.describe()
-    assert TrainingConfig(sampler="stream").objective_record(1).sampler.startswith("the global")
-    vllm = TrainingConfig(generation_backend="vllm").objective_record(1)
+    assert ObjectiveRecord.from_config(TrainingConfig(sampler="stream"), 1).sampler.startswith(
+        "the global"
+    )
+    vllm = ObjectiveRecord.from_config(TrainingConfig(generation_backend="vllm"), 1)
     assert vllm.sampler.startswith("vLLM with a per-request seed")
     with pytest.raises(ValueError, match="unknown sampler"):
         TrainingConfig(sampler="gumbel")

@@ -84,7 +84,7 @@ def test_every_run_has_its_efficiency_curve_and_the_table_counts_its_fit(smoke_p
     row per cell and stage, each run counted as identified or with its reason."""
     import pandas as pd
 
-    from grpo_ablation.training.train import curve_steps
+    from grpo_ablation.training.options import curve_steps
 
     config, stages = design
     exp = smoke_pipeline.exp

@@ -7,7 +7,7 @@ import pytest
 
 from grpo_ablation.objective.calculations import write_sheet
 from grpo_ablation.objective.record import ObjectiveRecord
-from grpo_ablation.training.train import TrainingConfig
+from grpo_ablation.training.options import TrainingConfig
 
 DESIGN_FIELDS = {
     "std_scaling",
@@ -40,7 +40,7 @@ def test_record_holds_every_field_design_lists_and_round_trips(tmp_path):
         gradient_accumulation_steps=2,
         beta=0.04,
     )
-    record = cfg.objective_record(num_processes=3, answer_rule="full_match_digits")
+    record = ObjectiveRecord.from_config(cfg, num_processes=3, answer_rule="full_match_digits")
     data = json.loads(record.to_json())
     assert data.keys() >= DESIGN_FIELDS
     assert data["per_device_batch_size"] == 4 and data["generation_batch_size"] == 24
@@ -53,16 +53,16 @@ def test_record_holds_every_field_design_lists_and_round_trips(tmp_path):
 
 
 def test_describe_is_one_plain_paragraph_naming_the_choices():
-    text = TrainingConfig(std_scaling="population", std_eps=1e-4).objective_record(1).describe()
+    text = ObjectiveRecord.from_config(
+        TrainingConfig(std_scaling="population", std_eps=1e-4), 1
+    ).describe()
     assert "\n" not in text
     assert "divided by the population std (ddof=0) of the group plus 0.0001" in text
     assert "averaged within each completion" in text
     assert "no KL term" in text
-    text = (
-        TrainingConfig(std_scaling="none", aggregation="token_mean", beta=0.1)
-        .objective_record(2)
-        .describe()
-    )
+    text = ObjectiveRecord.from_config(
+        TrainingConfig(std_scaling="none", aggregation="token_mean", beta=0.1), 2
+    ).describe()
     assert (
         "not divided by any std" in text and "k3 estimate of KL" in text and "2 process(es)" in text
     )
@@ -148,7 +148,7 @@ def test_the_record_says_what_the_trainer_does_with_processes_and_accumulation()
         and "gradient_accumulation_steps"
         not in source.split("def _compute_loss")[1].split("def ")[0]
     )
-    text = TrainingConfig().objective_record(2).describe()
+    text = ObjectiveRecord.from_config(TrainingConfig(), 2).describe()
     assert "multiplied by the number of processes" in text
     assert "accumulation steps add up unscaled" in text
     assert "by the accumulation steps" not in text

@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from grpo_ablation.training import retention
+from grpo_ablation.training.options import TrainingConfig
 from grpo_ablation.training.retention import (
     KeepOptimizerStateOfNewest,
     adamw_bytes_per_param,
@@ -25,7 +26,7 @@ from grpo_ablation.training.retention import (
     prune_optimizer_state,
 )
 from grpo_ablation.training.rollout_log import read_rollouts
-from grpo_ablation.training.train import TrainingConfig, train
+from grpo_ablation.training.train import train
 
 torch.set_num_threads(1)
 TINY = dict(group_size=G, prompts_per_step=2, max_completion_length=6)

@@ -15,8 +15,9 @@ from conformance import G, digit_reward
 from safetensors.torch import load_file
 
 from grpo_ablation.training import tracking
+from grpo_ablation.training.options import TrainingConfig
 from grpo_ablation.training.rollout_log import read_rollouts
-from grpo_ablation.training.train import TrainingConfig, train
+from grpo_ablation.training.train import train
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,8 +14,9 @@ import torch
 from conformance import G, digit_reward
 from safetensors.torch import load_file
 
+from grpo_ablation.training.options import TrainingConfig
 from grpo_ablation.training.rollout_log import ROLLOUT_FIELDS, read_rollouts
-from grpo_ablation.training.train import TrainingConfig, train
+from grpo_ablation.training.train import train
 
 torch.set_num_threads(1)
 TINY = dict(group_size=G, prompts_per_step=2, max_completion_length=6, save_steps=2)
@@ -297,7 +298,7 @@ def _info(run: Path) -> dict:
 
 
 def test_curve_steps_are_geometric_from_a_fortieth_of_the_run():
-    from grpo_ablation.training.train import curve_steps
+    from grpo_ablation.training.options import curve_steps
 
     assert curve_steps(200, 8) == [5, 8, 14, 24, 41, 70, 118, 200]
     assert curve_steps(200, 0) == [] and curve_steps(200, 1) == [200]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-Scaling = Literal["none", "population", "sample", "batch"]
-Aggregation = Literal["sequence_mean", "token_mean", "group_token_mean", "constant"]
+from grpo_ablation.objective.conventions import LENGTH_AGGREGATIONS, STD_SCALINGS
+
 GroupCategory = Literal["failed_scoring", "all_correct", "all_incorrect", "mixed"]
 # What the loss does with groups whose rewards are all equal (zero variance: all correct or all
 # incorrect): keep them (they carry advantage 0 but count in the normaliser), filter them out of
@@ -14,8 +14,8 @@ GroupCategory = Literal["failed_scoring", "all_correct", "all_incorrect", "mixed
 # batches until the step holds its number of mixed groups (DAPO's dynamic sampling).
 ZeroVariance = Literal["keep", "filter", "resample"]
 
-SCALINGS: tuple[str, ...] = get_args(Scaling)
-AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
+SCALINGS: tuple[str, ...] = tuple(STD_SCALINGS)
+AGGREGATIONS: tuple[str, ...] = tuple(LENGTH_AGGREGATIONS)
 GROUP_CATEGORIES: tuple[str, ...] = get_args(GroupCategory)
 ZERO_VARIANCE: tuple[str, ...] = get_args(ZeroVariance)
 

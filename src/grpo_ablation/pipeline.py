@@ -23,7 +23,7 @@ from grpo_ablation.axes import AXES, BY_NAME, DesignError, axis, cell_path, defa
 from grpo_ablation.choices import RECIPES, Recipe
 from grpo_ablation.settings import from_dict
 from grpo_ablation.tasks import get_task
-from grpo_ablation.training.train import TrainingConfig
+from grpo_ablation.training.options import TrainingConfig
 
 __all__ = ["Cell", "DesignError", "Stage", "WinnerOf"]
 
@@ -320,20 +320,6 @@ def run_seed(seed: int, draw: int | None) -> int:
     return seed if draw is None else SEEDS_PER_DRAW * int(draw) + int(seed)
 
 
-def nominal_budget(cfg: TrainingConfig) -> dict[str, Any]:
-    """What a run is allowed to spend; cells within a stage must agree on every entry, apart from
-    those the varied axes change by design (``Axis.rescales``)."""
-    return {
-        "completions": cfg.max_steps // cfg.num_iterations * cfg.generation_batch_size,
-        "optimizer_steps": cfg.max_steps,
-        "max_completion_length": cfg.max_completion_length,
-        "learning_rate": cfg.learning_rate,
-        "lr_scheduler_type": cfg.lr_scheduler_type,
-        "warmup_steps": cfg.warmup_steps,
-        "num_iterations": cfg.num_iterations,
-    }
-
-
 def check_matched_budgets(
     config: dict[str, Any], stage: Stage, cells: list[Cell]
 ) -> dict[str, Any]:
@@ -341,7 +327,7 @@ def check_matched_budgets(
     free = {entry for ax in stage.vary for entry in BY_NAME[ax].rescales}
     budgets = {
         c.path: {
-            k: v for k, v in nominal_budget(training_config(config, c, 0)).items() if k not in free
+            k: v for k, v in training_config(config, c, 0).nominal_budget().items() if k not in free
         }
         for c in cells
     }

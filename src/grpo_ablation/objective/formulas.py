@@ -1,15 +1,9 @@
-"""The two ablated choices of the GRPO objective, as short pure tensor functions.
+"""The GRPO objective's pure tensor functions: advantages, loss weights, group categories.
 
 Std scaling of the group advantage and length aggregation of the per-token loss are selected by
-name (see ``SCALINGS`` and ``AGGREGATIONS``); the formulas are the ones of ``docs/design.md``:
-
-* group-relative advantages: Shao et al. 2024, *DeepSeekMath* (outcome supervision, ddof left
-  implicit); ``none`` is Dr. GRPO (Liu et al. 2025, *Understanding R1-Zero-Like Training*);
-  ``batch`` is TRL's ``scale_rewards="batch"`` / Lite PPO (Liu et al. 2025, *Tricks or Traps*).
-* length aggregation: ``sequence_mean`` is DeepSeekMath's eq. 3, ``token_mean`` TRL's ``dapo``,
-  ``group_token_mean`` the DAPO paper's eq. (Yu et al. 2025), ``constant`` Dr. GRPO.
-
-Rows are always ordered group by group: ``G`` consecutive entries per prompt.
+name; each choice's mathematics is its entry in ``grpo_ablation.objective.conventions`` (with its
+source), and the formulas are the ones of ``docs/design.md``. Rows are always ordered group by
+group: ``G`` consecutive entries per prompt.
 """
 
 from __future__ import annotations
@@ -23,19 +17,16 @@ from grpo_ablation.choices import (
     EMPTY_COMPLETION_RULE,
     GROUP_CATEGORIES,
     SCALINGS,
-    Aggregation,
     GroupCategory,
-    Scaling,
 )
+from grpo_ablation.objective.conventions import grouped, length_aggregation, std_scaling
 
 __all__ = [
     "AGGREGATIONS",
     "EMPTY_COMPLETION_RULE",
     "GROUP_CATEGORIES",
     "SCALINGS",
-    "Aggregation",
     "GroupCategory",
-    "Scaling",
     "aggregate_loss",
     "completion_coefficients",
     "group_advantages",
@@ -45,20 +36,6 @@ __all__ = [
     "token_weights",
     "zero_variance_groups",
 ]
-
-
-def _check_choice(value: str, allowed: tuple[str, ...], what: str) -> None:
-    if value not in allowed:
-        raise ValueError(f"unknown {what} {value!r}; expected one of {', '.join(allowed)}")
-
-
-def grouped(values: torch.Tensor, group_size: int) -> torch.Tensor:
-    if group_size < 1 or values.shape[0] % group_size:
-        raise ValueError(
-            f"{values.shape[0]} rows cannot be split into groups of {group_size} "
-            "(rows must be ordered group by group)"
-        )
-    return values.reshape(values.shape[0] // group_size, group_size, *values.shape[1:])
 
 
 def group_advantages(
@@ -72,22 +49,16 @@ def group_advantages(
     denominator creates comparative information. ``batch`` subtracts the group mean and divides
     by the std (ddof=1, as TRL) of all finite rewards passed in.
     """
-    _check_choice(scaling, SCALINGS, "std scaling")
+    divide_by = std_scaling(scaling).std
     r = grouped(rewards.to(torch.float64), group_size)
     finite = torch.isfinite(r)
     n = finite.sum(dim=1, keepdim=True)
     mean = torch.where(finite, r, 0.0).sum(dim=1, keepdim=True) / n.clamp(min=1)
     centred = torch.where(finite, r - mean, 0.0)
-    if scaling == "none":
+    if divide_by is None:
         adv = centred
     else:
-        if scaling == "batch":
-            pool = rewards[torch.isfinite(rewards)].to(torch.float64)
-            std = pool.std() if pool.numel() > 1 else torch.tensor(0.0, dtype=torch.float64)
-        else:
-            ddof = 0 if scaling == "population" else 1
-            std = ((centred**2).sum(dim=1, keepdim=True) / (n - ddof).clamp(min=1)).sqrt()
-        denom = std + eps
+        denom = divide_by(centred, n, rewards) + eps
         adv = torch.where(denom > 0, centred / torch.where(denom > 0, denom, 1.0), 0.0)
     adv = torch.where(finite & (n >= 2), adv, 0.0)
     return adv.reshape(rewards.shape).to(rewards.dtype)
@@ -152,19 +123,9 @@ def aggregate_loss(
     max_completion_length: int,
 ) -> torch.Tensor:
     """Aggregate a (B, T) per-token loss over the batch passed in, as docs/design.md states it."""
-    _check_choice(mode, AGGREGATIONS, "length aggregation")
+    loss = length_aggregation(mode).loss
     m = mask.to(per_token_loss.dtype)
-    masked = per_token_loss * m
-    batch = per_token_loss.shape[0]
-    if mode == "sequence_mean":
-        return (masked.sum(-1) / m.sum(-1).clamp(min=1.0)).sum() / batch
-    if mode == "token_mean":
-        return masked.sum() / m.sum().clamp(min=1.0)
-    if mode == "group_token_mean":
-        per_group = grouped(masked.sum(-1), group_size).sum(-1)
-        tokens = grouped(m.sum(-1), group_size).sum(-1)
-        return (per_group / tokens.clamp(min=1.0)).mean()
-    return masked.sum() / (batch * max_completion_length)
+    return loss(per_token_loss * m, m, group_size, max_completion_length)
 
 
 def zero_variance_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
@@ -194,7 +155,7 @@ def completion_coefficients(
     ``keep`` (whole groups) filters the others out of the loss and its normaliser: the kept
     completions get the coefficients of a batch made of them alone, the rest 0.
     """
-    _check_choice(mode, AGGREGATIONS, "length aggregation")
+    coefficients = length_aggregation(mode).coefficients
     if keep is not None:
         c = torch.zeros(lengths.shape, dtype=torch.float64, device=lengths.device)
         if keep.any():
@@ -203,17 +164,7 @@ def completion_coefficients(
             )
         return c
     L = lengths.to(torch.float64)
-    batch = L.shape[0]
-    if mode == "sequence_mean":
-        c = 1.0 / (batch * L.clamp(min=1.0))
-    elif mode == "token_mean":
-        c = torch.full_like(L, 1.0) / L.sum().clamp(min=1.0)
-    elif mode == "group_token_mean":
-        per_group = grouped(L, group_size).sum(-1, keepdim=True).clamp(min=1.0)
-        n_groups = batch // group_size
-        c = (1.0 / (n_groups * per_group)).expand(-1, group_size).reshape(-1)
-    else:
-        c = torch.full_like(L, 1.0 / (batch * max_completion_length))
+    c = coefficients(L, group_size, max_completion_length)
     return torch.where(L > 0, c, 0.0)
 
 

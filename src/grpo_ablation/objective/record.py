@@ -8,41 +8,22 @@ behind each number.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from grpo_ablation.axes import check_choices
 from grpo_ablation.choices import EMPTY_COMPLETION_RULE
+from grpo_ablation.objective.conventions import length_aggregation, std_scaling
+from grpo_ablation.sampling import protocol, sampler_description
 
 LIBRARIES = ("torch", "transformers", "trl", "accelerate", "datasets", "lm_eval")
-
-_SCALING_TEXT = {
-    "none": "reward minus group mean, not divided by any std",
-    "population": "reward minus group mean, divided by the population std (ddof=0) of the group plus {eps:g}",
-    "sample": "reward minus group mean, divided by the sample std (ddof=1) of the group plus {eps:g}",
-    "batch": "reward minus group mean, divided by the sample std (ddof=1) of all rewards of the generation batch plus {eps:g}",
-}
-
-_AGGREGATION_TEXT = {
-    "sequence_mean": "averaged within each completion over its unmasked tokens, then over the B completions of the generation batch",
-    "token_mean": "summed over all unmasked tokens of the generation batch and divided by their number",
-    "group_token_mean": "summed within each group and divided by the group's unmasked tokens, then averaged over groups",
-    "constant": "summed over all unmasked tokens and divided by the constant B x L_max (B completions, L_max = max completion length)",
-}
 
 _ZERO_VARIANCE_TEXT = {
     "keep": "Zero-variance groups (all rewards equal) stay in the loss and in its normaliser, with advantage 0.",
     "filter": "Zero-variance groups (all rewards equal) are filtered out of the loss and of its normaliser: B, the token counts and the number of groups count the other groups only (the rollout log keeps them, marked).",
     "resample": "Zero-variance groups (all rewards equal) are replaced (dynamic sampling, DAPO): while the generation batch holds fewer than its number of groups that are mixed, a further batch of as many fresh prompts is generated, up to {batches} batches per step in all; the step trains on the first mixed groups in generation order, and a batch still short of them is filled with zero-variance groups filtered out of the loss and of its normaliser (the rollout log keeps every generated group, marked).",
-}
-
-_NORMALISER = {
-    "sequence_mean": "B * L_i",
-    "token_mean": "sum_i L_i",
-    "group_token_mean": "n_groups * sum_{i in g} L_i",
-    "constant": "B * L_max",
 }
 
 
@@ -58,29 +39,19 @@ def library_versions() -> dict[str, str]:
 
 @dataclass
 class ObjectiveRecord:
-    """Every choice that defines what a GRPO run optimised (docs/design.md, "objective record")."""
+    """Every choice that defines what a GRPO run optimised (docs/design.md, "objective record").
 
-    std_scaling: str
-    std_eps: float
-    aggregation: str
-    group_size: int
-    max_completion_length: int
-    prompts_per_step: int
+    ``options`` holds the training options as configured (``TrainingConfig.recorded_options``:
+    every option whose declaration does not say why the record leaves it out), readable as
+    attributes (``record.std_scaling``); the other fields are what the configuration does not say
+    by itself: the layout over processes, the reward's rule, the generation and sampling as run.
+    """
+
+    options: dict[str, Any]
     per_device_batch_size: int
-    gradient_accumulation_steps: int
     num_processes: int
-    beta: float
-    clip_eps_low: float
-    clip_eps_high: float
-    mask_truncated_completions: bool
     # The declared answer rule of the reward; the evaluation's results.json names the same rule.
     answer_rule: str = "not recorded"
-    num_iterations: int = 1
-    # Zero-variance groups (all rewards equal): kept in the normaliser, or filtered out of the
-    # loss and its normaliser.
-    zero_variance: str = "keep"
-    # resample: the most generation batches drawn per step, the first included.
-    max_generation_batches: int = 4
     # Who samples the rollouts: transformers' generate, or vLLM with TRL's correction.
     generation: str = "transformers"
     # The complete sampling protocol of the rollouts (grpo_ablation.sampling.protocol).
@@ -102,16 +73,42 @@ class ObjectiveRecord:
     def __post_init__(self) -> None:
         check_choices(self)
 
+    def __getattr__(self, name: str) -> Any:
+        options = self.__dict__.get("options", {})
+        if name in options:
+            return options[name]
+        raise AttributeError(f"{type(self).__name__} has no field or option {name!r}")
+
+    @classmethod
+    def from_config(
+        cls, cfg: Any, num_processes: int, answer_rule: str = "not recorded"
+    ) -> ObjectiveRecord:
+        """The record of a run of ``cfg`` (a ``TrainingConfig``) on ``num_processes`` processes."""
+        vllm = cfg.generation_backend == "vllm"
+        return cls(
+            options=cfg.recorded_options(),
+            per_device_batch_size=cfg.per_device_batch_size(num_processes),
+            num_processes=num_processes,
+            answer_rule=answer_rule,
+            generation=f"vllm colocate, importance-sampling correction "
+            f"{cfg.vllm_importance_sampling_mode}"
+            if vllm
+            else cfg.generation_backend,
+            sampling=protocol(cfg.temperature, cfg.max_completion_length),
+            sampler=sampler_description(cfg.sampler, vllm),
+        )
+
     @property
     def generation_batch_size(self) -> int:
         return self.prompts_per_step * self.group_size
 
     @property
     def normaliser(self) -> str:
-        return _NORMALISER[self.aggregation]
+        return length_aggregation(self.aggregation).normaliser
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data |= data.pop("options")
         data["generation_batch_size"] = self.generation_batch_size
         data["normaliser"] = self.normaliser
         return data
@@ -121,12 +118,14 @@ class ObjectiveRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ObjectiveRecord:
+        own = {f.name for f in fields(cls)}
         derived = {"generation_batch_size", "normaliser"}
-        return cls(**{k: v for k, v in data.items() if k not in derived})
+        options = {k: v for k, v in data.items() if k not in own | derived}
+        return cls(options=options, **{k: v for k, v in data.items() if k in own})
 
     def describe(self) -> str:
         """One plain-English paragraph naming every choice."""
-        adv = _SCALING_TEXT[self.std_scaling].format(eps=self.std_eps)
+        adv = std_scaling(self.std_scaling).sentence.format(eps=self.std_eps)
         kl = (
             f"plus beta={self.beta:g} times the {self.kl_estimator} estimate of KL to the frozen "
             "reference policy"
@@ -145,7 +144,7 @@ class ObjectiveRecord:
             f"Advantages: {adv}; a reward that could not be scored is left out of its group and "
             f"gets advantage 0. "
             f"Loss: the PPO clipped-ratio term (clip range 1-{self.clip_eps_low:g} to "
-            f"1+{self.clip_eps_high:g}) {kl}, {_AGGREGATION_TEXT[self.aggregation]} "
+            f"1+{self.clip_eps_high:g}) {kl}, {length_aggregation(self.aggregation).sentence} "
             f"(per-token weight 1/({self.normaliser}); empty completions {self.empty_completion_rule}). "
             f"{_ZERO_VARIANCE_TEXT[self.zero_variance].format(batches=self.max_generation_batches)} "
             f"{trunc} Each generation step samples G={self.group_size} completions for each of "

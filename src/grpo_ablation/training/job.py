@@ -34,7 +34,8 @@ def run(a: argparse.Namespace) -> None:
     from grpo_ablation.compute import resolve_device, set_threads
     from grpo_ablation.settings import from_dict
     from grpo_ablation.training.launch import relaunch
-    from grpo_ablation.training.train import TrainingConfig, train
+    from grpo_ablation.training.options import TrainingConfig
+    from grpo_ablation.training.train import train
 
     compute = json.loads(a.compute)
     # N > 1: this process becomes `accelerate launch` of the same command (N copies of it); the

@@ -13,142 +13,15 @@ import json
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.axes import check_choices
 from grpo_ablation.objective.record import ObjectiveRecord, library_versions
-from grpo_ablation.sampling import (
-    SAMPLING,
-    check_sampler,
-    neutral_generation_config,
-    protocol,
-    sampler_description,
-)
+from grpo_ablation.sampling import SAMPLING, neutral_generation_config
 from grpo_ablation.settings import config_hash, from_dict, weight_files
 from grpo_ablation.training import tracking
-
-GENERATION_BACKENDS = ("transformers", "vllm")
-
-
-@dataclass
-class TrainingConfig:
-    """One run's objective and budget. Every field is part of the cell's identity."""
-
-    # --- the objective (docs/design.md) ---
-    std_scaling: str = "sample"  # none | population | sample | batch
-    std_eps: float = 1e-4  # added to the std; part of the convention, recorded
-    aggregation: str = "sequence_mean"  # sequence_mean | token_mean | group_token_mean | constant
-    group_size: int = 8  # G completions per prompt
-    beta: float = 0.0  # KL coefficient to the frozen reference policy (k3 estimator)
-    clip_eps_low: float = 0.2  # ratio clipped below at 1 - clip_eps_low
-    clip_eps_high: float = 0.2  # ratio clipped above at 1 + clip_eps_high
-    mask_truncated_completions: bool = False  # drop completions without eos from the loss
-    success_threshold: float = 1.0  # reward at or above which a completion counts as correct
-    # keep | filter: zero-variance groups (all rewards equal) kept in the loss's normaliser, or
-    # filtered out of the loss and its normaliser (ScaleRL)
-    zero_variance: str = "keep"
-    # resample: the most generation batches drawn per step, the first included (verl's
-    # max_num_gen_batches); a step that has not found prompts_per_step mixed groups by then
-    # fills its batch with zero-variance groups, filtered out of the loss
-    max_generation_batches: int = 4
-    # --- the budget (matched within a stage) ---
-    prompts_per_step: int = 4  # prompts per generation batch (B = prompts_per_step * G)
-    max_steps: int = 200  # optimizer steps
-    max_completion_length: int = 12  # tokens, eos included
-    num_iterations: int = 1  # optimizer steps per generation batch (PPO epochs)
-    gradient_accumulation_steps: int = 1  # micro-batches per optimizer step (per process)
-    learning_rate: float = 5e-4
-    lr_scheduler_type: str = "constant"
-    warmup_steps: int = 0
-    temperature: float = 1.0  # sampling temperature of the rollouts
-    # How each token is drawn from softmax(logits / T): "keyed" (common random numbers across
-    # cells, grpo_ablation.keyed_sampling) or "stream" (the global random stream).
-    sampler: str = "keyed"
-    # --- generation ---
-    # "transformers" (generate, the default) or "vllm" (TRL's colocate mode, GPUs only). With vLLM
-    # the loss is corrected by the importance-sampling ratio between the trainer's and vLLM's
-    # token probabilities, truncated or masked as vllm_importance_sampling_mode says.
-    generation_backend: str = "transformers"
-    vllm_gpu_memory_utilization: float = 0.3
-    vllm_importance_sampling_mode: str = "token_truncate"
-    # --- bookkeeping ---
-    save_steps: int = 50  # checkpoint schedule (the final step is always saved)
-    # Weights-only policies saved at this many geometrically spaced steps (the last one the final
-    # step) for the efficiency curve, which evaluation scores; 0: none.
-    curve_points: int = 0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        check_choices(self)
-        if self.generation_backend not in GENERATION_BACKENDS:
-            raise ValueError(
-                f"unknown generation backend {self.generation_backend!r}; expected one "
-                f"of {GENERATION_BACKENDS}"
-            )
-        check_sampler(self.sampler)
-        if self.group_size < 2:
-            raise ValueError("group_size must be at least 2: a group of one has no baseline")
-
-    @property
-    def curve_steps(self) -> list[int]:
-        """The optimizer steps of the efficiency curve: ``curve_points`` steps spaced evenly in
-        log-step from ~max_steps/40 (rounded, duplicates merged) to max_steps, so that both the
-        early rise and the plateau are sampled."""
-        return curve_steps(self.max_steps, self.curve_points)
-
-    @property
-    def generation_batch_size(self) -> int:
-        return self.prompts_per_step * self.group_size
-
-    def per_device_batch_size(self, num_processes: int) -> int:
-        split = self.gradient_accumulation_steps * num_processes
-        if self.generation_batch_size % split:
-            raise ValueError(
-                f"generation batch of {self.generation_batch_size} completions cannot be split into "
-                f"{self.gradient_accumulation_steps} accumulation steps x {num_processes} processes"
-            )
-        return self.generation_batch_size // split
-
-    def objective_record(
-        self, num_processes: int, answer_rule: str = "not recorded"
-    ) -> ObjectiveRecord:
-        return ObjectiveRecord(
-            answer_rule=answer_rule,
-            std_scaling=self.std_scaling,
-            std_eps=self.std_eps,
-            aggregation=self.aggregation,
-            group_size=self.group_size,
-            max_completion_length=self.max_completion_length,
-            prompts_per_step=self.prompts_per_step,
-            per_device_batch_size=self.per_device_batch_size(num_processes),
-            gradient_accumulation_steps=self.gradient_accumulation_steps,
-            num_processes=num_processes,
-            beta=self.beta,
-            clip_eps_low=self.clip_eps_low,
-            clip_eps_high=self.clip_eps_high,
-            mask_truncated_completions=self.mask_truncated_completions,
-            zero_variance=self.zero_variance,
-            max_generation_batches=self.max_generation_batches,
-            num_iterations=self.num_iterations,
-            generation=self.generation_backend
-            if self.generation_backend == "transformers"
-            else f"vllm colocate, importance-sampling correction {self.vllm_importance_sampling_mode}",
-            sampling=protocol(self.temperature, self.max_completion_length),
-            sampler=sampler_description(self.sampler, self.generation_backend == "vllm"),
-        )
-
-
-def curve_steps(max_steps: int, points: int) -> list[int]:
-    """``points`` steps geometrically spaced from max(1, max_steps/40) to ``max_steps``."""
-    if points <= 0:
-        return []
-    if points == 1:
-        return [max_steps]
-    first = max(1.0, max_steps / 40)
-    ratio = (max_steps / first) ** (1 / (points - 1))
-    return sorted({min(max_steps, round(first * ratio**i)) for i in range(points)})
+from grpo_ablation.training.options import TrainingConfig
 
 
 def git_commit() -> str:
@@ -331,7 +204,7 @@ def train(
     state = PartialState(cpu=run_device == "cpu")
     nproc = state.num_processes
     out.mkdir(parents=True, exist_ok=True)
-    record = cfg.objective_record(nproc, task.answer_rule)
+    record = ObjectiveRecord.from_config(cfg, nproc, task.answer_rule)
     if state.is_main_process:
         # A run folder left by another configuration (Snakemake reruns a job whose params or
         # inputs changed, and keeps the checkpoints: only run_info.json is declared) is never
@@ -398,13 +271,7 @@ def train(
         train_dataset=dataset,
         processing_class=tokenizer,
         reward_funcs=reward_func,
-        std_scaling=cfg.std_scaling,
-        std_eps=cfg.std_eps,
-        aggregation=cfg.aggregation,
-        zero_variance=cfg.zero_variance,
-        max_generation_batches=cfg.max_generation_batches,
-        success_threshold=cfg.success_threshold,
-        sampler=cfg.sampler,
+        options=cfg,
         run_dir=out,
         # Pruning first, so that later callbacks see the checkpoints as they stay on disk.
         callbacks=[
@@ -539,13 +406,7 @@ def _finish(
         "scoring_failures": int(rollouts["reward"].isna().sum()),
         "wall_time_s": sum(attempts),
         "attempts": len(attempts),
-        "nominal": {
-            "optimizer_steps": cfg.max_steps,
-            "completions": cfg.max_steps // cfg.num_iterations * cfg.generation_batch_size,
-            "max_completion_length": cfg.max_completion_length,
-            "learning_rate": cfg.learning_rate,
-            "lr_scheduler_type": cfg.lr_scheduler_type,
-        },
+        "nominal": cfg.nominal_budget(),
     }
     (out / "budget.json").write_text(json.dumps(budget, indent=2) + "\n")
     manifest = data_dir / "manifest.json"

@@ -36,7 +36,6 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from grpo_ablation.choices import ZERO_VARIANCE
 from grpo_ablation.keyed_sampling import KeyedGumbel, seeded_requests, training_keys
 from grpo_ablation.objective.formulas import (
     GROUP_CATEGORIES,
@@ -46,7 +45,7 @@ from grpo_ablation.objective.formulas import (
     rank_loss_scale,
     zero_variance_groups,
 )
-from grpo_ablation.sampling import check_sampler
+from grpo_ablation.training.options import TrainingConfig
 from grpo_ablation.training.rollout_log import RolloutLog
 
 
@@ -240,23 +239,16 @@ def _replaced(obj: Any, name: str, value: Any) -> Iterator[None]:
 class AblationGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose advantages and loss aggregation are the declared ones.
 
-    Args beyond GRPOTrainer's: ``std_scaling``, ``std_eps``, ``aggregation`` (names from
-    ``grpo_ablation.objective.formulas``), ``success_threshold`` (reward that counts as correct),
-    ``output_dir`` of rollouts and metrics (``run_dir``), ``sampler`` (``keyed`` or ``stream``,
-    see ``grpo_ablation.keyed_sampling``).
+    Args beyond GRPOTrainer's: ``options``, the run's ``TrainingConfig`` (the trainer reads its
+    objective: std scaling, aggregation, zero-variance groups, the sampler, the success
+    threshold; GRPOConfig carries the rest), and ``run_dir``, where rollouts and metrics go.
     """
 
     def __init__(
         self,
         *args: Any,
-        std_scaling: str,
-        std_eps: float,
-        aggregation: str,
+        options: TrainingConfig,
         run_dir: Path,
-        success_threshold: float = 1.0,
-        sampler: str = "keyed",
-        zero_variance: str = "keep",
-        max_generation_batches: int = 4,
         reward_funcs: Callable | list[Callable],
         **kwargs: Any,
     ) -> None:
@@ -270,26 +262,14 @@ class AblationGRPOTrainer(GRPOTrainer):
                 "steps_per_generation must equal gradient_accumulation_steps: the loss normaliser "
                 "spans one generation batch, which must be one optimizer step"
             )
-        self.std_scaling = std_scaling
-        self.std_eps = std_eps
-        self.aggregation = aggregation
-        if zero_variance not in ZERO_VARIANCE:
-            raise ValueError(
-                f"unknown zero_variance {zero_variance!r}; expected one of {ZERO_VARIANCE}"
-            )
-        self.zero_variance = zero_variance
-        if zero_variance == "resample" and self.accelerator.num_processes > 1:
+        self.options = options
+        if options.zero_variance == "resample" and self.accelerator.num_processes > 1:
             raise ValueError(
                 "zero_variance 'resample' selects mixed groups over the whole generation batch "
                 "and runs in one process; set compute.processes_per_train_job: 1"
             )
-        if max_generation_batches < 1:
-            raise ValueError(f"max_generation_batches must be >= 1, got {max_generation_batches}")
-        self.max_generation_batches = max_generation_batches
-        self.success_threshold = success_threshold
-        self.sampler = check_sampler(sampler)
         if (
-            self.sampler == "keyed"
+            options.sampler == "keyed"
             and self.use_vllm
             and (self.vllm_mode != "colocate" or self.vllm_tensor_parallel_size != 1)
         ):
@@ -380,10 +360,10 @@ class AblationGRPOTrainer(GRPOTrainer):
             return super()._generate_and_score_completions(inputs)
         first = self._generate_batch(inputs, [])
         batches = [first]
-        if self.zero_variance == "resample":
+        if self.options.zero_variance == "resample":
             # DAPO's dynamic sampling: fresh prompts until the step holds its mixed groups.
             while sum(b.n_mixed for b in batches) < first.n_groups and (
-                len(batches) < self.max_generation_batches
+                len(batches) < self.options.max_generation_batches
             ):
                 extra = self._fresh_prompts(len(batches), len(inputs) // self.num_generations)
                 batches.append(self._generate_batch(extra, [b.ids for b in batches]))
@@ -391,7 +371,9 @@ class AblationGRPOTrainer(GRPOTrainer):
         else:
             out, rewards, chosen = first.out, first.rewards, None
         G = self.num_generations
-        advantages = group_advantages(rewards.double(), G, self.std_scaling, self.std_eps)
+        advantages = group_advantages(
+            rewards.double(), G, self.options.std_scaling, self.options.std_eps
+        )
 
         local_n = len(rewards) // self.accelerator.num_processes
         offset = self.accelerator.process_index * local_n
@@ -405,11 +387,11 @@ class AblationGRPOTrainer(GRPOTrainer):
         # normaliser (logged, marked)
         in_loss = (
             ~zero_variance_groups(rewards, G).to(lengths.device)
-            if self.zero_variance in ("filter", "resample")
+            if self.options.zero_variance in ("filter", "resample")
             else torch.ones_like(lengths, dtype=torch.bool)
         )
         coef = completion_coefficients(
-            lengths, self.aggregation, G, self.max_completion_length, in_loss
+            lengths, self.options.aggregation, G, self.max_completion_length, in_loss
         )
         out["loss_coef"] = coef[local].to(torch.float32)
         if "num_items_in_batch" in out:  # TRL's token count, of the batch as trained
@@ -426,7 +408,7 @@ class AblationGRPOTrainer(GRPOTrainer):
     def _generate_batch(self, inputs, earlier: list[list[str]]) -> _Batch:
         """Generate and score one generation batch; ``earlier``: the prompt ids of the batches
         generated before it in this step (resample), whose keys its own must not repeat."""
-        if self.sampler == "keyed":
+        if self.options.sampler == "keyed":
             # Keys over the whole generation batch (every rank's prompt ids, in rank order: rank r
             # holds rows r * n ... r * n + n - 1), so a prompt's occurrence and slot are global;
             # a further batch of the step continues the count (a prompt drawn again is its next
@@ -480,8 +462,8 @@ class AblationGRPOTrainer(GRPOTrainer):
         for k, (batch, advantages, in_loss, in_batch) in enumerate(logged):
             cap, rewards = batch.cap, batch.rewards
             ids = cap["completion_ids"]
-            categories = group_categories(rewards.float().cpu(), G, self.success_threshold)
-            correct_all = (rewards >= self.success_threshold).cpu()
+            categories = group_categories(rewards.float().cpu(), G, self.options.success_threshold)
+            correct_all = (rewards >= self.options.success_threshold).cpu()
             rows_local = range(local.start, local.stop) if k == 0 else range(len(ids))
             for j, i in enumerate(rows_local):
                 reward = rewards[i].item()
@@ -523,8 +505,8 @@ class AblationGRPOTrainer(GRPOTrainer):
         extra_trunc = [
             not c or c[-1] not in eos for b, *_ in logged[1:] for c in b.cap["completion_ids"]
         ]
-        categories = group_categories(rewards.float().cpu(), G, self.success_threshold)
-        correct_all = (rewards >= self.success_threshold).cpu()
+        categories = group_categories(rewards.float().cpu(), G, self.options.success_threshold)
+        correct_all = (rewards >= self.options.success_threshold).cpu()
         if len(logged) > 1 or logged[0][3] is not None:
             self._metrics["train"]["resample/generation_batches"].append(float(len(logged)))
         # Batch-level diagnostics over all ranks (the same numbers on every rank).

@@ -1,0 +1,158 @@
+"""The two ablated conventions of the GRPO objective, one registry entry per choice.
+
+Each std scaling and each length aggregation is declared once, here: its name, the sentence the
+objective record writes for it and its mathematics (docs/design.md). The names everything else
+accepts (config schema, axes, cells) are the registries' keys; ``formulas`` applies the entries.
+
+Importable without torch: the functions use tensor methods only, so the DAG can read the names.
+Rows are ordered group by group: ``G`` consecutive entries per prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Tensor = Any  # torch.Tensor, without importing torch
+
+
+def grouped(values: Tensor, group_size: int) -> Tensor:
+    """(B, ...) -> (B / G, G, ...): one row per group."""
+    if group_size < 1 or values.shape[0] % group_size:
+        raise ValueError(
+            f"{values.shape[0]} rows cannot be split into groups of {group_size} "
+            "(rows must be ordered group by group)"
+        )
+    return values.reshape(values.shape[0] // group_size, group_size, *values.shape[1:])
+
+
+@dataclass(frozen=True)
+class StdScaling:
+    """How the centred group rewards are divided: ``std(centred, n, rewards)`` is the std the
+    advantage divides by, before ``eps`` (None: not divided). ``centred`` is (groups, G) with
+    unscored rewards zeroed, ``n`` the scored count per group, ``rewards`` the whole batch."""
+
+    name: str
+    sentence: str  # "{eps}" is the record's std_eps
+    std: Callable[[Tensor, Tensor, Tensor], Tensor] | None
+
+
+def _group_std(ddof: int) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+    return lambda centred, n, rewards: (
+        (centred**2).sum(dim=1, keepdim=True) / (n - ddof).clamp(min=1)
+    ).sqrt()
+
+
+def _batch_std(centred: Tensor, n: Tensor, rewards: Tensor) -> Tensor:
+    pool = rewards[rewards.isfinite()].double()
+    return pool.std() if pool.numel() > 1 else pool.new_zeros(())
+
+
+@dataclass(frozen=True)
+class LengthAggregation:
+    """How the per-token loss of a generation batch is summed into one number.
+
+    ``coefficients(L, G, L_max)``: the weight c_i of each token of completion i, from the lengths
+    alone (the trainer's form: the whole batch's lengths fix the normaliser). ``loss(masked, m, G,
+    L_max)``: the same aggregate computed directly from the masked per-token loss, as the papers
+    write it (the conformance tests hold the two equal)."""
+
+    name: str
+    sentence: str
+    normaliser: str  # the per-token weight is 1 / normaliser
+    coefficients: Callable[[Tensor, int, int], Tensor]
+    loss: Callable[[Tensor, Tensor, int, int], Tensor]
+
+
+def _group_token_coefficients(L: Tensor, group_size: int, max_len: int) -> Tensor:
+    per_group = grouped(L, group_size).sum(-1, keepdim=True).clamp(min=1.0)
+    n_groups = L.shape[0] // group_size
+    return (1.0 / (n_groups * per_group)).expand(-1, group_size).reshape(-1)
+
+
+def _group_token_loss(masked: Tensor, m: Tensor, group_size: int, max_len: int) -> Tensor:
+    per_group = grouped(masked.sum(-1), group_size).sum(-1)
+    tokens = grouped(m.sum(-1), group_size).sum(-1)
+    return (per_group / tokens.clamp(min=1.0)).mean()
+
+
+_DIVIDED = "reward minus group mean, divided by the {} plus {{eps:g}}"
+
+STD_SCALINGS: dict[str, StdScaling] = {
+    s.name: s
+    for s in (
+        # Dr. GRPO (Liu et al. 2025, Understanding R1-Zero-Like Training)
+        StdScaling("none", "reward minus group mean, not divided by any std", None),
+        StdScaling(
+            "population",
+            _DIVIDED.format("population std (ddof=0) of the group"),
+            _group_std(0),
+        ),
+        # DeepSeekMath (Shao et al. 2024), ddof left implicit there; TRL's scale_rewards="group"
+        StdScaling("sample", _DIVIDED.format("sample std (ddof=1) of the group"), _group_std(1)),
+        # TRL's scale_rewards="batch", Lite PPO (Liu et al. 2025, Tricks or Traps)
+        StdScaling(
+            "batch",
+            _DIVIDED.format("sample std (ddof=1) of all rewards of the generation batch"),
+            _batch_std,
+        ),
+    )
+}
+
+LENGTH_AGGREGATIONS: dict[str, LengthAggregation] = {
+    a.name: a
+    for a in (
+        # DeepSeekMath's eq. 3
+        LengthAggregation(
+            "sequence_mean",
+            "averaged within each completion over its unmasked tokens, then over the B "
+            "completions of the generation batch",
+            "B * L_i",
+            lambda L, group_size, max_len: 1.0 / (L.shape[0] * L.clamp(min=1.0)),
+            lambda masked, m, group_size, max_len: (
+                (masked.sum(-1) / m.sum(-1).clamp(min=1.0)).sum() / masked.shape[0]
+            ),
+        ),
+        # TRL's "dapo"
+        LengthAggregation(
+            "token_mean",
+            "summed over all unmasked tokens of the generation batch and divided by their number",
+            "sum_i L_i",
+            lambda L, group_size, max_len: L.new_full(L.shape, 1.0) / L.sum().clamp(min=1.0),
+            lambda masked, m, group_size, max_len: masked.sum() / m.sum().clamp(min=1.0),
+        ),
+        # the DAPO paper's equation (Yu et al. 2025)
+        LengthAggregation(
+            "group_token_mean",
+            "summed within each group and divided by the group's unmasked tokens, then averaged "
+            "over groups",
+            "n_groups * sum_{i in g} L_i",
+            _group_token_coefficients,
+            _group_token_loss,
+        ),
+        # Dr. GRPO
+        LengthAggregation(
+            "constant",
+            "summed over all unmasked tokens and divided by the constant B x L_max (B "
+            "completions, L_max = max completion length)",
+            "B * L_max",
+            lambda L, group_size, max_len: L.new_full(L.shape, 1.0 / (L.shape[0] * max_len)),
+            lambda masked, m, group_size, max_len: masked.sum() / (masked.shape[0] * max_len),
+        ),
+    )
+}
+
+
+def std_scaling(name: str) -> StdScaling:
+    return _entry(STD_SCALINGS, name, "std scaling")
+
+
+def length_aggregation(name: str) -> LengthAggregation:
+    return _entry(LENGTH_AGGREGATIONS, name, "length aggregation")
+
+
+def _entry(registry: dict[str, Any], name: str, what: str) -> Any:
+    if name not in registry:
+        raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(registry)}")
+    return registry[name]

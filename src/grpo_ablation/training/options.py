@@ -1,0 +1,310 @@
+"""The training options of one run, declared once: ``TrainingConfig``.
+
+Each field carries its help text and its constraints as metadata (TRL's ``GRPOConfig`` style).
+Everything else is derived from these declarations: the ``training`` section of the config schema
+(``schema_section``, written into ``workflow/schemas/config.schema.yaml`` by running this module
+and tested equal to it), the objective record (every field is recorded unless its declaration says
+why not: ``recorded``), the trainer's arguments (it receives the config) and the nominal budget.
+
+Importable without torch: the DAG builds every run's config from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from grpo_ablation.axes import check_choices
+from grpo_ablation.choices import AGGREGATIONS, SCALINGS, ZERO_VARIANCE
+from grpo_ablation.sampling import SAMPLERS
+
+GENERATION_BACKENDS = ("transformers", "vllm")
+IMPORTANCE_SAMPLING_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    recorded: bool | str = True,
+    choices: tuple[str, ...] | None = None,
+    minimum: float | None = None,
+    exclusive_minimum: float | None = None,
+    maximum: float | None = None,
+) -> Any:
+    """A training option. ``recorded``: True, or why the objective record leaves the field out
+    (it is not part of what the run optimises, or the record states it in other words)."""
+    bounds = {"minimum": minimum, "exclusiveMinimum": exclusive_minimum, "maximum": maximum}
+    return field(
+        default=default,
+        metadata={
+            "help": help,
+            "recorded": recorded,
+            "choices": choices,
+            "bounds": {k: v for k, v in bounds.items() if v is not None},
+        },
+    )
+
+
+_NOT_OBJECTIVE = "not part of the objective"
+_IN_SAMPLING = "stated in the record's sampling protocol"
+_IN_SAMPLER = "stated in the record's sampler sentence"
+_IN_GENERATION = "stated in the record's generation sentence"
+
+
+@dataclass
+class TrainingConfig:
+    """One run's objective and budget. Every field is part of the cell's identity."""
+
+    # --- the objective (docs/design.md) ---
+    std_scaling: str = option(
+        "sample",
+        "std scaling of the group advantage: none, population, sample or batch",
+        choices=SCALINGS,
+    )
+    std_eps: float = option(1e-4, "added to the std; part of the convention, recorded", minimum=0)
+    aggregation: str = option(
+        "sequence_mean",
+        "length aggregation of the per-token loss: sequence_mean, token_mean, group_token_mean "
+        "or constant",
+        choices=AGGREGATIONS,
+    )
+    group_size: int = option(
+        8, "G completions per prompt (a group of one has no baseline)", minimum=2
+    )
+    beta: float = option(
+        0.0, "KL coefficient to the frozen reference policy (k3 estimator)", minimum=0
+    )
+    clip_eps_low: float = option(0.2, "the ratio is clipped below at 1 - clip_eps_low", minimum=0)
+    clip_eps_high: float = option(0.2, "the ratio is clipped above at 1 + clip_eps_high", minimum=0)
+    mask_truncated_completions: bool = option(False, "drop completions without eos from the loss")
+    success_threshold: float = option(
+        1.0,
+        "reward at or above which a completion counts as correct (the group categories)",
+        recorded="a label of the diagnostics, not part of the loss",
+    )
+    zero_variance: str = option(
+        "keep",
+        "groups whose rewards are all equal (all correct or all incorrect): keep them in the "
+        "loss's normaliser (advantage 0), filter them out of the loss and its normaliser "
+        "(ScaleRL), or resample: draw further batches of prompts until the step holds "
+        "prompts_per_step mixed groups, up to max_generation_batches (DAPO's dynamic sampling; "
+        "one process per run); the rollout log keeps every generated group, marked in_loss and "
+        "in_batch",
+        choices=ZERO_VARIANCE,
+    )
+    max_generation_batches: int = option(
+        4,
+        "zero_variance resample: the most generation batches drawn per step, the first included "
+        "(verl's max_num_gen_batches); a step short of prompts_per_step mixed groups by then "
+        "fills its batch with zero-variance groups, filtered out of the loss",
+        minimum=1,
+    )
+    # --- the budget (matched within a stage) ---
+    prompts_per_step: int = option(
+        4, "prompts per generation batch (B = prompts_per_step * G)", minimum=1
+    )
+    max_steps: int = option(200, "optimizer steps", recorded="the budget's", minimum=1)
+    max_completion_length: int = option(12, "tokens, eos included", minimum=1)
+    num_iterations: int = option(1, "optimizer steps per generation batch (PPO epochs)", minimum=1)
+    gradient_accumulation_steps: int = option(
+        1, "micro-batches per optimizer step (per process)", minimum=1
+    )
+    learning_rate: float = option(
+        5e-4, "AdamW's learning rate", recorded="the budget's", exclusive_minimum=0
+    )
+    lr_scheduler_type: str = option(
+        "constant", "transformers' learning-rate schedule", recorded="the budget's"
+    )
+    warmup_steps: int = option(0, "learning-rate warm-up steps", recorded="the budget's", minimum=0)
+    temperature: float = option(
+        1.0, "sampling temperature of the rollouts", recorded=_IN_SAMPLING, exclusive_minimum=0
+    )
+    sampler: str = option(
+        "keyed",
+        "how each token is drawn from softmax(logits / T): keyed Gumbel-max noise named by "
+        "(seed, step, prompt, slot, position), so cells with one seed share their random numbers "
+        "(common random numbers); stream uses the global random stream. With generation_backend "
+        "vllm, keyed seeds each request by its key (colocate mode, tensor parallel size 1)",
+        recorded=_IN_SAMPLER,
+        choices=SAMPLERS,
+    )
+    # --- generation ---
+    generation_backend: str = option(
+        "transformers",
+        "who samples the rollouts: transformers' generate, or vLLM in TRL's colocate mode (GPUs, "
+        "the pin set envs/gpu-vllm.in), with the loss corrected by TRL's importance-sampling ratio",
+        recorded=_IN_GENERATION,
+        choices=GENERATION_BACKENDS,
+    )
+    vllm_gpu_memory_utilization: float = option(
+        0.3,
+        "vLLM's share of the GPU memory (colocate mode)",
+        recorded=_NOT_OBJECTIVE,
+        exclusive_minimum=0,
+        maximum=1,
+    )
+    vllm_importance_sampling_mode: str = option(
+        "token_truncate",
+        "how TRL corrects the loss for the gap between the trainer's and vLLM's token "
+        "probabilities: the importance-sampling ratio truncated or masked, per token or sequence",
+        recorded=_IN_GENERATION,
+        choices=IMPORTANCE_SAMPLING_MODES,
+    )
+    # --- bookkeeping ---
+    save_steps: int = option(
+        50,
+        "checkpoint schedule (the final step is always saved)",
+        recorded=_NOT_OBJECTIVE,
+        minimum=1,
+    )
+    curve_points: int = option(
+        0,
+        "weights-only policies saved at this many geometrically spaced steps (from about "
+        "max_steps/40 to max_steps) and scored by the evaluation job, for the efficiency curve of "
+        "each run (the ScaleRL fit); 0 saves none and the curve is the saved checkpoints",
+        recorded=_NOT_OBJECTIVE,
+        minimum=0,
+    )
+    seed: int = option(
+        0, "ignored in the config; runs take their seed from seeds", recorded=_NOT_OBJECTIVE
+    )
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        for f in fields(self):
+            check_option(f.name, getattr(self, f.name), f.metadata)
+
+    @property
+    def curve_steps(self) -> list[int]:
+        """The optimizer steps of the efficiency curve: ``curve_points`` steps spaced evenly in
+        log-step from ~max_steps/40 (rounded, duplicates merged) to max_steps, so that both the
+        early rise and the plateau are sampled."""
+        return curve_steps(self.max_steps, self.curve_points)
+
+    @property
+    def generation_batch_size(self) -> int:
+        return self.prompts_per_step * self.group_size
+
+    def per_device_batch_size(self, num_processes: int) -> int:
+        split = self.gradient_accumulation_steps * num_processes
+        if self.generation_batch_size % split:
+            raise ValueError(
+                f"generation batch of {self.generation_batch_size} completions cannot be split into "
+                f"{self.gradient_accumulation_steps} accumulation steps x {num_processes} processes"
+            )
+        return self.generation_batch_size // split
+
+    def nominal_budget(self) -> dict[str, Any]:
+        """What a run is allowed to spend; cells within a stage must agree on every entry, apart
+        from those the varied axes change by design (``Axis.rescales``)."""
+        return {
+            "completions": self.max_steps // self.num_iterations * self.generation_batch_size,
+            "optimizer_steps": self.max_steps,
+            "max_completion_length": self.max_completion_length,
+            "learning_rate": self.learning_rate,
+            "lr_scheduler_type": self.lr_scheduler_type,
+            "warmup_steps": self.warmup_steps,
+            "num_iterations": self.num_iterations,
+        }
+
+    def recorded_options(self) -> dict[str, Any]:
+        """The fields the objective record copies: every field not declared ``recorded=<why not>``."""
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if f.metadata["recorded"] is True
+        }
+
+
+def check_option(name: str, value: Any, meta: Any) -> None:
+    """``value`` within its declared choices and bounds, or a ValueError naming the option."""
+    if meta["choices"] is not None and value not in meta["choices"]:
+        raise ValueError(
+            f"training.{name}: unknown {name.replace('_', ' ')} {value!r}; expected one of "
+            f"{list(meta['choices'])}"
+        )
+    for bound, limit in meta["bounds"].items():
+        if {"minimum": value < limit, "exclusiveMinimum": value <= limit, "maximum": value > limit}[
+            bound
+        ]:
+            words = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<="}[bound]
+            raise ValueError(f"training.{name} must be {words} {limit}, got {value!r}")
+
+
+def curve_steps(max_steps: int, points: int) -> list[int]:
+    """``points`` steps geometrically spaced from max(1, max_steps/40) to ``max_steps``."""
+    if points <= 0:
+        return []
+    if points == 1:
+        return [max_steps]
+    first = max(1.0, max_steps / 40)
+    ratio = (max_steps / first) ** (1 / (points - 1))
+    return sorted({min(max_steps, round(first * ratio**i)) for i in range(points)})
+
+
+# --- the schema's training section, derived -----------------------------------------------------
+
+_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+SCHEMA = Path(__file__).parents[3] / "workflow/schemas/config.schema.yaml"
+_BEGIN, _END = "      # BEGIN training options", "      # END training options"
+
+
+def schema_section() -> dict[str, dict[str, Any]]:
+    """The JSON-schema properties of the config's ``training`` section, one per field."""
+    out = {}
+    for f in fields(TrainingConfig):
+        meta = f.metadata
+        spec: dict[str, Any] = (
+            {"enum": list(meta["choices"])} if meta["choices"] else {"type": _JSON_TYPES[f.type]}
+        )
+        spec |= meta["bounds"]
+        spec["default"] = f.default if f.default is not MISSING else None
+        spec["description"] = meta["help"]
+        out[f.name] = spec
+    return out
+
+
+def schema_text() -> str:
+    """The section as the schema file spells it: one block per option, between two markers."""
+    import json
+
+    import yaml
+
+    lines = [_BEGIN + " (python -m grpo_ablation.training.options)"]
+    for name, spec in schema_section().items():
+        lines.append(f"      {name}:")
+        for key, value in spec.items():
+            text = (
+                yaml.safe_dump({key: value}, width=84).rstrip()
+                if key == "description"
+                else f"{key}: {json.dumps(value)}"  # a JSON scalar or list is a YAML flow value
+            )
+            lines += ["        " + line for line in text.splitlines()]
+    return "\n".join([*lines, _END])
+
+
+def schema_file_section(text: str) -> str:
+    """The training options as the schema file holds them now."""
+    match = re.search(rf"^{re.escape(_BEGIN)}.*?^{re.escape(_END)}", text, re.S | re.M)
+    if match is None:
+        raise ValueError(f"{SCHEMA} has no '{_BEGIN.strip()}' ... '{_END.strip()}' block")
+    return match.group(0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="Write TrainingConfig's fields into the config schema's training section."
+    )
+    parser.add_argument("--check", action="store_true", help="only say whether it is up to date")
+    a = parser.parse_args(argv)
+    text = SCHEMA.read_text()
+    current = schema_file_section(text)
+    if a.check:
+        raise SystemExit(0 if current == schema_text() else f"{SCHEMA} is out of date")
+    SCHEMA.write_text(text.replace(current, schema_text()))
+
+
+if __name__ == "__main__":
+    main()
