@@ -53,9 +53,10 @@ def test_the_cluster_preset_dry_runs_through_the_slurm_profile_offline(tmp_path)
     assert int(stats["prefetch"]) == 1 and "reason: Input files updated by another job: " in out
     assert re.search(r"localrule splits:", out) or "rule splits:" in out
     # Compute jobs never unset the offline flags (the CLI only ever sets them by default).
-    cli = (ROOT / "src/grpo_ablation/cli.py").read_text() + (
-        ROOT / "src/grpo_ablation/training/train.py"
-    ).read_text()
+    cli = "".join(
+        (ROOT / "src/grpo_ablation" / f).read_text()
+        for f in ("cli.py", "commands.py", "training/train.py", "training/job.py")
+    )
     assert "environ.pop" not in cli
     assert not (tmp_path / "results").exists(), "a dry run must write nothing"
     assert not hf_home.exists() or not any(hf_home.rglob("*.safetensors")), "nothing downloaded"

@@ -1,21 +1,21 @@
 """Entry points the Snakemake rules call: ``python -m grpo_ablation.cli <command> ...``.
 
-Each command is a thin adapter from files and JSON arguments to a library function.
+Each command is a thin adapter from files and JSON arguments to a library function: its
+arguments (``args_<command>``) and its job (``cmd_<command>``) are here, the jobs the worker may
+serve are in their ``job`` modules, and every command is declared once in
+``grpo_ablation.commands`` (which builds this CLI from them).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation import worker
-from grpo_ablation.compute import set_threads, work_offline
-from grpo_ablation.numerics import pin_cpu_numerics
+from grpo_ablation import commands
 
 
 def cmd_splits(a: argparse.Namespace) -> None:
@@ -53,7 +53,7 @@ def cmd_base_policy(a: argparse.Namespace) -> None:
         print(
             f"base_policy.num_threads={threads} (not the {a.threads} granted): the weights depend on it"
         )
-    set_threads(threads or a.threads)
+    commands.bootstrap(threads=threads or a.threads)
     info = build_base_policy(
         base,
         get_task(json.loads(a.task)),
@@ -89,12 +89,13 @@ def cmd_eval_tasks(a: argparse.Namespace) -> None:
 def cmd_select(a: argparse.Namespace) -> None:
     from grpo_ablation import pipeline
     from grpo_ablation.axes import BY_NAME
+    from grpo_ablation.layout import cell_and_seed
 
     config = json.loads(a.config)
     stage = pipeline.get_stage(config, a.stage)
     by_value: dict[str, list[dict[str, Any]]] = {}
     for path in a.inputs:
-        cell = pipeline.parse_cell(config, path.rsplit("/eval/", 1)[1].split("/seed=", 1)[0])
+        cell = pipeline.parse_cell(config, cell_and_seed(path)[0])
         final = json.loads(Path(path).read_text())["checkpoints"][-1]
         by_value.setdefault(BY_NAME[stage.primary].spell(cell[stage.primary]), []).append(final)
     choice = pipeline.select_winner(by_value, stage.selection_metric, stage.name)
@@ -160,12 +161,10 @@ def cmd_pooled(a: argparse.Namespace) -> None:
 
 
 def cmd_push(a: argparse.Namespace) -> None:
-    import torch
-
     from grpo_ablation.training.push import run_push
     from grpo_ablation.training.train import last_checkpoint
 
-    torch.set_num_threads(a.threads)
+    commands.bootstrap(threads=a.threads)
     training, push = json.loads(a.training), json.loads(a.push)
     final = last_checkpoint(a.run / "checkpoints")
     steps = push.get("steps") or [0, int(final.name.split("-")[1])]
@@ -195,34 +194,7 @@ def cmd_token_weights(a: argparse.Namespace) -> None:
         print(path)
 
 
-def _served_by_worker(a: argparse.Namespace) -> bool:
-    """Train, evaluate and diagnostics jobs run in the local job worker (imports paid once), except
-    an evaluation with external benchmarks (lm-eval's whole task index: its own process) and a
-    training job of several processes (launched by torchrun/accelerate)."""
-    if not worker.wanted(a.command):
-        return False
-    if a.command == "evaluate":
-        return not json.loads(a.evaluation).get("external_benchmarks")
-    if a.command == "train":
-        from grpo_ablation.training.job import processes
-
-        return processes(a) == 1
-    return True
-
-
-def main(argv: list[str] | None = None) -> None:
-    # Compute jobs work offline, from the cache the prefetch rule filled (a user's own setting
-    # wins; nothing here ever unsets it). Only `prefetch` talks to the hub.
-    args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] != "prefetch":
-        work_offline()
-    # The same numbers on every x86-64 CPU: set before torch's import (a worker this process
-    # starts inherits them; grpo_ablation.numerics).
-    pin_cpu_numerics()
-    parser = argparse.ArgumentParser(prog="grpo-ablation", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("splits", help="write the fixed splits and their manifest")
+def args_splits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, help="task config as JSON")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument(
@@ -230,18 +202,16 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         help="the prefetch record: the source files must be the ones it read",
     )
-    p.set_defaults(func=cmd_splits)
 
-    p = sub.add_parser("prefetch", help="fill the Hugging Face cache (runs on the submit host)")
+
+def args_prefetch(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config", required=True, help="sections task, base_policy, evaluation, stand_in as JSON"
     )
     p.add_argument("--out", type=Path, required=True, help="the prefetch record (JSON)")
-    p.set_defaults(func=cmd_prefetch)
 
-    p = sub.add_parser(
-        "base-policy", help="build and warm-start the base policy (or name a hub model)"
-    )
+
+def args_base_policy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base", required=True, help="base_policy config as JSON")
     p.add_argument("--task", required=True, help="task config as JSON")
     p.add_argument(
@@ -250,62 +220,50 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--splits", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--threads", type=int, default=1)
-    p.set_defaults(func=cmd_base_policy)
 
-    p = sub.add_parser("eval-tasks", help="write the lm-eval task YAMLs for test and validation")
+
+def args_eval_tasks(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--tasks", type=Path, required=True)
     p.add_argument("--evaluation", required=True, help="evaluation config as JSON")
     p.add_argument("--task", required=True, help="task config as JSON (answer rule, chat template)")
-    p.set_defaults(func=cmd_eval_tasks)
 
-    # The commands the job worker may serve: their arguments and code live in a `job` module each.
-    for command, what in (
-        ("train", "train one (cell, seed) run; resumes if interrupted"),
-        ("evaluate", "evaluate every checkpoint of a run (or the base policy)"),
-        ("diagnostics", "per-step and per-run diagnostics of one run's rollout log"),
-    ):
-        job = importlib.import_module(worker.COMMANDS[command])
-        p = sub.add_parser(command, parents=[job.arguments()], help=what)
-        p.set_defaults(func=job.run)
 
-    p = sub.add_parser("select", help="choose a stage's winner on the validation split")
+def args_select(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stage", required=True)
     p.add_argument("--config", required=True, help="config sections stages, training as JSON")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("inputs", nargs="+")
-    p.set_defaults(func=cmd_select)
 
-    p = sub.add_parser("calculations", help="write the worked-numbers sheet (Markdown and CSV)")
+
+def args_calculations(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", type=Path)
-    p.set_defaults(func=cmd_calculations)
 
-    for name, func, what in (
-        ("tables", cmd_tables, "result and objective tables (CSV, Markdown, LaTeX)"),
-        ("figures", cmd_figures, "every figure (PNG and PDF)"),
-    ):
-        p = sub.add_parser(name, help=what)
-        p.add_argument("--exp", type=Path, required=True, help="experiment directory")
-        p.add_argument(
-            "--config", required=True, help="config sections seeds, stages, training as JSON"
-        )
-        p.add_argument(
-            "--selection",
-            type=Path,
-            action="append",
-            default=[],
-            help="selection/<stage>.json of a stage whose winner another stage takes (repeatable)",
-        )
-        p.add_argument("--out", type=Path, required=True)
-        if name == "figures":
-            p.add_argument(
-                "--stage", help="only this stage's figures, written directly under --out"
-            )
-        p.set_defaults(func=func)
 
-    p = sub.add_parser(
-        "reading", help="the report's reading: verdicts on the hypotheses, then the effects"
+def _args_analysis(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--exp", type=Path, required=True, help="experiment directory")
+    p.add_argument(
+        "--config", required=True, help="config sections seeds, stages, training as JSON"
     )
+    p.add_argument(
+        "--selection",
+        type=Path,
+        action="append",
+        default=[],
+        help="selection/<stage>.json of a stage whose winner another stage takes (repeatable)",
+    )
+    p.add_argument("--out", type=Path, required=True)
+
+
+args_tables = _args_analysis
+
+
+def args_figures(p: argparse.ArgumentParser) -> None:
+    _args_analysis(p)
+    p.add_argument("--stage", help="only this stage's figures, written directly under --out")
+
+
+def args_reading(p: argparse.ArgumentParser) -> None:
     p.add_argument("--effects", type=Path, nargs="+", required=True, help="stages' effects.csv")
     p.add_argument("--verdicts", type=Path, help="hypotheses.csv: the verdicts that open it")
     p.add_argument("--calibration", type=Path, help="calibration.csv: a closing paragraph")
@@ -313,11 +271,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--efficiency", type=Path, help="efficiency.csv: a paragraph on efficiency")
     p.add_argument("--push", type=Path, help="tables/push.csv: a closing paragraph")
     p.add_argument("--out", type=Path, required=True, help="the reading (reStructuredText)")
-    p.set_defaults(func=cmd_reading)
 
-    p = sub.add_parser(
-        "pooled", help="tables, verdicts and reading pooled over the base-policy draws"
-    )
+
+def args_pooled(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config",
         required=True,
@@ -325,9 +281,9 @@ def main(argv: list[str] | None = None) -> None:
         "hypotheses as JSON",
     )
     p.add_argument("--out", type=Path, required=True, help="the pooled folder")
-    p.set_defaults(func=cmd_pooled)
 
-    p = sub.add_parser("push", help="the push of every objective on the same samples")
+
+def args_push(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base", type=Path, required=True, help="base/base_policy.json")
     p.add_argument("--run", type=Path, required=True, help="the reference run's folder")
     p.add_argument("--data", type=Path, required=True, help="the splits folder")
@@ -336,27 +292,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--push", required=True, help="the push section as JSON")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", type=Path, required=True)
-    p.set_defaults(func=cmd_push)
 
-    p = sub.add_parser("push-report", help="table and figure of the push")
+
+def args_push_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("--push", type=Path, required=True, help="push.json")
     p.add_argument("--tables", type=Path, required=True, help="tables/push.csv (its folder)")
     p.add_argument("--figure", type=Path, required=True, help="figures/push.png (its folder)")
-    p.set_defaults(func=cmd_push_report)
 
-    p = sub.add_parser("token-weights", help="figure of the worked example's per-token weights")
+
+def args_token_weights(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True)
-    p.set_defaults(func=cmd_token_weights)
 
-    a = parser.parse_args(argv)
-    if _served_by_worker(a):
-        args = sys.argv[1:] if argv is None else argv
-        try:
-            raise SystemExit(worker.run_job(a.command, args[args.index(a.command) + 1 :]))
-        except worker.WorkerUnavailable as exc:
-            print(f"job worker unavailable, running in this process: {exc}", file=sys.stderr)
-    a.func(a)
+
+def main(argv: list[str] | None = None) -> None:
+    commands.main(argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -21,6 +21,7 @@ from typing import Any
 
 from grpo_ablation.axes import AXES, BY_NAME, DesignError, axis, cell_path, defaults, parse_path
 from grpo_ablation.choices import RECIPES, Recipe
+from grpo_ablation.layout import Tree
 from grpo_ablation.settings import from_dict
 from grpo_ablation.tasks import get_task
 from grpo_ablation.training.options import TrainingConfig
@@ -547,29 +548,24 @@ def check_draws(config: dict[str, Any]) -> None:
 
 
 # -- what the report reads and says --------------------------------------------------------------
-def selection_path(exp: str | Path, stage: str) -> str:
-    return f"{exp}/selection/{stage}.json"
-
-
 def report_inputs(
     exp: str, cells_by_stage: dict[str, list[str]], seeds: list[int], sources: list[str]
 ) -> dict[str, Any]:
     """The files the tables and figures read (Snakemake input): every run's test evaluation,
     calibration probabilities, efficiency curve and diagnostics, and the selections of the stages whose winners others take."""
     cells = dict.fromkeys(c for cs in cells_by_stage.values() for c in cs)
+    runs = [(c, s) for c in cells for s in seeds]
+    tree = Tree(exp)
     files: dict[str, Any] = {
-        "evals": [f"{exp}/eval/{c}/seed={s}/test/summary.json" for c in cells for s in seeds],
+        "evals": [tree.summary(c, s) for c, s in runs],
         "diagnostics": [
-            f"{exp}/diagnostics/{c}/seed={s}/{f}"
-            for c in cells
-            for s in seeds
-            for f in ("steps.csv", "summary.json")
+            tree.diagnostics(c, s, f) for c, s in runs for f in ("steps.csv", "summary.json")
         ],
-        "calibration": [f"{exp}/eval/{c}/seed={s}/calibration.json" for c in cells for s in seeds],
-        "curves": [f"{exp}/eval/{c}/seed={s}/curve/curve.json" for c in cells for s in seeds],
+        "calibration": [tree.calibration(c, s) for c, s in runs],
+        "curves": [tree.curve(c, s) for c, s in runs],
     }
     if sources:
-        files["selection"] = [selection_path(exp, s) for s in sources]
+        files["selection"] = [tree.selection(s) for s in sources]
     return files
 
 

@@ -47,17 +47,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.numerics import CPU_PINS, pin_cpu_numerics
+from grpo_ablation.commands import COMMANDS, SERVED, bootstrap
+from grpo_ablation.numerics import CPU_PINS
 
 MODE_ENV = "GRPO_WORKER"
 IDLE_ENV = "GRPO_WORKER_IDLE"
 CHILD_ENV = "GRPO_WORKER_CHILD"  # set in a child: the job runs in the worker
-# The commands the worker serves, and the module that runs each (``arguments()`` and ``run(a)``).
-COMMANDS = {
-    "train": "grpo_ablation.training.job",
-    "evaluate": "grpo_ablation.evaluation.job",
-    "diagnostics": "grpo_ablation.analysis.job",
-}
 SCHEDULER_ENVS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID")
 # Variables a child takes from its client (the rest of the environment is the worker's).
 FORWARDED_ENV_PREFIXES = ("GRPO_", "HF_", "TRANSFORMERS_", "CUDA_", "PYTORCH_", "TOKENIZERS_")
@@ -77,7 +72,7 @@ def wanted(command: str = "evaluate") -> bool:
     mode = os.environ.get(MODE_ENV, "auto").lower()
     if mode not in ("auto", "on", "off"):
         raise ValueError(f"{MODE_ENV} must be auto, on or off, got {mode!r}")
-    if mode == "off" or command not in COMMANDS:
+    if mode == "off" or command not in SERVED:
         return False
     return mode == "on" or command == "evaluate" or not allocation()
 
@@ -329,14 +324,12 @@ def _preload() -> None:
     import grpo_ablation.training.train
     import grpo_ablation.training.trainer  # noqa: F401
 
-    for module in COMMANDS.values():
-        importlib.import_module(module)
+    for name in SERVED:
+        importlib.import_module(COMMANDS[name].job.partition(":")[0])
 
 
 def serve(path: Path, idle_s: float) -> None:
-    from grpo_ablation.compute import work_offline
-
-    work_offline()
+    bootstrap()
     _preload()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # leave through `finally`
     children: set[int] = set()
@@ -417,14 +410,13 @@ def _child(conn: socket.socket) -> int:
         os.environ[CHILD_ENV] = "1"
         _send(conn, {"pid": os.getpid()})
         threading.Thread(target=_exit_when_client_leaves, args=(conn,), daemon=True).start()
-        module = importlib.import_module(COMMANDS[request["command"]])
-        parser = argparse.ArgumentParser(prog=request["command"], parents=[module.arguments()])
+        command = COMMANDS[request["command"]]
 
         try:
             # The job's command line, as a process of its own would see it (the training job
             # names itself when it relaunches; it never does in the worker, one process only).
             sys.argv = [sys.argv[0], request["command"], *request["argv"]]
-            module.run(parser.parse_args(request["argv"]))
+            command.run(command.parser().parse_args(request["argv"]))
             rc = 0
         except SystemExit as exc:  # as Python maps it: None -> 0, int -> itself, else print, 1
             if exc.code is None or isinstance(exc.code, int):
@@ -466,7 +458,7 @@ def main(argv: list[str] | None = None) -> None:
     elif a.command == "stop":
         print("stopped" if stop() else "no worker running")
     else:
-        pin_cpu_numerics()  # its client set them already; a worker started by hand too
+        bootstrap()  # its client did already; a worker started by hand too
         serve(a.socket or socket_path(), a.idle)
 
 

@@ -8,6 +8,7 @@ from snakemake.utils import validate
 
 from grpo_ablation import pipeline
 from grpo_ablation.axes import path_regex
+from grpo_ablation.layout import Tree
 
 
 # `--config 'seeds=[0,1,2,3,4]'` hands the seeds over as strings.
@@ -24,6 +25,9 @@ ROOT = str(pipeline.experiment_dir(config))
 # holds a {draw} wildcard that every rule's paths inherit; splits and evaluation tasks are shared.
 DRAWS = pipeline.draws(config)
 EXP = f"{ROOT}/draw={{draw}}" if DRAWS else ROOT
+# Every path of the results tree comes from grpo_ablation.layout: TREE for a draw's folder (its
+# {draw} wildcard included), SHARED for what the draws share.
+TREE, SHARED = Tree(EXP), Tree(ROOT)
 # What evaluation jobs need: the evaluation section, with training's generation length (one
 # answer protocol) and the compute section's device and precision.
 EVALUATION = json.dumps(pipeline.evaluation_config(config), sort_keys=True)
@@ -32,7 +36,7 @@ TASK = json.dumps(config["task"], sort_keys=True)
 # Hub content (model, data set, external benchmark data, or the CPU stand-in of them) is fetched
 # once by the local prefetch rule; configs that need none skip it.
 NEEDS_PREFETCH = pipeline.needs_prefetch(config)
-PREFETCH = f"{ROOT}/prefetch.json"
+PREFETCH = SHARED.at("prefetch.json")
 SEEDS = [int(s) for s in config["seeds"]]
 # The jobs' conda environment (--software-deployment-method conda), relative to workflow/rules;
 # the vLLM pin set where the config uses vLLM.
@@ -94,8 +98,8 @@ def cells_of(stage, draw):
 
 
 def stage_evals(stage, draw):
-    exp = exp_of(draw)
-    return [f"{exp}/eval/{c.path}/seed={s}/test/summary.json" for c in cells_of(stage, draw) for s in SEEDS]
+    tree = Tree(exp_of(draw))
+    return [tree.summary(c.path, s) for c in cells_of(stage, draw) for s in SEEDS]
 
 
 def training_json(wildcards):
@@ -106,9 +110,9 @@ def training_json(wildcards):
 
 
 def all_targets(wildcards):
-    targets = [f"{ROOT}/calculations/calculations.md"]
+    targets = [SHARED.calculations("calculations.md")]
     for draw in DRAWS or [None]:
-        targets.append(f"{exp_of(draw)}/eval/base/test/summary.json")
+        targets.append(Tree(exp_of(draw)).base_summary())
         for stage in pipeline.stage_names(config):
             targets += stage_evals(stage, draw)
     targets += report_targets()

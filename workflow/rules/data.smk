@@ -13,7 +13,7 @@ rule prefetch:
     conda:
         CONDA_ENV
     log:
-        f"{ROOT}/logs/prefetch.log",
+        SHARED.log("prefetch"),
     shell:
         "python {params.cli} prefetch --config {params.config:q} --out {output} > {log} 2>&1"
 
@@ -22,10 +22,10 @@ rule splits:
     input:
         lambda wildcards: [PREFETCH] if NEEDS_PREFETCH else [],
     output:
-        train=f"{ROOT}/data/train.jsonl",
-        validation=f"{ROOT}/data/validation.jsonl",
-        test=f"{ROOT}/data/test.jsonl",
-        manifest=f"{ROOT}/data/manifest.json",
+        train=SHARED.data("train.jsonl"),
+        validation=SHARED.data("validation.jsonl"),
+        test=SHARED.data("test.jsonl"),
+        manifest=SHARED.data("manifest.json"),
     params:
         cli=CLI,
         task=TASK,
@@ -34,9 +34,9 @@ rule splits:
     conda:
         CONDA_ENV
     log:
-        f"{ROOT}/logs/splits.log",
+        SHARED.log("splits"),
     benchmark:
-        f"{ROOT}/benchmarks/splits.tsv"
+        SHARED.benchmark("splits")
     shell:
         "python {params.cli} splits --task {params.task:q} --out {params.out} {params.fetched}"
         " > {log} 2>&1"
@@ -47,7 +47,7 @@ rule base_policy:
         train=rules.splits.output.train,
         validation=rules.splits.output.validation,
     output:
-        f"{EXP}/base/base_policy.json",
+        TREE.base_policy(),
     params:
         cli=CLI,
         # a draw's warm start takes the draw as its seed
@@ -66,9 +66,9 @@ rule base_policy:
     conda:
         CONDA_ENV
     log:
-        f"{EXP}/logs/base_policy.log",
+        TREE.log("base_policy"),
     benchmark:
-        f"{EXP}/benchmarks/base_policy.tsv"
+        TREE.benchmark("base_policy")
     shell:
         "python {params.cli} base-policy --base {params.base:q} --task {params.task:q} --compute {params.compute:q}"
         " --splits {params.data} --out {params.out} --threads {threads} > {log} 2>&1"
@@ -77,19 +77,19 @@ rule base_policy:
 rule calculations:
     output:
         report(
-            f"{ROOT}/calculations/calculations.md",
+            SHARED.calculations("calculations.md"),
             caption="../report/calculations.rst",
             category="Conventions",
         ),
-        f"{ROOT}/calculations/calculations.csv",
+        SHARED.calculations("calculations.csv"),
     params:
         cli=CLI,
         out=folder(0),
     conda:
         CONDA_ENV
     log:
-        f"{ROOT}/logs/calculations.log",
+        SHARED.log("calculations"),
     benchmark:
-        f"{ROOT}/benchmarks/calculations.tsv"
+        SHARED.benchmark("calculations")
     shell:
         "python {params.cli} calculations {params.out} > {log} 2>&1"

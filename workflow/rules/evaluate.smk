@@ -10,8 +10,8 @@ rule eval_tasks:
         test=rules.splits.output.test,
         validation=rules.splits.output.validation,
     output:
-        test=f"{ROOT}/tasks/test/manifest.json",
-        validation=f"{ROOT}/tasks/validation/manifest.json",
+        test=SHARED.task_manifest("test"),
+        validation=SHARED.task_manifest("validation"),
     params:
         cli=CLI,
         evaluation=EVALUATION,
@@ -21,9 +21,9 @@ rule eval_tasks:
     conda:
         CONDA_ENV
     log:
-        f"{ROOT}/logs/eval_tasks.log",
+        SHARED.log("eval_tasks"),
     benchmark:
-        f"{ROOT}/benchmarks/eval_tasks.tsv"
+        SHARED.benchmark("eval_tasks")
     shell:
         "python {params.cli} eval-tasks --data {params.data} --tasks {params.tasks} --evaluation {params.evaluation:q}"
         " --task {params.task:q} > {log} 2>&1"
@@ -39,8 +39,8 @@ rule evaluate_base:
         tasks=rules.eval_tasks.output.test,
         validation_tasks=rules.eval_tasks.output.validation,
     output:
-        test=f"{EXP}/eval/base/test/summary.json",
-        validation=f"{EXP}/eval/base/validation/summary.json",
+        test=TREE.base_summary("test"),
+        validation=TREE.base_summary("validation"),
     params:
         cli=CLI,
         evaluation=EVALUATION,
@@ -57,9 +57,9 @@ rule evaluate_base:
     conda:
         CONDA_ENV
     log:
-        f"{EXP}/logs/evaluate/base.log",
+        TREE.log("evaluate", "base"),
     benchmark:
-        f"{EXP}/benchmarks/evaluate/base.tsv"
+        TREE.benchmark("evaluate", "base")
     shell:
         "python {params.cli} evaluate --base {input.base} --tasks {params.tasks} --out {params.out}"
         " --evaluation {params.evaluation:q} --threads {threads} > {log} 2>&1"
@@ -69,16 +69,16 @@ rule evaluate:
     group:
         "evaluation"
     input:
-        run=f"{EXP}/runs/{{cell}}/seed={{seed}}/run_info.json",
+        run=TREE.run_info("{cell}", "{seed}"),
         tasks=rules.eval_tasks.output.test,
         validation_tasks=rules.eval_tasks.output.validation,
     output:
-        test=f"{EXP}/eval/{{cell}}/seed={{seed}}/test/summary.json",
-        validation=f"{EXP}/eval/{{cell}}/seed={{seed}}/validation/summary.json",
+        test=TREE.summary("{cell}", "{seed}", "test"),
+        validation=TREE.summary("{cell}", "{seed}", "validation"),
         # exact P(correct) of the prompts each saved policy was sampled on (mixed calibration)
-        calibration=f"{EXP}/eval/{{cell}}/seed={{seed}}/calibration.json",
+        calibration=TREE.calibration("{cell}", "{seed}"),
         # the efficiency curve: the policy at training.curve_points steps, scored on test
-        curve=f"{EXP}/eval/{{cell}}/seed={{seed}}/curve/curve.json",
+        curve=TREE.curve("{cell}", "{seed}"),
     params:
         cli=CLI,
         evaluation=EVALUATION,
@@ -97,9 +97,9 @@ rule evaluate:
     conda:
         CONDA_ENV
     log:
-        f"{EXP}/logs/evaluate/{{cell}}/seed={{seed}}.log",
+        TREE.run_log("evaluate", "{cell}", "{seed}"),
     benchmark:
-        f"{EXP}/benchmarks/evaluate/{{cell}}/seed={{seed}}.tsv"
+        TREE.run_benchmark("evaluate", "{cell}", "{seed}")
     shell:
         "python {params.cli} evaluate --run {params.run} --tasks {params.tasks} --out {params.out}"
         " --evaluation {params.evaluation:q} --threads {threads} > {log} 2>&1"
@@ -109,12 +109,12 @@ checkpoint select:
     # A stage's winner on the validation split, for the stages that take it (`winner_of`).
     input:
         lambda wc: [
-            f"{exp_of(draw_of(wc))}/eval/{c.path}/seed={s}/validation/summary.json"
+            Tree(exp_of(draw_of(wc))).summary(c.path, s, "validation")
             for c in cells_of(wc.stage, draw_of(wc))
             for s in SEEDS
         ],
     output:
-        f"{EXP}/selection/{{stage}}.json",
+        TREE.selection("{stage}"),
     params:
         cli=CLI,
         # In config order: a stage's first varied axis is its primary one.
@@ -122,9 +122,9 @@ checkpoint select:
     conda:
         CONDA_ENV
     log:
-        f"{EXP}/logs/select/{{stage}}.log",
+        TREE.log("select", "{stage}"),
     benchmark:
-        f"{EXP}/benchmarks/select/{{stage}}.tsv"
+        TREE.benchmark("select", "{stage}")
     shell:
         "python {params.cli} select --stage {wildcards.stage} --config {params.config:q}"
         " --out {output} {input} > {log} 2>&1"

@@ -3,23 +3,23 @@
 # of the stages that vary std scaling and aggregation.
 PUSH = config["push"]
 PUSH_CELL = pipeline.baseline(config).path
-PUSH_JSON = f"{EXP}/push/{PUSH_CELL}/seed={SEEDS[0]}/push.json"
+PUSH_JSON = TREE.push(PUSH_CELL, SEEDS[0])
 PUSH_OUTPUTS = [
-    f"{EXP}/tables/push.csv",
-    f"{EXP}/tables/push_cosine.csv",
-    f"{EXP}/tables/push.md",
-    f"{EXP}/figures/push.png",
-    f"{EXP}/figures/push.pdf",
+    TREE.table("push.csv"),
+    TREE.table("push_cosine.csv"),
+    TREE.table("push.md"),
+    TREE.figure("push.png"),
+    TREE.figure("push.pdf"),
 ]
 
 
 rule push:
     input:
-        run=f"{EXP}/runs/{{cell}}/seed={{seed}}/run_info.json",
+        run=TREE.run_info("{cell}", "{seed}"),
         base=rules.base_policy.output[0],
         train=rules.splits.output.train,
     output:
-        f"{EXP}/push/{{cell}}/seed={{seed}}/push.json",
+        TREE.push("{cell}", "{seed}"),
     params:
         cli=CLI,
         training=training_json,
@@ -34,9 +34,9 @@ rule push:
     conda:
         CONDA_ENV
     log:
-        f"{EXP}/logs/push/{{cell}}/seed={{seed}}.log",
+        TREE.run_log("push", "{cell}", "{seed}"),
     benchmark:
-        f"{EXP}/benchmarks/push/{{cell}}/seed={{seed}}.tsv"
+        TREE.run_benchmark("push", "{cell}", "{seed}")
     shell:
         "python {params.cli} push --base {input.base} --run {params.run} --data {params.data}"
         " --training {params.training:q} --task {params.task:q} --push {params.push:q}"
@@ -70,7 +70,7 @@ rule push_report:
     conda:
         CONDA_ENV
     log:
-        f"{EXP}/logs/push_report.log",
+        TREE.log("push_report"),
     shell:
         "python {params.cli} push-report --push {input.push} --tables {output.csv}"
         " --figure {output.png} > {log} 2>&1"

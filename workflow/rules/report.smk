@@ -45,10 +45,10 @@ selection_arg = lambda wildcards, input: " ".join(
 
 rule diagnostics:
     input:
-        run=f"{EXP}/runs/{{cell}}/seed={{seed}}/run_info.json",
+        run=TREE.run_info("{cell}", "{seed}"),
     output:
-        steps=f"{EXP}/diagnostics/{{cell}}/seed={{seed}}/steps.csv",
-        summary=f"{EXP}/diagnostics/{{cell}}/seed={{seed}}/summary.json",
+        steps=TREE.diagnostics("{cell}", "{seed}", "steps.csv"),
+        summary=TREE.diagnostics("{cell}", "{seed}", "summary.json"),
     params:
         cli=CLI,
         run=folder("run", of="input"),
@@ -59,9 +59,9 @@ rule diagnostics:
     conda:
         CONDA_ENV
     log:
-        f"{EXP}/logs/diagnostics/{{cell}}/seed={{seed}}.log",
+        TREE.run_log("diagnostics", "{cell}", "{seed}"),
     benchmark:
-        f"{EXP}/benchmarks/diagnostics/{{cell}}/seed={{seed}}.tsv"
+        TREE.run_benchmark("diagnostics", "{cell}", "{seed}")
     shell:
         "python {params.cli} diagnostics --run {params.run} --out {params.out} > {log} 2>&1"
 
@@ -70,66 +70,65 @@ rule tables:
     input:
         unpack(lambda wildcards: results_of(STAGES_ON, draw_of(wildcards))),
         code=TABLE_CODE,
-        # static, so params can find the experiment folder while a stage waits on a selection checkpoint
-        base=rules.evaluate_base.output.test,
+        base=rules.evaluate_base.output.test,  # the base policy, every table's first row
     output:
         results=report(
-            f"{EXP}/tables/results.csv",
+            TREE.table("results.csv"),
             caption="../report/results_table.rst",
             category="Tables",
             labels={**DRAW_LABEL, "table": "results per cell and stage"},
         ),
-        results_md=f"{EXP}/tables/results.md",
-        results_tex=f"{EXP}/tables/results.tex",
+        results_md=TREE.table("results.md"),
+        results_tex=TREE.table("results.tex"),
         objectives=report(
-            f"{EXP}/tables/objectives.csv",
+            TREE.table("objectives.csv"),
             caption="../report/objectives_table.rst",
             category="Appendix",
             labels={**DRAW_LABEL, "table": "objective records"},
         ),
-        objectives_md=f"{EXP}/tables/objectives.md",
-        objectives_tex=f"{EXP}/tables/objectives.tex",
+        objectives_md=TREE.table("objectives.md"),
+        objectives_tex=TREE.table("objectives.tex"),
         hypotheses=report(
-            f"{EXP}/tables/hypotheses.csv",
+            TREE.table("hypotheses.csv"),
             caption="../report/hypotheses_table.rst",
             category="Tables",
             labels={**DRAW_LABEL, "table": "declared hypotheses and their verdicts"},
         ),
-        hypotheses_md=f"{EXP}/tables/hypotheses.md",
+        hypotheses_md=TREE.table("hypotheses.md"),
         calibration=report(
-            f"{EXP}/tables/calibration.csv",
+            TREE.table("calibration.csv"),
             caption="../report/calibration_table.rst",
             category="Tables",
             labels={**DRAW_LABEL, "table": "mixed-group calibration"},
         ),
-        calibration_md=f"{EXP}/tables/calibration.md",
+        calibration_md=TREE.table("calibration.md"),
         coupling=report(
-            f"{EXP}/tables/coupling.csv",
+            TREE.table("coupling.csv"),
             caption="../report/coupling_table.rst",
             category="Tables",
             labels={**DRAW_LABEL, "table": "coupling of the cells' samples"},
         ),
-        coupling_md=f"{EXP}/tables/coupling.md",
+        coupling_md=TREE.table("coupling.md"),
         efficiency=report(
-            f"{EXP}/tables/efficiency.csv",
+            TREE.table("efficiency.csv"),
             caption="../report/efficiency_table.rst",
             category="Tables",
             labels={**DRAW_LABEL, "table": "compute efficiency per cell"},
         ),
-        efficiency_md=f"{EXP}/tables/efficiency.md",
-        coupling_steps=f"{EXP}/tables/coupling_steps.csv",
+        efficiency_md=TREE.table("efficiency.md"),
+        coupling_steps=TREE.table("coupling_steps.csv"),
     params:
         cli=CLI,
         config=REPORT_CONFIG,
-        exp=folder("base", up=4, of="input"),
+        exp=lambda wildcards: exp_of(draw_of(wildcards)),
         selection=selection_arg,
         out=folder("results"),
     conda:
         CONDA_ENV
     log:
-        f"{EXP}/logs/tables.log",
+        TREE.log("tables"),
     benchmark:
-        f"{EXP}/benchmarks/tables.tsv"
+        TREE.benchmark("tables")
     shell:
         "python {params.cli} tables --exp {params.exp} --config {params.config:q} {params.selection}"
         " --out {params.out} > {log} 2>&1"
@@ -138,7 +137,7 @@ rule tables:
 # Subcategories by stage title ("stage 1: ..."), which sorts in stage order.
 stage_title = lambda wildcards: pipeline.stage_title(config, wildcards.stage)
 figure_png = lambda kind: report(
-    f"{EXP}/figures/{{stage}}/{kind}.png",
+    TREE.figure(f"{kind}.png", "{stage}"),
     caption=f"../report/figure_{kind}.rst",
     category="1. Effects" if kind == "effects" else "Figures",
     subcategory=stage_title,
@@ -150,25 +149,24 @@ rule stage_figures:
     input:
         unpack(lambda wildcards: results_of([wildcards.stage], draw_of(wildcards))),
         code=[FIGURE_CODE, *TABLE_CODE],
-        # static, so params can find the experiment folder while a stage waits on a selection checkpoint
-        base=rules.evaluate_base.output.test,
+        base=rules.evaluate_base.output.test,  # the base policy, every table's first row
     output:
         **{kind: figure_png(kind) for kind in STAGE_FIGURES},
-        **{f"{kind}_pdf": f"{EXP}/figures/{{stage}}/{kind}.pdf" for kind in STAGE_FIGURES},
-        effects_csv=f"{EXP}/figures/{{stage}}/effects.csv",
+        **{f"{kind}_pdf": TREE.figure(f"{kind}.pdf", "{stage}") for kind in STAGE_FIGURES},
+        effects_csv=TREE.figure("effects.csv", "{stage}"),
     params:
         cli=CLI,
         config=REPORT_CONFIG,
-        exp=folder("base", up=4, of="input"),
+        exp=lambda wildcards: exp_of(draw_of(wildcards)),
         selection=selection_arg,
         objective=lambda wildcards: pipeline.stage_caption(config, wildcards.stage),
         out=folder("accuracy"),
     conda:
         CONDA_ENV
     log:
-        f"{EXP}/logs/figures/{{stage}}.log",
+        TREE.log("figures", "{stage}"),
     benchmark:
-        f"{EXP}/benchmarks/figures/{{stage}}.tsv"
+        TREE.benchmark("figures", "{stage}")
     shell:
         "python {params.cli} figures --exp {params.exp} --config {params.config:q} {params.selection}"
         " --stage {wildcards.stage} --out {params.out} > {log} 2>&1"
@@ -178,7 +176,7 @@ rule effects_reading:
     # The verdicts on the declared hypotheses, then one paragraph per stage from the effect plots'
     # numbers; the report's landing page shows it.
     input:
-        effects=[f"{EXP}/figures/{s}/effects.csv" for s in STAGES_ON],
+        effects=[TREE.figure("effects.csv", s) for s in STAGES_ON],
         verdicts=rules.tables.output.hypotheses,
         calibration=rules.tables.output.calibration,
         coupling=rules.tables.output.coupling,
@@ -187,7 +185,7 @@ rule effects_reading:
         code=TABLE_CODE,
     output:
         report(
-            f"{EXP}/figures/reading.rst",
+            TREE.figure("reading.rst"),
             caption="../report/reading.rst",
             category="1. Effects",
             subcategory="reading of the contrasts",
@@ -200,7 +198,7 @@ rule effects_reading:
     conda:
         CONDA_ENV
     log:
-        f"{EXP}/logs/figures/reading.log",
+        TREE.log("figures", "reading"),
     shell:
         "python {params.cli} reading --effects {input.effects} --verdicts {input.verdicts}"
         " --calibration {input.calibration} --coupling {input.coupling} {params.push}"
@@ -213,22 +211,22 @@ rule token_weight_figure:
         code=FIGURE_CODE,
     output:
         png=report(
-            f"{ROOT}/figures/token_weights.png",
+            SHARED.figure("token_weights.png"),
             caption="../report/figure_token_weights.rst",
             category="Conventions",
             labels={"figure": "token weights of the worked example"},
         ),
-        pdf=f"{ROOT}/figures/token_weights.pdf",
-        csv=f"{ROOT}/figures/token_weights.csv",
+        pdf=SHARED.figure("token_weights.pdf"),
+        csv=SHARED.figure("token_weights.csv"),
     params:
         cli=CLI,
         out=folder("png"),
     conda:
         CONDA_ENV
     log:
-        f"{ROOT}/logs/figures/token_weights.log",
+        SHARED.log("figures", "token_weights"),
     benchmark:
-        f"{ROOT}/benchmarks/figures/token_weights.tsv"
+        SHARED.benchmark("figures", "token_weights")
     shell:
         "python {params.cli} token-weights --out {params.out} > {log} 2>&1"
 
@@ -236,8 +234,8 @@ rule token_weight_figure:
 FIGURE_TARGETS = [
     *per_draw(
         [
-            *(f"{EXP}/figures/{s}/{k}.{e}" for s in STAGES_ON for k in STAGE_FIGURES for e in ("png", "pdf")),
-            *(f"{EXP}/figures/{s}/effects.csv" for s in STAGES_ON),
+            *(TREE.figure(f"{k}.{e}", s) for s in STAGES_ON for k in STAGE_FIGURES for e in ("png", "pdf")),
+            *(TREE.figure("effects.csv", s) for s in STAGES_ON),
             *rules.effects_reading.output,
         ]
     ),
@@ -262,11 +260,11 @@ report_targets = lambda: [
 
 
 # Pooled over base-policy draws (base_policy.draws): the draw as the unit, verdicts first.
-POOLED = str(pipeline.pooled_dir(config))
+POOLED = Tree(pipeline.pooled_dir(config))
 POOLED_OUTPUTS = [
-    f"{POOLED}/tables/{name}" for name in ("results.csv", "results.md", "hypotheses.csv", "hypotheses.md",
-                                           "draws.csv", "agreement.csv", "agreement.md", "effects.csv")
-] + [f"{POOLED}/pooled_reading.rst"]
+    POOLED.table(name) for name in ("results.csv", "results.md", "hypotheses.csv", "hypotheses.md",
+                                     "draws.csv", "agreement.csv", "agreement.md", "effects.csv")
+] + [POOLED.at("pooled_reading.rst")]
 
 
 rule pooled:
@@ -300,6 +298,6 @@ rule pooled:
     conda:
         CONDA_ENV
     log:
-        f"{ROOT}/logs/pooled.log",
+        SHARED.log("pooled"),
     shell:
         "python {params.cli} pooled --config {params.config:q} --out {params.out} > {log} 2>&1"

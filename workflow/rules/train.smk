@@ -8,7 +8,7 @@ rule train:
         train=rules.splits.output.train,
         manifest=rules.splits.output.manifest,
     output:
-        f"{EXP}/runs/{{cell}}/seed={{seed}}/run_info.json",
+        TREE.run_info("{cell}", "{seed}"),
     params:
         cli=CLI,
         training=training_json,
@@ -27,9 +27,9 @@ rule train:
     conda:
         CONDA_ENV
     log:
-        f"{EXP}/logs/train/{{cell}}/seed={{seed}}.log",
+        TREE.run_log("train", "{cell}", "{seed}"),
     benchmark:
-        f"{EXP}/benchmarks/train/{{cell}}/seed={{seed}}.tsv"
+        TREE.run_benchmark("train", "{cell}", "{seed}")
     shell:
         "python {params.cli} train --base {input.base} --data {params.data} --out {params.out}"
         " --training {params.training:q} --task {params.task:q} --compute {params.compute:q}"

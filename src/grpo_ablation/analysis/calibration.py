@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from grpo_ablation.analysis.tables import to_markdown
+from grpo_ablation.layout import Tree
 from grpo_ablation.objective.formulas import mixed_group_probability
 
 Z95 = 1.959963984540054
@@ -47,7 +48,7 @@ def load_groups(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> 
     out = []
     for r in rows:
         for seed in seeds:
-            path = exp / f"eval/{r['cell']}/seed={seed}/calibration.json"
+            path = Path(Tree(exp).calibration(r["cell"], seed))
             record = json.loads(path.read_text()) if path.exists() else {"measured": False}
             for g in record.get("groups", []) if record["measured"] else []:
                 out.append(

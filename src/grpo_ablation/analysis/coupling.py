@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from grpo_ablation.layout import Tree
 from grpo_ablation.training.rollout_log import read_rollouts
 
 KEY = ["step", "group_index", "completion_index"]
@@ -83,7 +84,7 @@ def load_coupling(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -
     def rollouts(cell: str, seed: int) -> pd.DataFrame:
         # Steps as generation indices: a cell with mu update epochs generates every mu steps.
         if (cell, seed) not in cache:
-            run = exp / f"runs/{cell}/seed={seed}"
+            run = Path(Tree(exp).run(cell, seed))
             frame = read_rollouts(run / "rollouts")
             record = run / "objective.json"
             mu = json.loads(record.read_text())["num_iterations"] if record.exists() else 1

@@ -24,6 +24,7 @@ import pandas as pd
 from grpo_ablation import pipeline
 from grpo_ablation.analysis import efficiency, hypotheses, tables
 from grpo_ablation.analysis.stats import paired_interval
+from grpo_ablation.layout import Tree
 
 UNIT = "draw"
 # Not "reading.rst": the report keeps one file per name, and each draw has its reading.rst.
@@ -34,7 +35,7 @@ def draw_rows(config: dict[str, Any], draw: int) -> list[dict[str, Any]]:
     """The design rows of one draw, with the winners its own selections chose."""
     exp = pipeline.draw_dir(config, draw)
     sources = {src for s in pipeline.stages(config) for src in s.sources()}
-    paths = [Path(pipeline.selection_path(exp, src)) for src in sorted(sources)]
+    paths = [Path(Tree(exp).selection(src)) for src in sorted(sources)]
     return pipeline.design_rows(config, pipeline.read_winners([p for p in paths if p.exists()]))
 
 

@@ -38,6 +38,7 @@ from grpo_ablation.analysis.tables import (
     to_markdown,
 )
 from grpo_ablation.axes import BY_NAME, DesignError
+from grpo_ablation.layout import Tree
 
 ALPHA = 0.05
 KINDS = ("directional", "equivalence")
@@ -308,7 +309,7 @@ def manipulation_predictions(
             predicted = [
                 PREDICTIONS[(ax, q)](
                     *(
-                        json.loads((exp / f"diagnostics/{c}/seed={s}/summary.json").read_text())
+                        json.loads(Path(Tree(exp).diagnostics(c, s, "summary.json")).read_text())
                         for c in (r["reference"], r["cell"])
                     ),
                     ref[ax],

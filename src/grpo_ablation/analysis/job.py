@@ -1,5 +1,5 @@
 """One diagnostics job (the ``diagnostics`` rule): its arguments and what it runs. The CLI and the
-job worker both call it."""
+job worker both run it (``grpo_ablation.commands``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import argparse
 from pathlib import Path
 
 
-def arguments() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", type=Path, required=True, help="run directory")
     p.add_argument("--out", type=Path, required=True)
-    return p
 
 
 def run(a: argparse.Namespace) -> None:

@@ -28,6 +28,7 @@ from grpo_ablation.analysis.stats import (
     t_interval,
 )
 from grpo_ablation.choices import EXTERNAL_PROTOCOL, GROUP_CATEGORIES
+from grpo_ablation.layout import Tree
 
 ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_accuracy"}
 BASE_LABEL = "base policy (step 0)"
@@ -107,12 +108,13 @@ def load_curves(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> 
     """Test accuracy per (stage, cell, seed, step), the base policy prepended as step 0;
     ``generation_step`` is the step in generation batches (optimizer steps / μ), on which runs of
     different update epochs line up at the same completions."""
-    base = _checkpoints(exp / "eval/base/test/summary.json")[0]
+    tree = Tree(exp)
+    base = _checkpoints(Path(tree.base_summary()))[0]
     out = []
     for r in rows:
         for seed in seeds:
-            ckpts = _checkpoints(exp / f"eval/{r['cell']}/seed={seed}/test/summary.json")
-            record = exp / f"runs/{r['cell']}/seed={seed}/objective.json"
+            ckpts = _checkpoints(Path(tree.summary(r["cell"], seed)))
+            record = Path(tree.objective(r["cell"], seed))
             mu = (
                 int(json.loads(record.read_text()).get("num_iterations", 1))
                 if record.exists()
@@ -139,16 +141,15 @@ def load_efficiency_points(
 ) -> pd.DataFrame:
     """Every run's efficiency-curve points with the compute spent by then: (stage, cell, seed,
     step, accuracy, generated_tokens, completions)."""
-    frames = []
+    tree, frames = Tree(exp), []
     for r in rows:
         for seed in seeds:
-            curve = json.loads((exp / f"eval/{r['cell']}/seed={seed}/curve/curve.json").read_text())
-            diag = exp / f"diagnostics/{r['cell']}/seed={seed}"
-            group_size = json.loads((diag / "summary.json").read_text())["objective"]["group_size"]
+            curve = json.loads(Path(tree.curve(r["cell"], seed)).read_text())
+            summary = Path(tree.diagnostics(r["cell"], seed, "summary.json"))
+            group_size = json.loads(summary.read_text())["objective"]["group_size"]
             points = pd.DataFrame(curve["points"]).sort_values("step")
-            at = compute_at_steps(
-                pd.read_csv(diag / "steps.csv"), int(group_size), points["step"].tolist()
-            )
+            steps = pd.read_csv(tree.diagnostics(r["cell"], seed, "steps.csv"))
+            at = compute_at_steps(steps, int(group_size), points["step"].tolist())
             frames.append(
                 at.assign(
                     accuracy=points["accuracy"].to_numpy(),
@@ -162,10 +163,10 @@ def load_efficiency_points(
 
 def load_steps(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
     """The per-step diagnostics of every run, tagged with stage, cell and seed."""
-    frames = []
+    tree, frames = Tree(exp), []
     for r in rows:
         for seed in seeds:
-            f = pd.read_csv(exp / f"diagnostics/{r['cell']}/seed={seed}/steps.csv")
+            f = pd.read_csv(tree.diagnostics(r["cell"], seed, "steps.csv"))
             frames.append(f.assign(stage=r["stage"], cell=r["cell"], seed=int(seed)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -174,13 +175,11 @@ def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd
     """One row per (stage, cell, seed): final and best test accuracy, diagnostics, budget, and
     the efficiency fit of its curve (``efficiency.run_efficiency``)."""
     base_R0 = base_accuracy(exp)["sampled"]
-    out = []
+    tree, out = Tree(exp), []
     for r in rows:
         for seed in seeds:
-            ckpts = _checkpoints(exp / f"eval/{r['cell']}/seed={seed}/test/summary.json")
-            diag = json.loads(
-                (exp / f"diagnostics/{r['cell']}/seed={seed}/summary.json").read_text()
-            )
+            ckpts = _checkpoints(Path(tree.summary(r["cell"], seed)))
+            diag = json.loads(Path(tree.diagnostics(r["cell"], seed, "summary.json")).read_text())
             final = max(ckpts, key=lambda c: c["step"])
             row: dict[str, Any] = {**r, "seed": int(seed), "final_step": int(final["step"])}
             for name, key in ACCURACY.items():
@@ -200,14 +199,15 @@ def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd
 def _efficiency(exp: Path, cell: str, seed: int, diag: dict[str, Any], R0: float) -> dict:
     """The run's efficiency summary from its curve (headline sampled accuracy, so R0 is the base
     policy's sampled accuracy) and the compute its diagnostics count."""
-    curve = json.loads((exp / f"eval/{cell}/seed={seed}/curve/curve.json").read_text())
-    steps = pd.read_csv(exp / f"diagnostics/{cell}/seed={seed}/steps.csv")
+    tree = Tree(exp)
+    curve = json.loads(Path(tree.curve(cell, seed)).read_text())
+    steps = pd.read_csv(tree.diagnostics(cell, seed, "steps.csv"))
     group_size = int(diag["objective"]["group_size"])
     return run_efficiency(curve["points"], steps, group_size, R0)
 
 
 def base_accuracy(exp: Path) -> dict[str, float]:
-    base = _checkpoints(exp / "eval/base/test/summary.json")[0]
+    base = _checkpoints(Path(Tree(exp).base_summary()))[0]
     return {**{name: float(base[key]) for name, key in ACCURACY.items()}, **_externals(base)}
 
 
@@ -569,7 +569,7 @@ def objectives_table(exp: Path, cells: Iterable[str], seeds: Iterable[int]) -> p
     seeds = sorted(seeds)
     out = []
     for cell in dict.fromkeys(cells):
-        runs = [exp / f"runs/{cell}/seed={s}" for s in seeds]
+        runs = [Path(Tree(exp).run(cell, s)) for s in seeds]
         records = {(r / "objective.json").read_text() for r in runs}
         out.append(
             {

@@ -50,7 +50,6 @@ size (batch composition changes how the random stream is consumed).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
@@ -64,11 +63,10 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.choices import EXTERNAL_PROTOCOL
-from grpo_ablation.compute import OFFLINE_VARS, work_offline
+from grpo_ablation.compute import OFFLINE_VARS
 from grpo_ablation.evaluation import answer_rules
 from grpo_ablation.evaluation import exact as exact_module
 from grpo_ablation.sampling import (
-    SAMPLERS,
     check_sampler,
     generate_kwargs,
     neutral_generation_config,
@@ -77,10 +75,6 @@ from grpo_ablation.sampling import (
 )
 from grpo_ablation.settings import weight_files
 from grpo_ablation.tasks.splits import sha256
-
-# Checkpoints and data are local or cached: nothing may touch the hub. Set before lm_eval/datasets
-# import.
-work_offline()
 
 FALLBACK = "[invalid]"
 MANIFEST = "manifest.json"
@@ -993,77 +987,3 @@ def evaluate_curve(
     }
     (out_dir / CURVE).write_text(json.dumps(curve, indent=2) + "\n")
     return curve
-
-
-def _parse_checkpoint(spec: str) -> tuple[int, Path]:
-    step, sep, path = spec.partition("=")
-    if not sep or not step.isdigit():
-        raise argparse.ArgumentTypeError(f"expected STEP=PATH, got {spec!r}")
-    return int(step), Path(path)
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--test", type=Path, required=True, help="test split JSONL")
-    p.add_argument("--task-dir", type=Path, required=True, help="where the task YAMLs go")
-    p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument(
-        "--checkpoint",
-        type=_parse_checkpoint,
-        action="append",
-        required=True,
-        metavar="STEP=PATH",
-        help="repeatable",
-    )
-    p.add_argument("--name", default="arith", help="task name prefix")
-    p.add_argument("--k", type=int, default=4)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--max-gen-toks", type=int, default=12)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--answer-rule", default="full_match_digits", choices=sorted(ANSWER_RULES))
-    p.add_argument(
-        "--chat-template", action="store_true", help="prompts go through the chat template"
-    )
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--sampler", default="keyed", choices=SAMPLERS, help="how sampled tokens are drawn"
-    )
-    p.add_argument("--limit", type=int, default=None)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    a = p.parse_args(argv)
-
-    import torch
-
-    torch.set_num_threads(a.threads)
-    write_task(
-        a.test,
-        a.task_dir,
-        a.name,
-        a.max_gen_toks,
-        a.k,
-        a.temperature,
-        answer_rule=a.answer_rule,
-        chat_template=a.chat_template,
-        sampler=a.sampler,
-    )
-    results = evaluate_checkpoints(
-        sorted(a.checkpoint),
-        a.task_dir,
-        a.out,
-        batch_size=a.batch_size,
-        device=a.device,
-        dtype=a.dtype,
-        seed=a.seed,
-        limit=a.limit,
-    )
-    print(
-        json.dumps(
-            [{k: r[k] for k in ("step", "greedy_accuracy", "sampled_mean_at_k")} for r in results]
-        )
-    )
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,5 @@
 """One evaluation job (the ``evaluate`` rule): its arguments and what it runs. The CLI and the
-job worker both call it, so neither imports the other."""
+job worker both run it (``grpo_ablation.commands``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import json
 from pathlib import Path
 
 
-def arguments() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--run", type=Path, help="run directory")
     group.add_argument("--base", type=Path, help="base_policy.json (evaluated as step 0)")
@@ -17,16 +16,21 @@ def arguments() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--evaluation", required=True, help="evaluation config as JSON")
     p.add_argument("--threads", type=int, default=1)
-    return p
+
+
+def servable(a: argparse.Namespace) -> bool:
+    """Not with external benchmarks: lm-eval's whole task index runs in a process of its own."""
+    return not json.loads(a.evaluation).get("external_benchmarks")
 
 
 def run(a: argparse.Namespace) -> None:
     """Evaluate every checkpoint of a run (or the base policy as step 0) on the test split, the
     final one on validation, and (a run) the calibration's probabilities."""
-    from grpo_ablation.compute import resolve_device, set_threads
+    from grpo_ablation.commands import bootstrap
+    from grpo_ablation.compute import resolve_device
     from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
 
-    set_threads(a.threads)
+    bootstrap(threads=a.threads)
     ev = json.loads(a.evaluation)
     revision = None
     if a.base:

@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    from grpo_ablation.compute import work_offline
+    from grpo_ablation.commands import bootstrap
 
-    work_offline()
+    bootstrap()  # offline, CPU pins, as every job
     main()

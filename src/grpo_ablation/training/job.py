@@ -1,5 +1,5 @@
-"""One training job (the ``train`` rule): its arguments and what it runs. The CLI and the job
-worker both call it, so neither imports the other."""
+"""One training job (the ``train`` rule): its arguments and what it runs. The CLI, the job worker
+and ``python -m grpo_ablation.training.train`` all run it (``grpo_ablation.commands``)."""
 
 from __future__ import annotations
 
@@ -10,34 +10,45 @@ import sys
 from pathlib import Path
 
 
-def arguments() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--base", type=Path, required=True, help="base_policy.json")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--base",
+        type=Path,
+        required=True,
+        help="base/base_policy.json (what the base_policy rule writes), or a model folder",
+    )
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--training", required=True, help="TrainingConfig as JSON")
+    p.add_argument("--training", default="{}", help="TrainingConfig fields as JSON")
     p.add_argument("--task", default="{}", help="task config as JSON (prompts and reward)")
-    p.add_argument("--compute", required=True, help="the config's compute section as JSON")
+    p.add_argument(
+        "--compute", default="{}", help="the config's compute section as JSON (its keys optional)"
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument(
         "--report-to", default="none", help="live trackers, e.g. tensorboard,wandb (or none)"
     )
-    return p
 
 
 def processes(a: argparse.Namespace) -> int:
     return int(json.loads(a.compute).get("processes_per_train_job", 1))
 
 
+def servable(a: argparse.Namespace) -> bool:
+    """One process: a job of several is launched by torchrun/accelerate, never by the worker."""
+    return processes(a) == 1
+
+
 def run(a: argparse.Namespace) -> None:
     """Train one (cell, seed) run; resumes from its newest checkpoint if interrupted."""
-    from grpo_ablation.compute import resolve_device, set_threads
+    from grpo_ablation.commands import bootstrap
+    from grpo_ablation.compute import resolve_device
     from grpo_ablation.settings import from_dict
     from grpo_ablation.training.launch import relaunch
     from grpo_ablation.training.options import TrainingConfig
     from grpo_ablation.training.train import train
 
-    compute = json.loads(a.compute)
+    compute = {"device": "auto", "dtype": "float32"} | json.loads(a.compute)
     # N > 1: this process becomes `accelerate launch` of the same command (N copies of it); the
     # job worker never serves such a job, so sys.argv is the job's own command line.
     relaunch(
@@ -48,8 +59,11 @@ def run(a: argparse.Namespace) -> None:
         compute["dtype"],
     )
     # The job's threads are shared by its processes.
-    set_threads(max(1, a.threads // int(os.environ.get("WORLD_SIZE", 1))))
-    info = json.loads(a.base.read_text())
+    bootstrap(threads=max(1, a.threads // int(os.environ.get("WORLD_SIZE", 1))))
+    info = {"model": str(a.base)} if a.base.is_dir() else json.loads(a.base.read_text())
+    options = {
+        k: compute[k] for k in ("keep_optimizer_state", "gradient_checkpointing") if k in compute
+    }
     train(
         info["model"],
         a.data,
@@ -59,7 +73,6 @@ def run(a: argparse.Namespace) -> None:
         device=compute["device"],
         dtype=compute["dtype"],
         revision=info.get("revision"),
-        keep_optimizer_state=compute["keep_optimizer_state"],
-        gradient_checkpointing=compute["gradient_checkpointing"],
         report_to=a.report_to,
+        **options,
     )

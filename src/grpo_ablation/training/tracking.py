@@ -32,8 +32,13 @@ def parse(report_to: str) -> list[str]:
 
 def run_name(out: Path) -> str:
     """``std=sample/agg=sequence_mean/G=8/seed=0``: the run folder below ``runs/``."""
-    parts = out.resolve().parts
-    return "/".join(parts[parts.index("runs") + 1 :]) if "runs" in parts else out.name
+    from grpo_ablation.layout import cell_and_seed, run_key
+
+    try:
+        cell, seed = cell_and_seed(out.resolve())
+    except ValueError:  # a run folder outside a results tree
+        return out.name
+    return run_key(cell, seed)
 
 
 def setup(

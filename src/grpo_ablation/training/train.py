@@ -1,4 +1,5 @@
-"""Train one ablation cell: ``python -m grpo_ablation.training.train --model DIR --data DIR --out DIR``.
+"""Train one ablation cell: ``python -m grpo_ablation.training.train --base DIR --data DIR --out DIR``
+(the pipeline's ``train`` command; ``--base`` a model folder or a base_policy.json).
 
 No Snakemake needed. The run directory receives ``checkpoints/checkpoint-<step>/`` (standalone
 Hugging Face model directories with their tokenizer), ``rollouts/rank<r>.jsonl.gz``,
@@ -8,7 +9,6 @@ A killed run resumes from its last complete checkpoint when the same command is 
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -19,7 +19,7 @@ from typing import Any
 
 from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config
-from grpo_ablation.settings import config_hash, from_dict, weight_files
+from grpo_ablation.settings import config_hash, weight_files
 from grpo_ablation.training import tracking
 from grpo_ablation.training.options import TrainingConfig
 
@@ -440,23 +440,10 @@ def _finish(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, required=True, help="base policy directory")
-    parser.add_argument("--data", type=Path, required=True, help="splits directory (train.jsonl)")
-    parser.add_argument("--out", type=Path, required=True, help="run directory")
-    parser.add_argument("--training", default="{}", help="TrainingConfig fields as JSON")
-    parser.add_argument("--task", default="{}", help="AdditionTask fields as JSON (the reward)")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads per process")
-    a = parser.parse_args(argv)
-    from grpo_ablation.compute import set_threads, work_offline
-    from grpo_ablation.numerics import pin_cpu_numerics
+    """``python -m grpo_ablation.training.train``: the pipeline's ``train`` command."""
+    from grpo_ablation.commands import run_command
 
-    # As every pipeline job: offline, and the CPU numerics pinned before torch's import.
-    work_offline()
-    pin_cpu_numerics()
-    set_threads(a.threads)
-    cfg = from_dict(TrainingConfig, json.loads(a.training), "training")
-    train(a.model, a.data, a.out, cfg, json.loads(a.task))
+    run_command("train", argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,129 @@
+"""Every path of the results tree, spelled once.
+
+    <results_dir>/<experiment>/             the experiment folder, shared by the draws
+        data/          train, validation and test splits with manifest.json (their hashes)
+        tasks/<split>/ the lm-eval task folders
+        calculations/  the worked-numbers sheet
+        figures/       token_weights.* (the conventions' worked example)
+        pooled/        tables and reading over base-policy draws
+        draw=<d>/      one base policy's tree (the experiment folder itself without draws):
+            base/                           the base policy
+            runs/<cell>/seed=<s>/           a training run (checkpoints, rollouts, records)
+            eval/base/<split>/summary.json  the base policy's evaluation
+            eval/<cell>/seed=<s>/           a run's evaluation: <split>/summary.json,
+                                            calibration.json, curve/curve.json
+            diagnostics/<cell>/seed=<s>/    steps.csv, summary.json (from the rollout log)
+            selection/<stage>.json          a stage's validation winner
+            push/<cell>/seed=<s>/push.json  the push of every objective
+            tables/, figures/<stage>/       the analysis
+            logs/, benchmarks/              per job
+
+``Tree`` builds these paths as strings, so the rules can pass ``"{cell}"`` and ``"{seed}"`` for
+Snakemake's wildcards; the analysis and the CLI use the same methods on a real folder.
+Importable without torch: the DAG is built from it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def run_key(cell: str, seed: Any) -> str:
+    """``<cell>/seed=<s>``: how every per-run folder (runs/, eval/, diagnostics/ ...) names a run."""
+    return f"{cell}/seed={seed}"
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The results tree under ``folder``: a draw's folder, or the experiment folder for what the
+    draws share (``data``, ``tasks``, ``calculations``, ``pooled``)."""
+
+    folder: str | Path
+
+    def at(self, *parts: Any) -> str:
+        return "/".join([str(self.folder), *map(str, parts)])
+
+    # -- shared by draws -------------------------------------------------------------------------
+    def data(self, name: str) -> str:
+        return self.at("data", name)
+
+    def task_manifest(self, split: str) -> str:
+        return self.at("tasks", split, "manifest.json")
+
+    def calculations(self, name: str) -> str:
+        return self.at("calculations", name)
+
+    def pooled(self) -> str:
+        return self.at("pooled")
+
+    # -- one draw --------------------------------------------------------------------------------
+    def base_policy(self) -> str:
+        return self.at("base", "base_policy.json")
+
+    def run(self, cell: str, seed: Any) -> str:
+        return self.at("runs", run_key(cell, seed))
+
+    def run_info(self, cell: str, seed: Any) -> str:
+        return f"{self.run(cell, seed)}/run_info.json"
+
+    def objective(self, cell: str, seed: Any) -> str:
+        return f"{self.run(cell, seed)}/objective.json"
+
+    def evaluation(self, cell: str, seed: Any) -> str:
+        return self.at("eval", run_key(cell, seed))
+
+    def summary(self, cell: str, seed: Any, split: str = "test") -> str:
+        return f"{self.evaluation(cell, seed)}/{split}/summary.json"
+
+    def base_summary(self, split: str = "test") -> str:
+        return self.at("eval", "base", split, "summary.json")
+
+    def calibration(self, cell: str, seed: Any) -> str:
+        return f"{self.evaluation(cell, seed)}/calibration.json"
+
+    def curve(self, cell: str, seed: Any) -> str:
+        return f"{self.evaluation(cell, seed)}/curve/curve.json"
+
+    def diagnostics(self, cell: str, seed: Any, name: str) -> str:
+        return self.at("diagnostics", run_key(cell, seed), name)
+
+    def selection(self, stage: str) -> str:
+        return self.at("selection", f"{stage}.json")
+
+    def push(self, cell: str, seed: Any) -> str:
+        return self.at("push", run_key(cell, seed), "push.json")
+
+    def table(self, name: str) -> str:
+        return self.at("tables", name)
+
+    def figure(self, name: str, stage: str | None = None) -> str:
+        return self.at("figures", name) if stage is None else self.at("figures", stage, name)
+
+    def run_log(self, job: str, cell: str, seed: Any) -> str:
+        return self.log(job, run_key(cell, seed))
+
+    def run_benchmark(self, job: str, cell: str, seed: Any) -> str:
+        return self.benchmark(job, run_key(cell, seed))
+
+    def log(self, *parts: Any) -> str:
+        return self.at("logs", *parts[:-1], f"{parts[-1]}.log")
+
+    def benchmark(self, *parts: Any) -> str:
+        return self.at("benchmarks", *parts[:-1], f"{parts[-1]}.tsv")
+
+
+# Greedy prefix: the last runs/ or eval/ segment counts (the results folder may hold such a name).
+_RUN_PATH = re.compile(
+    r"(?:.*/)?(?:eval|runs|diagnostics|push)/(?P<cell>.+?)/seed=(?P<seed>\d+)(?:/|$)"
+)
+
+
+def cell_and_seed(path: str | Path) -> tuple[str, int]:
+    """The (cell, seed) a run's or an evaluation's path belongs to (``Tree.run``, ``summary`` ...)."""
+    match = _RUN_PATH.match(str(path))
+    if match is None:
+        raise ValueError(f"{path} is not under runs/, eval/, diagnostics/ or push/ <cell>/seed=<s>")
+    return match["cell"], int(match["seed"])

@@ -1,0 +1,61 @@
+"""The results tree is spelled once (grpo_ablation.layout): the rules, the analysis and the CLI
+all build and read their paths through it."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from grpo_ablation.layout import Tree, cell_and_seed
+
+ROOT = Path(__file__).resolve().parents[1]
+CELL = "std=sample/agg=sequence_mean/G=8/zv=filter"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        Tree("results/e/draw=3").summary(CELL, 7, "validation"),
+        Tree("results/e").run_info(CELL, 7),
+        Tree("results/e").curve(CELL, 7),
+        Tree("results/e").diagnostics(CELL, 7, "steps.csv"),
+        Tree("results/e").push(CELL, 7),
+        Tree("results/e").run(CELL, 7),
+        # a results folder whose own name is one of the tree's: the last segment counts
+        Tree("/scratch/runs/eval/e").summary(CELL, 7),
+    ],
+)
+def test_a_runs_paths_give_back_its_cell_and_seed(path):
+    assert cell_and_seed(path) == (CELL, 7)
+
+
+def test_a_path_outside_the_tree_is_named():
+    with pytest.raises(ValueError, match="not under runs/"):
+        cell_and_seed("results/e/tables/results.csv")
+
+
+def test_the_rules_take_wildcards_through_the_tree():
+    tree = Tree("R/draw={draw}")
+    assert (
+        tree.summary("{cell}", "{seed}")
+        == "R/draw={draw}/eval/{cell}/seed={seed}/test/summary.json"
+    )
+    assert (
+        tree.run_log("train", "{cell}", "{seed}")
+        == "R/draw={draw}/logs/train/{cell}/seed={seed}.log"
+    )
+    assert tree.figure("effects.csv", "{stage}") == "R/draw={draw}/figures/{stage}/effects.csv"
+
+
+def test_no_rule_or_module_spells_a_path_of_the_tree():
+    """The folders of a run's tree appear as path text only in layout.py."""
+    spelled = re.compile(r"""["'/](?:eval|runs|diagnostics|selection|push)/\{|seed=\{""")
+    files = [*ROOT.glob("workflow/rules/*.smk"), *ROOT.glob("src/grpo_ablation/**/*.py")]
+    found = [
+        f"{f.relative_to(ROOT)}:{i}"
+        for f in files
+        if f.name != "layout.py"
+        for i, line in enumerate(f.read_text().splitlines(), 1)
+        if spelled.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert found == []
