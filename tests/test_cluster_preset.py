@@ -149,7 +149,7 @@ MATH_COMPLETIONS = [
 def test_the_evaluation_applies_the_rewards_declared_math_rule(tmp_path):
     """Training's reward and lm-eval's metric are two implementations of one declared rule."""
     pytest.importorskip("math_verify")
-    from grpo_ablation.evaluation.evaluate import load_rule, write_task
+    from grpo_ablation.evaluation.task_folders import load_rule, write_task
 
     rows = tmp_path / "test.jsonl"
     rows.write_text(
@@ -179,7 +179,7 @@ def test_the_evaluation_applies_the_rewards_declared_math_rule(tmp_path):
 def test_tasks_come_from_one_registry_that_the_schema_lists():
     import yaml
 
-    from grpo_ablation.evaluation.evaluate import ANSWER_RULES
+    from grpo_ablation.evaluation.task_folders import ANSWER_RULES
     from grpo_ablation.tasks import TASKS, get_task
 
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())

@@ -15,10 +15,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("lm_eval")
 yaml = pytest.importorskip("yaml")
 
-from grpo_ablation.evaluation.evaluate import (  # noqa: E402
+from grpo_ablation.evaluation.evaluate import evaluate_checkpoints  # noqa: E402
+from grpo_ablation.evaluation.task_folders import (  # noqa: E402
     FALLBACK,
     METRICS_MODULE,
-    evaluate_checkpoints,
     load_rule,
     write_task,
 )
@@ -373,7 +373,7 @@ def test_a_killed_evaluation_resumes_at_the_next_checkpoint(setup: dict, monkeyp
     import grpo_ablation.evaluation.evaluate as evaluate
 
     loads: list[str] = []
-    real = evaluate._load_lm
+    real = evaluate.load_lm
 
     def load(path, *args, **kwargs):
         loads.append(str(path))
@@ -381,7 +381,7 @@ def test_a_killed_evaluation_resumes_at_the_next_checkpoint(setup: dict, monkeyp
             raise RuntimeError("killed")
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(evaluate, "_load_lm", load)
+    monkeypatch.setattr(evaluate, "load_lm", load)
     checkpoints = [(0, setup["ckpt"]), (7, setup["root"] / "ckpt_no_eos")]
     out = setup["root"] / "resumed"
     fail_at = 2

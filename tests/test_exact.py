@@ -111,7 +111,8 @@ pytest.importorskip("lm_eval")
 
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints, exact_tokens, write_task
+    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
+    from grpo_ablation.evaluation.task_folders import exact_tokens, write_task
     from grpo_ablation.policy.tokenizer import build_char_tokenizer
     from tests.test_evaluate import PROMPTS, _tiny_model, _write_rows
 

@@ -204,7 +204,7 @@ def test_vllm_requests_are_seeded_by_their_completions_keys():
 
 
 def test_vllm_evaluation_seeds_each_sampled_request_by_prompt_and_repeat():
-    from grpo_ablation.evaluation.evaluate import _keyed_generation
+    from grpo_ablation.evaluation.model import keyed_generation
 
     class FakeVLLM:
         def __init__(self) -> None:
@@ -217,7 +217,7 @@ def test_vllm_evaluation_seeds_each_sampled_request_by_prompt_and_repeat():
     seeds = []
     for _ in range(2):  # two checkpoints' evaluations: the same seeds on the same (prompt, repeat)
         lm = FakeVLLM()
-        _keyed_generation(lm, seed=5, backend="vllm")
+        keyed_generation(lm, seed=5, backend="vllm")
         lm._model_generate([[1, 2], [1, 2], [3]], True, FakeParams(1.0))
         lm._model_generate([[1, 2]], True, [FakeParams(1.0)])
         lm._model_generate([[1, 2]], True, FakeParams(0.0))  # greedy: untouched

@@ -114,7 +114,8 @@ def test_every_run_has_its_efficiency_curve_and_the_table_counts_its_fit(smoke_p
 def test_the_exact_sampled_accuracy_agrees_with_many_samples(smoke_pipeline, design, tmp_path):
     """On a trained checkpoint, mean@k over many samples per prompt lies within its binomial
     interval of the exact expected accuracy (which bounds P(correct) in [exact, exact + U])."""
-    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints, write_task
+    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
+    from grpo_ablation.evaluation.task_folders import write_task
 
     exp, stages = smoke_pipeline.exp, design[1]
     summary = json.loads((exp / "eval/base/test/summary.json").read_text())["checkpoints"][0]

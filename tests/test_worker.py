@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("lm_eval")
 
 from grpo_ablation import worker
-from grpo_ablation.evaluation.evaluate import write_task
+from grpo_ablation.evaluation.task_folders import write_task
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = ROOT / "workflow" / "scripts" / "grpo.py"

@@ -71,13 +71,13 @@ def _base_model(path: Path) -> tuple[str, str | None]:
 
 
 def cmd_eval_tasks(a: argparse.Namespace) -> None:
-    from grpo_ablation.evaluation.evaluate import write_split_tasks
+    from grpo_ablation.evaluation.task_folders import write_split_tasks
     from grpo_ablation.tasks import get_task
 
     task, evaluation = get_task(json.loads(a.task)), json.loads(a.evaluation)
     exact = None
     if evaluation["sampled_metric"] == "exact":  # the local base's tokenizer, built as it builds it
-        from grpo_ablation.evaluation.evaluate import exact_tokens
+        from grpo_ablation.evaluation.task_folders import exact_tokens
         from grpo_ablation.policy.tokenizer import build_char_tokenizer
 
         exact = exact_tokens(build_char_tokenizer())

@@ -21,7 +21,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.evaluation.evaluate import MANIFEST, exact_probabilities, write_task
+from grpo_ablation.evaluation.evaluate import exact_probabilities
+from grpo_ablation.evaluation.task_folders import MANIFEST, write_task
 
 OUT = "calibration.json"
 

@@ -148,7 +148,8 @@ def _peak_memory(device: str) -> tuple[int, str]:
 def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     """Run the base policy, ``steps`` training steps and one evaluation in ``work``."""
     from grpo_ablation.compute import resolve_device
-    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints, write_split_tasks
+    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
+    from grpo_ablation.evaluation.task_folders import write_split_tasks
     from grpo_ablation.policy.prefetch import prefetch
     from grpo_ablation.tasks import get_task
     from grpo_ablation.training.train import last_checkpoint, train
