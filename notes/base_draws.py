@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from grpo_ablation.analysis.tables import to_markdown
+from grpo_ablation.analysis.render import to_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTRASTS = {

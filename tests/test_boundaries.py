@@ -95,3 +95,24 @@ def test_the_job_worker_key_covers_nested_modules(tmp_path, monkeypatch):
     nested.write_text(nested.read_text() + "\n# edited\n")
     assert worker.code_key() != before
     assert os.path.exists(copy / "worker.py")
+
+
+def private_imports(path: Path) -> list[str]:
+    """``from grpo_ablation.<module> import _name``: a private helper used across modules."""
+    return [
+        f"{node.module}.{a.name}"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("grpo_ablation")
+        for a in node.names
+        if a.name.startswith("_")
+    ]
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = {module_name(p): private_imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
+    found = {m: names for m, names in found.items() if names}
+    assert found == {}
+    # the scan sees such an import where there is one
+    assert private_imports(ROOT / "tests" / "test_pipeline_smoke.py") == [
+        "grpo_ablation.numerics._has_avx2"
+    ]

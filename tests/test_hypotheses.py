@@ -19,7 +19,7 @@ from test_stats import binomial_counts
 from test_tables_figures import effect_row
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis import hypotheses, stats, tables
+from grpo_ablation.analysis import hypotheses, reading, stats, tables
 from grpo_ablation.axes import DesignError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -297,7 +297,7 @@ def test_the_reading_opens_with_the_verdicts_and_counts_exploratory_exclusions_a
             row(POP, "sampled_final", 0.01, -0.01, 0.03, roles),
         ]
     )
-    text = tables.effects_reading(effects, hypotheses.verdicts_reading(verdicts))
+    text = reading.effects_reading(effects, hypotheses.verdicts_reading(verdicts))
     first, after = text.split("**Stage 1", 1)
     rest = ("**Stage 1" + after).split("\n\n")
     assert first.startswith("**Declared hypotheses** (2, written in the config before the run")

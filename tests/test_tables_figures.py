@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis import STAGE_FIGURES, figures, tables
+from grpo_ablation.analysis import STAGE_FIGURES, figures, reading, render, tables
 from grpo_ablation.objective.formulas import GROUP_CATEGORIES
 
 REF, OTHER = "std=sample/agg=sequence_mean/G=4", "std=population/agg=sequence_mean/G=4"
@@ -114,9 +114,9 @@ def test_markdown_and_latex_render_every_row():
     shown = tables.display_table(
         tables.results_table(run_rows({REF: [0.2, 0.3]}), {"greedy": 0, "sampled": 0})
     )
-    md = tables.to_markdown(shown)
+    md = render.to_markdown(shown)
     assert md.count("\n") == len(shown) + 2 and "[" in md
-    tex = tables.to_latex(shown, "caption with 95% and std_scaling", "tab:x")
+    tex = render.to_latex(shown, "caption with 95% and std_scaling", "tab:x")
     assert (
         r"95\%" in tex
         and r"std\_scaling" in tex
@@ -345,7 +345,7 @@ def test_the_reading_names_the_intervals_that_exclude_zero_and_counts_the_others
             effect_row(OTHER, "length_incorrect_late", -0.8, -1.2, -0.4),  # excludes it
         ]
     )
-    text = tables.effects_reading(effects)
+    text = reading.effects_reading(effects)
     assert text.startswith("**Stage 2: length aggregation**") and "over 3 seeds" in text
     assert "1 of 2 contrasts excludes zero" in text
     assert (
@@ -366,7 +366,7 @@ def test_the_reading_says_when_nothing_can_be_read():
     )
     assert (
         "Exploratory: no interval excludes zero, all 1 contrasts include it"
-        in tables.effects_reading(none_excluding)
+        in reading.effects_reading(none_excluding)
     )
     one_seed = pd.DataFrame(
         [
@@ -374,7 +374,7 @@ def test_the_reading_says_when_nothing_can_be_read():
             effect_row(OTHER, "greedy_final", 0.1, math.nan, math.nan, 1),
         ]
     )
-    text = tables.effects_reading(one_seed)
+    text = reading.effects_reading(one_seed)
     assert "over 1 seed " in text and "nothing here can be read as an effect" in text
 
 

@@ -121,7 +121,8 @@ def cmd_tables(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.calibration import write_calibration
     from grpo_ablation.analysis.coupling import write_coupling
     from grpo_ablation.analysis.hypotheses import write_verdicts
-    from grpo_ablation.analysis.tables import load_runs, write_tables
+    from grpo_ablation.analysis.loading import load_runs
+    from grpo_ablation.analysis.tables import write_tables
     from grpo_ablation.pipeline import design_rows
 
     config, winners = _report_inputs(a)

@@ -17,7 +17,8 @@ STAGES_ON = pipeline.stage_names(config)
 SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
 FIGURE_CODE = str(SRC / "analysis" / "figures.py")
 TABLE_CODE = [
-    str(SRC / "analysis" / n) for n in ("tables.py", "stats.py", "hypotheses.py", "calibration.py", "coupling.py", "efficiency.py")
+    str(SRC / "analysis" / n)
+    for n in ("loading.py", "tables.py", "render.py", "reading.py", "stats.py", "hypotheses.py", "calibration.py", "coupling.py", "efficiency.py")
 ]
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_ablation.analysis.tables import to_markdown
+from grpo_ablation.analysis.render import to_markdown
 from grpo_ablation.layout import Tree
 from grpo_ablation.objective.formulas import mixed_group_probability
 

@@ -139,7 +139,7 @@ def write_coupling(
     exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int], out: Path
 ) -> list[Path]:
     """``out/coupling.{csv,md}`` (per cell) and ``out/coupling_steps.csv`` (per step and seed)."""
-    from grpo_ablation.analysis.tables import to_markdown
+    from grpo_ablation.analysis.render import to_markdown
 
     steps = load_coupling(exp, rows, seeds)
     table = coupling_table(steps)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis import efficiency, hypotheses, tables
+from grpo_ablation.analysis import efficiency, hypotheses, loading, reading, render, tables
 from grpo_ablation.analysis.stats import paired_interval
 from grpo_ablation.layout import Tree
 
@@ -40,10 +40,10 @@ def draw_rows(config: dict[str, Any], draw: int) -> list[dict[str, Any]]:
 
 
 def load_draws(config: dict[str, Any]) -> pd.DataFrame:
-    """One row per (draw, stage, cell, seed): ``tables.load_runs`` of every draw's folder."""
+    """One row per (draw, stage, cell, seed): ``loading.load_runs`` of every draw's folder."""
     seeds = [int(s) for s in config["seeds"]]
     frames = [
-        tables.load_runs(pipeline.draw_dir(config, d), draw_rows(config, d), seeds).assign(draw=d)
+        loading.load_runs(pipeline.draw_dir(config, d), draw_rows(config, d), seeds).assign(draw=d)
         for d in pipeline.draws(config)
     ]
     return pd.concat(frames, ignore_index=True)
@@ -85,7 +85,7 @@ def draw_means(runs: pd.DataFrame) -> pd.DataFrame:
 
 def base_means(config: dict[str, Any]) -> dict[str, float]:
     """The base policies' accuracy, mean over draws."""
-    per_draw = [tables.base_accuracy(pipeline.draw_dir(config, d)) for d in pipeline.draws(config)]
+    per_draw = [loading.base_accuracy(pipeline.draw_dir(config, d)) for d in pipeline.draws(config)]
     return {k: float(np.nanmean([b.get(k, math.nan) for b in per_draw])) for k in per_draw[0]}
 
 
@@ -224,23 +224,23 @@ def write_pooled(config: dict[str, Any], out: Path) -> list[Path]:
         "a draw)."
     )
     (folder / "results.md").write_text(
-        caption + "\n\n" + tables.to_markdown(tables.display_table(table))
+        caption + "\n\n" + render.to_markdown(tables.display_table(table))
     )
     verdicts.to_csv(folder / "hypotheses.csv", index=False)
     (folder / "hypotheses.md").write_text(
-        hypotheses.verdicts_reading(verdicts, UNIT) + "\n" + tables.to_markdown(verdicts)
+        hypotheses.verdicts_reading(verdicts, UNIT) + "\n" + render.to_markdown(verdicts)
     )
     within.to_csv(folder / "draws.csv", index=False)
     agreement.to_csv(folder / "agreement.csv", index=False)
     (folder / "agreement.md").write_text(
-        consistency_reading(agreement) + "\n" + tables.to_markdown(agreement)
+        consistency_reading(agreement) + "\n" + render.to_markdown(agreement)
     )
     effects.to_csv(folder / "effects.csv", index=False)
     curves = efficiency.efficiency_table(table, runs)
     tables.write_efficiency(curves, folder, f"{caption} {tables.EFFICIENCY_CAPTION}")
-    reading = tables.effects_reading(effects, hypotheses.verdicts_reading(verdicts, UNIT), UNIT)
-    reading = reading.rstrip("\n") + "\n\n" + efficiency.efficiency_reading(curves, UNIT)
-    (out / READING).write_text(reading.rstrip("\n") + "\n\n" + consistency_reading(agreement))
+    text = reading.effects_reading(effects, hypotheses.verdicts_reading(verdicts, UNIT), UNIT)
+    text = text.rstrip("\n") + "\n\n" + efficiency.efficiency_reading(curves, UNIT)
+    (out / READING).write_text(text.rstrip("\n") + "\n\n" + consistency_reading(agreement))
     return [*(folder / n for n in POOLED_TABLES), out / READING]
 
 

@@ -179,7 +179,7 @@ FIT_PARAMETERS = ("efficiency_A", "efficiency_log10_C_mid")
 
 def efficiency_table(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (stage, cell) from the results table (``tables.results_table``) and its runs
-    (``tables.load_runs``): how many fits are identified and why the others are not, the fitted
+    (``loading.load_runs``): how many fits are identified and why the others are not, the fitted
     parameters (mean [95% t interval] over the identified runs), the area under the curve, and
     the paired differences to the cell's reference."""
     rows = []

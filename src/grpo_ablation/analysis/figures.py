@@ -1,7 +1,7 @@
 """Figures (seaborn; PNG and PDF). One colour per cell across every figure: the palette is keyed
 by cell path (sorted), so a cell keeps its colour whichever stage or figure shows it.
 
-Pure plotting functions take the frames of ``tables.load_curves``/``tables.load_steps`` (and
+Pure plotting functions take the frames of ``loading.load_curves``/``loading.load_steps`` (and
 ``tables.effects_table``) and return a matplotlib Figure; ``write_stage_figures`` and
 ``write_weight_figure`` save them. Bands are 95% Student-t intervals over seeds
 (``stats.t_interval``); with one seed no band is drawn. Per-step curves of a few prompts per step
@@ -36,6 +36,7 @@ from grpo_ablation.analysis import (
     coupling,
     efficiency,
     hypotheses,
+    loading,
     tables,
 )
 from grpo_ablation.analysis.stats import t_interval
@@ -630,14 +631,14 @@ def write_figures(
     on colours."""
     rows = pipeline.design_rows(config, winners, [stage] if stage else None)
     seeds = [int(s) for s in config["seeds"]]
-    curves, steps = tables.load_curves(exp, rows, seeds), tables.load_steps(exp, rows, seeds)
+    curves, steps = loading.load_curves(exp, rows, seeds), loading.load_steps(exp, rows, seeds)
     groups = calibration.load_groups(exp, rows, seeds)
     coupled = coupling.load_coupling(exp, rows, seeds)
     # The results table's own contrasts (one implementation of the paired differences).
-    runs = tables.load_runs(exp, rows, seeds)
-    base = tables.base_accuracy(exp)
+    runs = loading.load_runs(exp, rows, seeds)
+    base = loading.base_accuracy(exp)
     table = tables.results_table(runs, base)
-    points = tables.load_efficiency_points(exp, rows, seeds)
+    points = loading.load_efficiency_points(exp, rows, seeds)
     titles = {r["stage"]: pipeline.stage_title(config, r["stage"]) for r in rows}
     effects = tables.effects_table(
         table,

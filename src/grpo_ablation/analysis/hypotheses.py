@@ -29,14 +29,10 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablation import pipeline
+from grpo_ablation.analysis.reading import PAIRING, effects_reading
+from grpo_ablation.analysis.render import to_markdown
 from grpo_ablation.analysis.stats import holm, mixed_fraction_at, one_sided_p, t_interval, tost_p
-from grpo_ablation.analysis.tables import (
-    PAIRED,
-    PAIRING,
-    contrast_key,
-    effects_reading,
-    to_markdown,
-)
+from grpo_ablation.analysis.tables import PAIRED, contrast_key
 from grpo_ablation.axes import BY_NAME, DesignError
 from grpo_ablation.layout import Tree
 

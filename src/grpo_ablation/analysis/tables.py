@@ -9,9 +9,7 @@ construction of group centering and say nothing about the run's health.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,13 @@ import pandas as pd
 
 from grpo_ablation import pipeline
 from grpo_ablation.analysis import efficiency
-from grpo_ablation.analysis.efficiency import compute_at_steps, efficiency_table, run_efficiency
+from grpo_ablation.analysis.efficiency import efficiency_table
+from grpo_ablation.analysis.loading import (
+    EXTERNAL_PREFIX,
+    base_accuracy,
+    objectives_table,
+)
+from grpo_ablation.analysis.render import to_latex, to_markdown
 from grpo_ablation.analysis.stats import (
     CONFIDENCE,
     Interval,
@@ -28,9 +32,7 @@ from grpo_ablation.analysis.stats import (
     t_interval,
 )
 from grpo_ablation.choices import EXTERNAL_PROTOCOL, GROUP_CATEGORIES
-from grpo_ablation.layout import Tree
 
-ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_accuracy"}
 BASE_LABEL = "base policy (step 0)"
 # Per-run quantities summarised as mean [95% t interval] over seeds.
 RUN_QUANTITIES = (
@@ -84,131 +86,8 @@ EFFECTS = {
         "efficiency_auc",
     )
 }
-# lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
-# labelled as such, never the headline.
-EXTERNAL_PREFIX = "external_"
 # The words every results.json uses for an external benchmark (one definition, in choices.py).
 EXTERNAL_LABEL = EXTERNAL_PROTOCOL
-
-
-def _externals(checkpoint: dict[str, Any]) -> dict[str, float]:
-    """``external_<task>`` -> value of one checkpoint's external benchmarks (NaN when missing)."""
-    return {
-        f"{EXTERNAL_PREFIX}{task}": math.nan if e.get("value") is None else float(e["value"])
-        for task, e in checkpoint.get("external_benchmarks", {}).items()
-    }
-
-
-# -- loading (thin: files -> frames) -----------------------------------------------------------
-def _checkpoints(summary: Path) -> list[dict[str, Any]]:
-    return json.loads(summary.read_text())["checkpoints"]
-
-
-def load_curves(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
-    """Test accuracy per (stage, cell, seed, step), the base policy prepended as step 0;
-    ``generation_step`` is the step in generation batches (optimizer steps / μ), on which runs of
-    different update epochs line up at the same completions."""
-    tree = Tree(exp)
-    base = _checkpoints(Path(tree.base_summary()))[0]
-    out = []
-    for r in rows:
-        for seed in seeds:
-            ckpts = _checkpoints(Path(tree.summary(r["cell"], seed)))
-            record = Path(tree.objective(r["cell"], seed))
-            mu = (
-                int(json.loads(record.read_text()).get("num_iterations", 1))
-                if record.exists()
-                else 1
-            )
-            for is_base, c in [(True, base), *((False, c) for c in ckpts)]:
-                step = 0 if is_base else int(c["step"])
-                out.append(
-                    {
-                        "stage": r["stage"],
-                        "cell": r["cell"],
-                        "seed": int(seed),
-                        "step": step,
-                        "generation_step": step // mu,
-                        "is_base": is_base,
-                        **{k: c[v] for k, v in ACCURACY.items()},
-                    }
-                )
-    return pd.DataFrame(out)
-
-
-def load_efficiency_points(
-    exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]
-) -> pd.DataFrame:
-    """Every run's efficiency-curve points with the compute spent by then: (stage, cell, seed,
-    step, accuracy, generated_tokens, completions)."""
-    tree, frames = Tree(exp), []
-    for r in rows:
-        for seed in seeds:
-            curve = json.loads(Path(tree.curve(r["cell"], seed)).read_text())
-            summary = Path(tree.diagnostics(r["cell"], seed, "summary.json"))
-            group_size = json.loads(summary.read_text())["objective"]["group_size"]
-            points = pd.DataFrame(curve["points"]).sort_values("step")
-            steps = pd.read_csv(tree.diagnostics(r["cell"], seed, "steps.csv"))
-            at = compute_at_steps(steps, int(group_size), points["step"].tolist())
-            frames.append(
-                at.assign(
-                    accuracy=points["accuracy"].to_numpy(),
-                    stage=r["stage"],
-                    cell=r["cell"],
-                    seed=int(seed),
-                )
-            )
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def load_steps(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
-    """The per-step diagnostics of every run, tagged with stage, cell and seed."""
-    tree, frames = Tree(exp), []
-    for r in rows:
-        for seed in seeds:
-            f = pd.read_csv(tree.diagnostics(r["cell"], seed, "steps.csv"))
-            frames.append(f.assign(stage=r["stage"], cell=r["cell"], seed=int(seed)))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
-    """One row per (stage, cell, seed): final and best test accuracy, diagnostics, budget, and
-    the efficiency fit of its curve (``efficiency.run_efficiency``)."""
-    base_R0 = base_accuracy(exp)["sampled"]
-    tree, out = Tree(exp), []
-    for r in rows:
-        for seed in seeds:
-            ckpts = _checkpoints(Path(tree.summary(r["cell"], seed)))
-            diag = json.loads(Path(tree.diagnostics(r["cell"], seed, "summary.json")).read_text())
-            final = max(ckpts, key=lambda c: c["step"])
-            row: dict[str, Any] = {**r, "seed": int(seed), "final_step": int(final["step"])}
-            for name, key in ACCURACY.items():
-                row[f"{name}_final"] = final[key]
-                row[f"{name}_best"] = max(c[key] for c in ckpts)
-            for key, value in diag.items():
-                if not isinstance(value, dict):
-                    row[key.replace("/", "_")] = value
-            row["wall_time_s"] = diag["budget"]["wall_time_s"]
-            row.update(_efficiency(exp, r["cell"], seed, diag, base_R0))
-            row["test_length_incorrect"] = final.get("sampled_incorrect_tokens", math.nan)
-            row.update((f"{k}_final", v) for k, v in _externals(final).items())
-            out.append(row)
-    return pd.DataFrame(out)
-
-
-def _efficiency(exp: Path, cell: str, seed: int, diag: dict[str, Any], R0: float) -> dict:
-    """The run's efficiency summary from its curve (headline sampled accuracy, so R0 is the base
-    policy's sampled accuracy) and the compute its diagnostics count."""
-    tree = Tree(exp)
-    curve = json.loads(Path(tree.curve(cell, seed)).read_text())
-    steps = pd.read_csv(tree.diagnostics(cell, seed, "steps.csv"))
-    group_size = int(diag["objective"]["group_size"])
-    return run_efficiency(curve["points"], steps, group_size, R0)
-
-
-def base_accuracy(exp: Path) -> dict[str, float]:
-    base = _checkpoints(Path(Tree(exp).base_summary()))[0]
-    return {**{name: float(base[key]) for name, key in ACCURACY.items()}, **_externals(base)}
 
 
 # -- the tables (pure) -------------------------------------------------------------------------
@@ -428,217 +307,7 @@ def effects_table(
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
 
 
-def _effect_interval(row: pd.Series) -> Interval:
-    return Interval(float(row["mean"]), float(row["low"]), float(row["high"]), int(row["n"]))
-
-
-def _effect_text(row: pd.Series) -> str:
-    iv = _effect_interval(row)
-    digits = 2 if "length" in str(row["quantity"]) else 3
-    way = "higher" if iv.mean > 0 else "lower"
-    return f"{way} {row['metric']}, {format_interval(iv, digits, signed=True)}"
-
-
-def _excluding(rows: pd.DataFrame) -> str:
-    return "; ".join(
-        f"``{label}``: " + " and ".join(_effect_text(r) for _, r in of_cell.iterrows())
-        for label, of_cell in rows.groupby("label", sort=False)
-    )
-
-
-def _check_text(row: pd.Series) -> str:
-    """A manipulation check: its measured difference next to the value its axis predicts."""
-    iv = _effect_interval(row)
-    text = f"``{row['label']}``: {row['metric']} {format_interval(iv, 3, signed=True)}"
-    predicted = row.get("predicted", math.nan)
-    if pd.isna(predicted):
-        return text + ", no computed prediction"
-    inside = iv.defined and iv.low <= predicted <= iv.high
-    return (
-        f"{text}, predicted {predicted:+.3f} if both runs drew their groups from one "
-        f"distribution of per-prompt success probabilities "
-        f"({'inside' if inside else 'outside'} the interval)"
-    )
-
-
-def _chance(n: int) -> str:
-    return f"{CHANCE * n:.2f} expected by chance with no effect at all"
-
-
-# What a paired difference pairs on, per unit of replication: a seed within one base policy, or a
-# base-policy draw (the pooled analysis, where each draw contributes the mean of its seeds).
-PAIRING = {
-    "seed": "on the same seed",
-    "draw": "in the same base-policy draw, each draw's mean over its seeds",
-}
-
-
-def effects_reading(effects: pd.DataFrame, opening: str = "", unit: str = "seed") -> str:
-    """The report's reading (reStructuredText), written from the numbers of ``effects_table``,
-    after ``opening`` (the verdicts on the declared hypotheses): one paragraph per stage. Declared
-    contrasts are named, not counted again; manipulation checks are listed as such; the
-    exploratory contrasts whose 95% interval excludes zero are given with their direction, and
-    their number next to the number expected by chance (no correction for multiplicity, and
-    contrasts sharing a reference are not independent). Never hand-written, so it cannot drift
-    from the results."""
-    role = effects["role"] if "role" in effects else pd.Series(EXPLORATORY, index=effects.index)
-    effects = effects.assign(role=role.fillna(EXPLORATORY))
-    paragraphs = [opening.strip()] if opening.strip() else []
-    explored = excluded = 0
-    for stage, of_stage in effects.groupby("stage", sort=False):
-        contrasts = of_stage[~of_stage["is_reference"].astype(bool)]
-        refs = list(dict.fromkeys(pipeline.cell_label(str(r)) for r in of_stage["reference"]))
-        # A crossed stage compares each cell with the reference value at its own other values.
-        reference = "the reference ``" + "`` / ``".join(refs) + "``"
-        title = str(of_stage["stage_title"].iloc[0]) if "stage_title" in of_stage else str(stage)
-        seeds = sorted({int(n) for n in contrasts["n"]}) or [0]
-        seed_text = " or ".join(map(str, seeds)) + (f" {unit}" if seeds == [1] else f" {unit}s")
-        parts = [
-            f"**{title[0].upper() + title[1:]}**: paired differences to {reference} over "
-            f"{seed_text} (cell minus reference {PAIRING[unit]}, mean [95% t interval])."
-        ]
-        if contrasts.empty:
-            paragraphs.append(f"{parts[0]} The stage has no cell besides its reference.")
-            continue
-        defined = contrasts[[_effect_interval(r).defined for _, r in contrasts.iterrows()]]
-        if defined.empty:
-            parts.append(
-                f"None of its {len(contrasts)} contrasts has an interval (one {unit}, or no "
-                "finite value): nothing here can be read as an effect."
-            )
-            paragraphs.append(" ".join(parts))
-            continue
-        declared = defined[defined["role"].str.startswith("hypothesis")]
-        if not declared.empty:
-            ids = ", ".join(f"``{r[len('hypothesis ') :]}``" for r in declared["role"])
-            parts.append(f"Declared, judged above: {ids}.")
-        checks = defined[defined["role"] == "manipulation check"]
-        if not checks.empty:
-            parts.append(
-                "Manipulation checks (the varied axis changes these by construction; not "
-                "findings): " + "; ".join(_check_text(r) for _, r in checks.iterrows()) + "."
-            )
-        free = defined[defined["role"] == EXPLORATORY]
-        hits = free[free["excludes_zero"].astype(bool)]
-        explored, excluded = explored + len(free), excluded + len(hits)
-        if not free.empty and hits.empty:
-            parts.append(
-                f"Exploratory: no interval excludes zero, all {len(free)} contrasts include it "
-                f"({_chance(len(free))})."
-            )
-        elif not hits.empty:
-            parts.append(
-                f"Exploratory: {len(hits)} of {len(free)} contrasts "
-                f"{'excludes' if len(hits) == 1 else 'exclude'} zero ({_chance(len(free))}): "
-                + _excluding(hits)
-                + "."
-            )
-            rest = len(free) - len(hits)
-            if rest:
-                others = "one includes" if rest == 1 else f"{rest} include"
-                parts.append(
-                    f"The other {others} zero: no difference from the reference is resolved "
-                    f"there at this number of {unit}s."
-                )
-        if (defined["low"] == 0).all() and (defined["high"] == 0).all():
-            parts.append(
-                f"Every difference is exactly zero on every {unit}: these cells' numbers equal "
-                "the reference's."
-            )
-        undefined = len(contrasts) - len(defined)
-        if undefined:
-            parts.append(
-                f"{undefined} {'contrast has' if undefined == 1 else 'contrasts have'} no "
-                "interval (fewer than two finite values)."
-            )
-        paragraphs.append(" ".join(parts))
-    if explored:
-        paragraphs.append(
-            f"**Exploratory contrasts in all**: {excluded} of {explored} exclude zero, "
-            f"{_chance(explored)} (95% intervals, no correction for multiplicity; contrasts "
-            "that share a reference are not independent, so the count by chance varies more "
-            "than a binomial's). An exploratory exclusion is a lead for a hypothesis declared "
-            "before another run, not a conclusion."
-        )
-    return "\n\n".join(paragraphs) + "\n"
-
-
-def objectives_table(exp: Path, cells: Iterable[str], seeds: Iterable[int]) -> pd.DataFrame:
-    """Appendix: each cell's objective record as text (from its first seed), and whether every
-    seed recorded the same objective (library versions included)."""
-    seeds = sorted(seeds)
-    out = []
-    for cell in dict.fromkeys(cells):
-        runs = [Path(Tree(exp).run(cell, s)) for s in seeds]
-        records = {(r / "objective.json").read_text() for r in runs}
-        out.append(
-            {
-                "cell": cell,
-                "label": pipeline.cell_label(cell),
-                "recipe": f"{r.name}: {r.source}" if (r := pipeline.cell_recipe(cell)) else "",
-                "same_across_seeds": len(records) == 1,
-                "objective": (runs[0] / "objective.md").read_text().strip(),
-            }
-        )
-    return pd.DataFrame(out)
-
-
-# -- rendering ---------------------------------------------------------------------------------
-def to_markdown(frame: pd.DataFrame) -> str:
-    def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    head = "| " + " | ".join(cell(c) for c in frame.columns) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([head, rule, *body]) + "\n"
-
-
-_TEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "Δ": r"$\Delta$",
-    "≥": r"$\geq$",
-    "·": r"$\cdot$",
-}
-
-
-def tex_escape(text: Any) -> str:
-    return "".join(_TEX.get(ch, ch) for ch in str(text))
-
-
-def to_latex(
-    frame: pd.DataFrame, caption: str, label: str, wrap: dict[str, str] | None = None
-) -> str:
-    """A booktabs ``table``; ``wrap`` gives p{} widths for long text columns."""
-    wrap = wrap or {}
-    spec = "".join(f"p{{{wrap[c]}}}" if c in wrap else "l" for c in frame.columns)
-    lines = [
-        r"\begin{table}[htbp]",
-        r"\centering",
-        r"\scriptsize",
-        rf"\caption{{{tex_escape(caption)}}}",
-        rf"\label{{{label}}}",
-        rf"\begin{{tabular}}{{{spec}}}",
-        r"\toprule",
-        " & ".join(tex_escape(c) for c in frame.columns) + r" \\",
-        r"\midrule",
-    ]
-    lines += [
-        " & ".join(tex_escape(v) for v in row) + r" \\" for row in frame.itertuples(index=False)
-    ]
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
-
-
+# -- writing -----------------------------------------------------------------------------------
 RESULTS_CAPTION = (
     "Test accuracy (lm-eval) per cell and stage: mean over seeds with a 95% Student-t interval "
     "(undefined with one seed); Δ is the paired difference to the cell's reference in its stage on the "

@@ -1,0 +1,162 @@
+"""The analysis's inputs, read from the results tree (``grpo_ablation.layout``) into frames: one
+row per run (final and best test accuracy, diagnostics, budget, efficiency fit), per checkpoint,
+per training step and per efficiency-curve point; the base policy's accuracy; each cell's
+objective record."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_ablation import pipeline
+from grpo_ablation.analysis.efficiency import compute_at_steps, run_efficiency
+from grpo_ablation.layout import Tree
+
+ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_accuracy"}
+# lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
+# labelled as such, never the headline.
+EXTERNAL_PREFIX = "external_"
+
+
+def externals(checkpoint: dict[str, Any]) -> dict[str, float]:
+    """``external_<task>`` -> value of one checkpoint's external benchmarks (NaN when missing)."""
+    return {
+        f"{EXTERNAL_PREFIX}{task}": math.nan if e.get("value") is None else float(e["value"])
+        for task, e in checkpoint.get("external_benchmarks", {}).items()
+    }
+
+
+def _checkpoints(summary: Path) -> list[dict[str, Any]]:
+    return json.loads(summary.read_text())["checkpoints"]
+
+
+def load_curves(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
+    """Test accuracy per (stage, cell, seed, step), the base policy prepended as step 0;
+    ``generation_step`` is the step in generation batches (optimizer steps / μ), on which runs of
+    different update epochs line up at the same completions."""
+    tree = Tree(exp)
+    base = _checkpoints(Path(tree.base_summary()))[0]
+    out = []
+    for r in rows:
+        for seed in seeds:
+            ckpts = _checkpoints(Path(tree.summary(r["cell"], seed)))
+            record = Path(tree.objective(r["cell"], seed))
+            mu = (
+                int(json.loads(record.read_text()).get("num_iterations", 1))
+                if record.exists()
+                else 1
+            )
+            for is_base, c in [(True, base), *((False, c) for c in ckpts)]:
+                step = 0 if is_base else int(c["step"])
+                out.append(
+                    {
+                        "stage": r["stage"],
+                        "cell": r["cell"],
+                        "seed": int(seed),
+                        "step": step,
+                        "generation_step": step // mu,
+                        "is_base": is_base,
+                        **{k: c[v] for k, v in ACCURACY.items()},
+                    }
+                )
+    return pd.DataFrame(out)
+
+
+def load_efficiency_points(
+    exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]
+) -> pd.DataFrame:
+    """Every run's efficiency-curve points with the compute spent by then: (stage, cell, seed,
+    step, accuracy, generated_tokens, completions)."""
+    tree, frames = Tree(exp), []
+    for r in rows:
+        for seed in seeds:
+            curve = json.loads(Path(tree.curve(r["cell"], seed)).read_text())
+            summary = Path(tree.diagnostics(r["cell"], seed, "summary.json"))
+            group_size = json.loads(summary.read_text())["objective"]["group_size"]
+            points = pd.DataFrame(curve["points"]).sort_values("step")
+            steps = pd.read_csv(tree.diagnostics(r["cell"], seed, "steps.csv"))
+            at = compute_at_steps(steps, int(group_size), points["step"].tolist())
+            frames.append(
+                at.assign(
+                    accuracy=points["accuracy"].to_numpy(),
+                    stage=r["stage"],
+                    cell=r["cell"],
+                    seed=int(seed),
+                )
+            )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def load_steps(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
+    """The per-step diagnostics of every run, tagged with stage, cell and seed."""
+    tree, frames = Tree(exp), []
+    for r in rows:
+        for seed in seeds:
+            f = pd.read_csv(tree.diagnostics(r["cell"], seed, "steps.csv"))
+            frames.append(f.assign(stage=r["stage"], cell=r["cell"], seed=int(seed)))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
+    """One row per (stage, cell, seed): final and best test accuracy, diagnostics, budget, and
+    the efficiency fit of its curve (``efficiency.run_efficiency``)."""
+    base_R0 = base_accuracy(exp)["sampled"]
+    tree, out = Tree(exp), []
+    for r in rows:
+        for seed in seeds:
+            ckpts = _checkpoints(Path(tree.summary(r["cell"], seed)))
+            diag = json.loads(Path(tree.diagnostics(r["cell"], seed, "summary.json")).read_text())
+            final = max(ckpts, key=lambda c: c["step"])
+            row: dict[str, Any] = {**r, "seed": int(seed), "final_step": int(final["step"])}
+            for name, key in ACCURACY.items():
+                row[f"{name}_final"] = final[key]
+                row[f"{name}_best"] = max(c[key] for c in ckpts)
+            for key, value in diag.items():
+                if not isinstance(value, dict):
+                    row[key.replace("/", "_")] = value
+            row["wall_time_s"] = diag["budget"]["wall_time_s"]
+            row.update(_efficiency(exp, r["cell"], seed, diag, base_R0))
+            row["test_length_incorrect"] = final.get("sampled_incorrect_tokens", math.nan)
+            row.update((f"{k}_final", v) for k, v in externals(final).items())
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def _efficiency(exp: Path, cell: str, seed: int, diag: dict[str, Any], R0: float) -> dict:
+    """The run's efficiency summary from its curve (headline sampled accuracy, so R0 is the base
+    policy's sampled accuracy) and the compute its diagnostics count."""
+    tree = Tree(exp)
+    curve = json.loads(Path(tree.curve(cell, seed)).read_text())
+    steps = pd.read_csv(tree.diagnostics(cell, seed, "steps.csv"))
+    group_size = int(diag["objective"]["group_size"])
+    return run_efficiency(curve["points"], steps, group_size, R0)
+
+
+def base_accuracy(exp: Path) -> dict[str, float]:
+    base = _checkpoints(Path(Tree(exp).base_summary()))[0]
+    return {**{name: float(base[key]) for name, key in ACCURACY.items()}, **externals(base)}
+
+
+def objectives_table(exp: Path, cells: Iterable[str], seeds: Iterable[int]) -> pd.DataFrame:
+    """Appendix: each cell's objective record as text (from its first seed), and whether every
+    seed recorded the same objective (library versions included)."""
+    seeds = sorted(seeds)
+    out = []
+    for cell in dict.fromkeys(cells):
+        runs = [Path(Tree(exp).run(cell, s)) for s in seeds]
+        records = {(r / "objective.json").read_text() for r in runs}
+        out.append(
+            {
+                "cell": cell,
+                "label": pipeline.cell_label(cell),
+                "recipe": f"{r.name}: {r.source}" if (r := pipeline.cell_recipe(cell)) else "",
+                "same_across_seeds": len(records) == 1,
+                "objective": (runs[0] / "objective.md").read_text().strip(),
+            }
+        )
+    return pd.DataFrame(out)

@@ -1,0 +1,151 @@
+"""The report's reading of the contrasts, written from the numbers of the effect table: one
+paragraph per stage, declared contrasts named, manipulation checks listed, exploratory exclusions
+counted beside the number expected by chance."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from grpo_ablation import pipeline
+from grpo_ablation.analysis.stats import (
+    Interval,
+    format_interval,
+)
+from grpo_ablation.analysis.tables import CHANCE, EXPLORATORY
+
+
+def _effect_interval(row: pd.Series) -> Interval:
+    return Interval(float(row["mean"]), float(row["low"]), float(row["high"]), int(row["n"]))
+
+
+def _effect_text(row: pd.Series) -> str:
+    iv = _effect_interval(row)
+    digits = 2 if "length" in str(row["quantity"]) else 3
+    way = "higher" if iv.mean > 0 else "lower"
+    return f"{way} {row['metric']}, {format_interval(iv, digits, signed=True)}"
+
+
+def _excluding(rows: pd.DataFrame) -> str:
+    return "; ".join(
+        f"``{label}``: " + " and ".join(_effect_text(r) for _, r in of_cell.iterrows())
+        for label, of_cell in rows.groupby("label", sort=False)
+    )
+
+
+def _check_text(row: pd.Series) -> str:
+    """A manipulation check: its measured difference next to the value its axis predicts."""
+    iv = _effect_interval(row)
+    text = f"``{row['label']}``: {row['metric']} {format_interval(iv, 3, signed=True)}"
+    predicted = row.get("predicted", math.nan)
+    if pd.isna(predicted):
+        return text + ", no computed prediction"
+    inside = iv.defined and iv.low <= predicted <= iv.high
+    return (
+        f"{text}, predicted {predicted:+.3f} if both runs drew their groups from one "
+        f"distribution of per-prompt success probabilities "
+        f"({'inside' if inside else 'outside'} the interval)"
+    )
+
+
+def _chance(n: int) -> str:
+    return f"{CHANCE * n:.2f} expected by chance with no effect at all"
+
+
+# What a paired difference pairs on, per unit of replication: a seed within one base policy, or a
+# base-policy draw (the pooled analysis, where each draw contributes the mean of its seeds).
+PAIRING = {
+    "seed": "on the same seed",
+    "draw": "in the same base-policy draw, each draw's mean over its seeds",
+}
+
+
+def effects_reading(effects: pd.DataFrame, opening: str = "", unit: str = "seed") -> str:
+    """The report's reading (reStructuredText), written from the numbers of ``effects_table``,
+    after ``opening`` (the verdicts on the declared hypotheses): one paragraph per stage. Declared
+    contrasts are named, not counted again; manipulation checks are listed as such; the
+    exploratory contrasts whose 95% interval excludes zero are given with their direction, and
+    their number next to the number expected by chance (no correction for multiplicity, and
+    contrasts sharing a reference are not independent). Never hand-written, so it cannot drift
+    from the results."""
+    role = effects["role"] if "role" in effects else pd.Series(EXPLORATORY, index=effects.index)
+    effects = effects.assign(role=role.fillna(EXPLORATORY))
+    paragraphs = [opening.strip()] if opening.strip() else []
+    explored = excluded = 0
+    for stage, of_stage in effects.groupby("stage", sort=False):
+        contrasts = of_stage[~of_stage["is_reference"].astype(bool)]
+        refs = list(dict.fromkeys(pipeline.cell_label(str(r)) for r in of_stage["reference"]))
+        # A crossed stage compares each cell with the reference value at its own other values.
+        reference = "the reference ``" + "`` / ``".join(refs) + "``"
+        title = str(of_stage["stage_title"].iloc[0]) if "stage_title" in of_stage else str(stage)
+        seeds = sorted({int(n) for n in contrasts["n"]}) or [0]
+        seed_text = " or ".join(map(str, seeds)) + (f" {unit}" if seeds == [1] else f" {unit}s")
+        parts = [
+            f"**{title[0].upper() + title[1:]}**: paired differences to {reference} over "
+            f"{seed_text} (cell minus reference {PAIRING[unit]}, mean [95% t interval])."
+        ]
+        if contrasts.empty:
+            paragraphs.append(f"{parts[0]} The stage has no cell besides its reference.")
+            continue
+        defined = contrasts[[_effect_interval(r).defined for _, r in contrasts.iterrows()]]
+        if defined.empty:
+            parts.append(
+                f"None of its {len(contrasts)} contrasts has an interval (one {unit}, or no "
+                "finite value): nothing here can be read as an effect."
+            )
+            paragraphs.append(" ".join(parts))
+            continue
+        declared = defined[defined["role"].str.startswith("hypothesis")]
+        if not declared.empty:
+            ids = ", ".join(f"``{r[len('hypothesis ') :]}``" for r in declared["role"])
+            parts.append(f"Declared, judged above: {ids}.")
+        checks = defined[defined["role"] == "manipulation check"]
+        if not checks.empty:
+            parts.append(
+                "Manipulation checks (the varied axis changes these by construction; not "
+                "findings): " + "; ".join(_check_text(r) for _, r in checks.iterrows()) + "."
+            )
+        free = defined[defined["role"] == EXPLORATORY]
+        hits = free[free["excludes_zero"].astype(bool)]
+        explored, excluded = explored + len(free), excluded + len(hits)
+        if not free.empty and hits.empty:
+            parts.append(
+                f"Exploratory: no interval excludes zero, all {len(free)} contrasts include it "
+                f"({_chance(len(free))})."
+            )
+        elif not hits.empty:
+            parts.append(
+                f"Exploratory: {len(hits)} of {len(free)} contrasts "
+                f"{'excludes' if len(hits) == 1 else 'exclude'} zero ({_chance(len(free))}): "
+                + _excluding(hits)
+                + "."
+            )
+            rest = len(free) - len(hits)
+            if rest:
+                others = "one includes" if rest == 1 else f"{rest} include"
+                parts.append(
+                    f"The other {others} zero: no difference from the reference is resolved "
+                    f"there at this number of {unit}s."
+                )
+        if (defined["low"] == 0).all() and (defined["high"] == 0).all():
+            parts.append(
+                f"Every difference is exactly zero on every {unit}: these cells' numbers equal "
+                "the reference's."
+            )
+        undefined = len(contrasts) - len(defined)
+        if undefined:
+            parts.append(
+                f"{undefined} {'contrast has' if undefined == 1 else 'contrasts have'} no "
+                "interval (fewer than two finite values)."
+            )
+        paragraphs.append(" ".join(parts))
+    if explored:
+        paragraphs.append(
+            f"**Exploratory contrasts in all**: {excluded} of {explored} exclude zero, "
+            f"{_chance(explored)} (95% intervals, no correction for multiplicity; contrasts "
+            "that share a reference are not independent, so the count by chance varies more "
+            "than a binomial's). An exploratory exclusion is a lead for a hypothesis declared "
+            "before another run, not a conclusion."
+        )
+    return "\n\n".join(paragraphs) + "\n"
