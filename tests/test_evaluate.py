@@ -408,6 +408,7 @@ def test_a_killed_evaluation_resumes_at_the_next_checkpoint(setup: dict, monkeyp
     assert len(loads) == 2, "so is everything under other settings"
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_a_process_per_checkpoint_gives_the_same_evaluation(setup: dict) -> None:
     """With vLLM each checkpoint is evaluated in a fresh process of its own (an engine's GPU memory
     is freed when its process ends); shown here with the hf backend: every checkpoint ran in

@@ -272,6 +272,7 @@ def test_accumulation_steps_do_not_change_the_gradient(model_dir, tmp_path, mode
     assert_same(four["grads"], one["grads"])
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_two_processes_give_the_gradient_of_one(model_dir, tmp_path):
     objectives = [
         {"std_scaling": s, "std_eps": 1e-4, "aggregation": m, "gradient_accumulation_steps": ga}

@@ -87,6 +87,7 @@ def _socket(env: dict) -> Path:
     return Path(out.stdout.strip())
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_worker_gives_the_in_process_files_and_is_reused(env: dict) -> None:
     local = _evaluate(env, "in_process", "off")
     assert local.returncode == 0, local.stderr[-3000:]
@@ -129,6 +130,7 @@ def test_a_failing_job_fails_with_its_error(env: dict) -> None:
     assert not (env["root"] / "bad" / "test" / "summary.json").exists()
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_worker_exits_when_idle(env: dict, tmp_path: Path) -> None:
     private = {**env, "tmp": tmp_path}
     done = _evaluate(private, "idle", "on", idle="1")
