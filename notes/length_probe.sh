@@ -14,7 +14,7 @@ mkdir -p "$OUT"
 for seed in ${SEEDS:-0 1 2}; do
   for agg in sequence_mean constant; do
     run="$OUT/runs/$agg-$seed"
-    [ -f "$run/run_info.json" ] || python -m grpo_ablation.training.train --model "$OUT/base" \
+    [ -f "$run/run_info.json" ] || python -m grpo_ablation.training.train --base "$OUT/base" \
         --data "$OUT/splits" --out "$run" --threads 1 \
         --training "{\"aggregation\": \"$agg\", \"seed\": $seed $EXTRA}" > "$OUT/$agg-$seed.log" 2>&1
   done

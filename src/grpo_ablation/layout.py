@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# Not reading.rst: the report keeps one file per name, and each draw has its reading.rst.
+POOLED_READING = "pooled_reading.rst"
+
 
 def run_key(cell: str, seed: Any) -> str:
     """``<cell>/seed=<s>``: how every per-run folder (runs/, eval/, diagnostics/ ...) names a run."""
@@ -56,8 +59,19 @@ class Tree:
     def calculations(self, name: str) -> str:
         return self.at("calculations", name)
 
+    def prefetch(self) -> str:
+        return self.at("prefetch.json")
+
+    def draw(self, draw: Any) -> str:
+        """A base-policy draw's folder (``draw=<d>``)."""
+        return self.at(f"draw={draw}")
+
     def pooled(self) -> str:
         return self.at("pooled")
+
+    def pooled_reading(self) -> str:
+        """In the pooled folder: its reading."""
+        return self.at(POOLED_READING)
 
     # -- one draw --------------------------------------------------------------------------------
     def base_policy(self) -> str:

@@ -511,7 +511,7 @@ def draw_dir(config: dict[str, Any], draw: int | None) -> Path:
     experiment folder; the experiment folder itself without draws. Splits, evaluation tasks and
     the calculations sheet are shared by all draws and stay at the experiment folder."""
     root = experiment_dir(config)
-    return root if draw is None else root / f"draw={draw}"
+    return root if draw is None else Path(Tree(root).draw(draw))
 
 
 def draw_base_policy(config: dict[str, Any], draw: int | None) -> dict[str, Any]:
@@ -522,7 +522,7 @@ def draw_base_policy(config: dict[str, Any], draw: int | None) -> dict[str, Any]
 
 def pooled_dir(config: dict[str, Any]) -> Path:
     """The analysis over draws (tables, verdicts, reading), beside the draws' folders."""
-    return experiment_dir(config) / "pooled"
+    return Path(Tree(experiment_dir(config)).pooled())
 
 
 def check_draws(config: dict[str, Any]) -> None:

@@ -24,7 +24,7 @@ ROOT = str(pipeline.experiment_dir(config))
 # Base-policy draws (base_policy.draws): everything below the base policy lives per draw, so EXP
 # holds a {draw} wildcard that every rule's paths inherit; splits and evaluation tasks are shared.
 DRAWS = pipeline.draws(config)
-EXP = f"{ROOT}/draw={{draw}}" if DRAWS else ROOT
+EXP = Tree(ROOT).draw("{draw}") if DRAWS else ROOT
 # Every path of the results tree comes from grpo_ablation.layout: TREE for a draw's folder (its
 # {draw} wildcard included), SHARED for what the draws share.
 TREE, SHARED = Tree(EXP), Tree(ROOT)
@@ -36,7 +36,7 @@ TASK = json.dumps(config["task"], sort_keys=True)
 # Hub content (model, data set, external benchmark data, or the CPU stand-in of them) is fetched
 # once by the local prefetch rule; configs that need none skip it.
 NEEDS_PREFETCH = pipeline.needs_prefetch(config)
-PREFETCH = SHARED.at("prefetch.json")
+PREFETCH = SHARED.prefetch()
 SEEDS = [int(s) for s in config["seeds"]]
 # The jobs' conda environment (--software-deployment-method conda), relative to workflow/rules;
 # the vLLM pin set where the config uses vLLM.

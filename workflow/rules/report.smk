@@ -265,7 +265,7 @@ POOLED = Tree(pipeline.pooled_dir(config))
 POOLED_OUTPUTS = [
     POOLED.table(name) for name in ("results.csv", "results.md", "hypotheses.csv", "hypotheses.md",
                                      "draws.csv", "agreement.csv", "agreement.md", "effects.csv")
-] + [POOLED.at("pooled_reading.rst")]
+] + [POOLED.pooled_reading()]
 
 
 rule pooled:

@@ -24,11 +24,10 @@ import pandas as pd
 from grpo_ablation import pipeline
 from grpo_ablation.analysis import efficiency, hypotheses, loading, reading, render, tables
 from grpo_ablation.analysis.stats import paired_interval
-from grpo_ablation.layout import Tree
+from grpo_ablation.layout import POOLED_READING, Tree
 
 UNIT = "draw"
-# Not "reading.rst": the report keeps one file per name, and each draw has its reading.rst.
-READING = "pooled_reading.rst"
+READING = POOLED_READING
 
 
 def draw_rows(config: dict[str, Any], draw: int) -> list[dict[str, Any]]:

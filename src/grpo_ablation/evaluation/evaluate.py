@@ -3,8 +3,9 @@
 This module deliberately imports nothing from the training code. What it shares with training is
 the *declared* answer rule (``full_match_digits`` for the addition task, ``math_verify`` for math),
 named in the task and recorded in both ``objective.json`` and every ``results.json``; the rule is
-implemented here a second time, as a small module written next to the task YAML (``grpo_answer.py``)
-that lm-eval loads as its metric. A test checks that the two implementations agree.
+implemented a second time for the evaluation (``answer_rules/``), a small module that
+``task_folders`` writes next to the task YAML (``grpo_answer.py``) and lm-eval loads as its metric.
+A test checks that the two implementations agree.
 
 The evaluation asks the question training asks: the prompt column fed verbatim (through the model's
 chat template when the task declares one, as TRL does for conversational prompts), generation

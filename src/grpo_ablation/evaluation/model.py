@@ -70,7 +70,7 @@ def load_lm(
     tok, gen = lm.tokenizer, lm.model.generation_config
     if tok.eos_token_id is None:
         raise ValueError(f"{path}: tokenizer has no eos token; generate_until needs one")
-    # Stopping must work on the eos id (see module docstring); fill it in if the checkpoint lacks it.
+    # Stopping must work on the eos id (task_folders' docstring); fill it in where a checkpoint lacks it.
     if gen.eos_token_id is None:
         gen.eos_token_id = tok.eos_token_id
     if gen.pad_token_id is None:

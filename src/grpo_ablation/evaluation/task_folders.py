@@ -71,7 +71,7 @@ def _q(value: str) -> str:
 
 def _task_header(task: str, test_jsonl: Path) -> list[str]:
     return [
-        "# Written by grpo_ablation.evaluation.evaluate.write_task; do not edit by hand.",
+        "# Written by grpo_ablation.evaluation.task_folders.write_task; do not edit by hand.",
         f"task: {task}",
         "dataset_path: json",
         "dataset_kwargs:",

@@ -46,8 +46,8 @@ def group_advantages(
     A NaN reward means scoring failed: it is left out of its group's mean and std and gets
     advantage 0. A group with fewer than two finite rewards gets 0 throughout. A zero std with
     ``eps == 0`` gives 0, not NaN: the centred rewards are already 0 there, and no choice of
-    denominator creates comparative information. ``batch`` subtracts the group mean and divides
-    by the std (ddof=1, as TRL) of all finite rewards passed in.
+    denominator creates comparative information. What each scaling divides by is its entry in
+    ``conventions.STD_SCALINGS`` (``batch``: the std of all finite rewards passed in).
     """
     divide_by = std_scaling(scaling).std
     r = grouped(rewards.to(torch.float64), group_size)

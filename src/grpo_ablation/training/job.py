@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--base",
         type=Path,
         required=True,
-        help="base/base_policy.json (what the base_policy rule writes), or a model folder",
+        help="base/base_policy.json (what the base_policy rule writes), a model folder or a hub id",
     )
     p.add_argument("--data", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
@@ -60,7 +60,7 @@ def run(a: argparse.Namespace) -> None:
     )
     # The job's threads are shared by its processes.
     bootstrap(threads=max(1, a.threads // int(os.environ.get("WORLD_SIZE", 1))))
-    info = {"model": str(a.base)} if a.base.is_dir() else json.loads(a.base.read_text())
+    info = json.loads(a.base.read_text()) if a.base.is_file() else {"model": str(a.base)}
     options = {
         k: compute[k] for k in ("keep_optimizer_state", "gradient_checkpointing") if k in compute
     }

@@ -1,4 +1,4 @@
-"""Answer rule full_match_digits (copied into the task folder by grpo_ablation.evaluation.evaluate).
+"""Answer rule full_match_digits (copied into the task folder by grpo_ablation.evaluation.task_folders).
 
 The completion, whitespace stripped, must be zero or more '.' then one or more digits and nothing
 else; the digits are compared with the target as strings ("055" is not "55", "55.3" is invalid).

@@ -1,4 +1,4 @@
-"""Answer rule math_verify (copied into the task folder by grpo_ablation.evaluation.evaluate).
+"""Answer rule math_verify (copied into the task folder by grpo_ablation.evaluation.task_folders).
 
 math-verify parses the completion and the target (as \\boxed{target}) and checks equivalence; a
 completion it cannot parse, or a verifier error or timeout, counts as incorrect here.
