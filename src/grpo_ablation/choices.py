@@ -5,19 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from grpo_ablation.objective.conventions import LENGTH_AGGREGATIONS, STD_SCALINGS
+from grpo_ablation.objective.conventions import (
+    LENGTH_AGGREGATIONS,
+    STD_SCALINGS,
+    ZERO_VARIANCE_RULES,
+)
 
 GroupCategory = Literal["failed_scoring", "all_correct", "all_incorrect", "mixed"]
-# What the loss does with groups whose rewards are all equal (zero variance: all correct or all
-# incorrect): keep them (they carry advantage 0 but count in the normaliser), filter them out of
-# the loss and its normaliser (ScaleRL's zero-variance filtering), or resample: generate further
-# batches until the step holds its number of mixed groups (DAPO's dynamic sampling).
-ZeroVariance = Literal["keep", "filter", "resample"]
 
 SCALINGS: tuple[str, ...] = tuple(STD_SCALINGS)
 AGGREGATIONS: tuple[str, ...] = tuple(LENGTH_AGGREGATIONS)
 GROUP_CATEGORIES: tuple[str, ...] = get_args(GroupCategory)
-ZERO_VARIANCE: tuple[str, ...] = get_args(ZeroVariance)
+# What the loss does with groups whose rewards are all equal: keep them (advantage 0, counted in
+# the normaliser), filter them out of the loss and its normaliser (ScaleRL), or resample (DAPO's
+# dynamic sampling); one entry each in objective/conventions.py.
+ZERO_VARIANCE: tuple[str, ...] = tuple(ZERO_VARIANCE_RULES)
 
 # How every results.json and table labels an lm-eval built-in benchmark (never the headline).
 EXTERNAL_PROTOCOL = "external benchmark, its own protocol"

@@ -1,8 +1,9 @@
-"""The two ablated conventions of the GRPO objective, one registry entry per choice.
+"""The ablated conventions of the GRPO objective, one registry entry per choice.
 
-Each std scaling and each length aggregation is declared once, here: its name, the sentence the
-objective record writes for it and its mathematics (docs/design.md). The names everything else
-accepts (config schema, axes, cells) are the registries' keys; ``formulas`` applies the entries.
+Each std scaling, length aggregation and zero-variance rule is declared once, here: its name, the
+sentence the objective record writes for it and its mathematics (docs/design.md). The names
+everything else accepts (config schema, axes, cells) are the registries' keys; ``formulas`` and
+the trainer apply the entries.
 
 Importable without torch: the functions use tensor methods only, so the DAG can read the names.
 Rows are ordered group by group: ``G`` consecutive entries per prompt.
@@ -156,3 +157,47 @@ def _entry(registry: dict[str, Any], name: str, what: str) -> Any:
     if name not in registry:
         raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(registry)}")
     return registry[name]
+
+
+@dataclass(frozen=True)
+class ZeroVarianceRule:
+    """What the loss does with groups whose rewards are all equal (all correct or all incorrect):
+    their sentence in the objective record (``{batches}``: training.max_generation_batches)."""
+
+    name: str
+    sentence: str
+
+
+ZERO_VARIANCE_RULES: dict[str, ZeroVarianceRule] = {
+    z.name: z
+    for z in (
+        # kept: advantage 0, but counted in the normaliser
+        ZeroVarianceRule(
+            "keep",
+            "Zero-variance groups (all rewards equal) stay in the loss and in its normaliser,"
+            " with advantage 0.",
+        ),
+        # ScaleRL's zero-variance filtering
+        ZeroVarianceRule(
+            "filter",
+            "Zero-variance groups (all rewards equal) are filtered out of the loss and of its"
+            " normaliser: B, the token counts and the number of groups count the other groups"
+            " only (the rollout log keeps them, marked).",
+        ),
+        # DAPO's dynamic sampling (the trainer's _generate_batch)
+        ZeroVarianceRule(
+            "resample",
+            "Zero-variance groups (all rewards equal) are replaced (dynamic sampling, DAPO): "
+            "while the generation batch holds fewer than its number of groups that are mixed,"
+            " a further batch of as many fresh prompts is generated, up to {batches} batches "
+            "per step in all; the step trains on the first mixed groups in generation order, "
+            "and a batch still short of them is filled with zero-variance groups filtered out"
+            " of the loss and of its normaliser (the rollout log keeps every generated group,"
+            " marked).",
+        ),
+    )
+}
+
+
+def zero_variance_rule(name: str) -> ZeroVarianceRule:
+    return _entry(ZERO_VARIANCE_RULES, name, "zero_variance rule")

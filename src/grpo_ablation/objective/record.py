@@ -15,16 +15,14 @@ from typing import Any
 
 from grpo_ablation.axes import check_choices
 from grpo_ablation.choices import EMPTY_COMPLETION_RULE
-from grpo_ablation.objective.conventions import length_aggregation, std_scaling
+from grpo_ablation.objective.conventions import (
+    length_aggregation,
+    std_scaling,
+    zero_variance_rule,
+)
 from grpo_ablation.sampling import protocol, sampler_description
 
 LIBRARIES = ("torch", "transformers", "trl", "accelerate", "datasets", "lm_eval")
-
-_ZERO_VARIANCE_TEXT = {
-    "keep": "Zero-variance groups (all rewards equal) stay in the loss and in its normaliser, with advantage 0.",
-    "filter": "Zero-variance groups (all rewards equal) are filtered out of the loss and of its normaliser: B, the token counts and the number of groups count the other groups only (the rollout log keeps them, marked).",
-    "resample": "Zero-variance groups (all rewards equal) are replaced (dynamic sampling, DAPO): while the generation batch holds fewer than its number of groups that are mixed, a further batch of as many fresh prompts is generated, up to {batches} batches per step in all; the step trains on the first mixed groups in generation order, and a batch still short of them is filled with zero-variance groups filtered out of the loss and of its normaliser (the rollout log keeps every generated group, marked).",
-}
 
 
 def library_versions() -> dict[str, str]:
@@ -146,7 +144,7 @@ class ObjectiveRecord:
             f"Loss: the PPO clipped-ratio term (clip range 1-{self.clip_eps_low:g} to "
             f"1+{self.clip_eps_high:g}) {kl}, {length_aggregation(self.aggregation).sentence} "
             f"(per-token weight 1/({self.normaliser}); empty completions {self.empty_completion_rule}). "
-            f"{_ZERO_VARIANCE_TEXT[self.zero_variance].format(batches=self.max_generation_batches)} "
+            f"{zero_variance_rule(self.zero_variance).sentence.format(batches=self.max_generation_batches)} "
             f"{trunc} Each generation step samples G={self.group_size} completions for each of "
             f"{self.prompts_per_step} prompts (B={self.generation_batch_size}) of at most "
             f"{self.max_completion_length} tokens, and takes {self.num_iterations} optimizer step(s) "
