@@ -24,6 +24,7 @@ def cmd_splits(a: argparse.Namespace) -> None:
     fetched = json.loads(a.prefetch.read_text())["task"] if a.prefetch else None
     manifest = get_task(json.loads(a.task)).write_splits(a.out, fetched=fetched)
     print(json.dumps(manifest, indent=2))
+    _leave_without_shutdown()  # a hub data set's splits are read through the data-set client
 
 
 def cmd_prefetch(a: argparse.Namespace) -> None:
@@ -33,11 +34,17 @@ def cmd_prefetch(a: argparse.Namespace) -> None:
     record = prefetch(json.loads(a.config))
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    print(json.dumps(record, indent=2), flush=True)
+    print(json.dumps(record, indent=2))
+    _leave_without_shutdown()
+
+
+def _leave_without_shutdown() -> None:
+    """Exit 0 now, everything written. A native thread left by the hub and data-set clients has
+    aborted the interpreter's shutdown now and then ("terminate called without an active
+    exception", exit 134, after the complete output: seen in prefetch, then in the splits of a hub
+    data set), failing a finished job: leave without that shutdown."""
+    sys.stdout.flush()
     sys.stderr.flush()
-    # Everything is written. A native thread left by the hub and data-set clients has aborted the
-    # interpreter's shutdown now and then ("terminate called without an active exception",
-    # exit 134, after the complete record), failing a finished job: leave without that shutdown.
     os._exit(0)
 
 
