@@ -656,8 +656,8 @@ def sampled_noise(
     import yaml
     from snakemake.utils import validate
 
-    from grpo_ablation import pipeline
     from grpo_ablation.analysis.stats import paired_differences, paired_interval
+    from grpo_ablation.design import Design, read_winners
 
     cfg = yaml.safe_load(config.read_text())
     validate(cfg, "workflow/schemas/config.schema.yaml")  # fills the defaults
@@ -666,8 +666,8 @@ def sampled_noise(
             "benchmark": "sampled_noise",
             "skipped": f"{config} runs {len(cfg['seeds'])} seed per base policy: no per-seed SD",
         }
-    winners = pipeline.read_winners(sorted((exp_dir / "selection").glob("*.json")))
-    rows = pipeline.design_rows(cfg, winners, list(stages))
+    winners = read_winners(sorted((exp_dir / "selection").glob("*.json")))
+    rows = Design.of(cfg).rows(winners, list(stages))
     finals: dict[str, dict[str, dict[int, float]]] = {m: {} for m in SAMPLED_METRICS}
     for r in rows:
         for seed in cfg["seeds"]:

@@ -14,7 +14,7 @@ import torch
 import yaml
 from conformance import G
 
-from grpo_ablation import pipeline
+from grpo_ablation.design import Design, DesignError
 from grpo_ablation.training.options import TrainingConfig
 from grpo_ablation.training.rollout_log import read_rollouts
 from grpo_ablation.training.train import train
@@ -121,21 +121,20 @@ def test_nominal_budgets_that_differ_within_a_stage_are_refused(monkeypatch):
         lr_scheduler_type="constant",
         warmup_steps=0,
     )
-    stage = pipeline.get_stage(cfg, "std_scaling")
-    cells = [pipeline.make_cell(cfg, {"std_scaling": v}) for v in ("sample", "none")]
-    real = pipeline.training_config
+    design = Design.of(cfg)
+    stage = design.stage("std_scaling")
+    cells = [design.cell({"std_scaling": v}) for v in ("sample", "none")]
+    real = Design.training_config
 
-    def drifting(config, cell, seed):  # one cell silently trains longer
-        tc = real(config, cell, seed)
+    def drifting(self, cell, seed, draw=None):  # one cell silently trains longer
+        tc = real(self, cell, seed, draw)
         if cell["std_scaling"] == "none":
             tc.max_steps += 1
         return tc
 
-    monkeypatch.setattr(pipeline, "training_config", drifting)
-    with pytest.raises(
-        pipeline.DesignError, match="nominal budgets differ within stage 'std_scaling'"
-    ):
-        pipeline.check_matched_budgets(cfg, stage, cells)
+    monkeypatch.setattr(Design, "training_config", drifting)
+    with pytest.raises(DesignError, match="nominal budgets differ within stage 'std_scaling'"):
+        design.check_matched_budgets(stage, cells)
 
 
 def test_a_group_size_that_breaks_the_fixed_budget_is_refused(tmp_path):

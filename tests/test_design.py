@@ -1,6 +1,7 @@
 """The ablation design: stages, cells, shared baselines, matched budgets, environments, lint."""
 
 import copy
+import json
 import re
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import yaml
 
 from grpo_ablation import pipeline
 from grpo_ablation.axes import path_regex
-from grpo_ablation.pipeline import DesignError
+from grpo_ablation.design import Design, DesignError, cell_label, reference_of, select_winner
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,14 +27,14 @@ def default_config() -> dict:
 
 
 def cells(config: dict, stage: str, winners: dict | None = None) -> list:
-    return pipeline.stage_cells(config, stage, winners)
+    return Design.of(config).cells(stage, winners)
 
 
 def test_a_cell_is_a_path_and_back():
     config = default_config()
-    cell = pipeline.make_cell(config, {"std_scaling": "population"})
+    cell = Design.of(config).cell({"std_scaling": "population"})
     assert cell.path == "std=population/agg=sequence_mean/G=8"
-    assert pipeline.parse_cell(config, cell.path) == cell
+    assert Design.of(config).parse_cell(cell.path) == cell
     assert cell["beta"] == 0.0 and cell["num_iterations"] == 1
 
 
@@ -41,15 +42,15 @@ def test_an_axis_is_named_in_a_path_only_off_its_default():
     """The three first axes are always named; beta and mu only where a cell departs from the
     baseline, so adding an axis leaves every existing path (and run directory) as it was."""
     config = default_config()
-    kl = pipeline.make_cell(config, {"beta": 0.04, "std_scaling": "none"})
+    kl = Design.of(config).cell({"beta": 0.04, "std_scaling": "none"})
     assert kl.path == "std=none/agg=sequence_mean/G=8/beta=0.04"
-    assert pipeline.make_cell(config, {"beta": 0}).path == "std=sample/agg=sequence_mean/G=8"
-    mu = pipeline.make_cell(config, {"num_iterations": 4})
+    assert Design.of(config).cell({"beta": 0}).path == "std=sample/agg=sequence_mean/G=8"
+    mu = Design.of(config).cell({"num_iterations": 4})
     assert mu.path == "std=sample/agg=sequence_mean/G=8/mu=4"
-    assert pipeline.parse_cell(config, mu.path) == mu
+    assert Design.of(config).parse_cell(mu.path) == mu
     assert re.fullmatch(path_regex(), kl.path) and re.fullmatch(path_regex(), mu.path)
     assert not re.fullmatch(path_regex(), "std=sample/agg=sequence_mean/G=8/mu=4/beta=0.1")
-    assert pipeline.cell_label(kl.path) == "none / sequence_mean / G=8 / beta=0.04"
+    assert cell_label(kl.path) == "none / sequence_mean / G=8 / beta=0.04"
 
 
 def test_stage_one_varies_std_scaling_and_stage_two_aggregation():
@@ -66,8 +67,8 @@ def test_stage_one_varies_std_scaling_and_stage_two_aggregation():
     assert {c["std_scaling"] for c in s2} == {"sample"}
     # the baseline belongs to both stages and is one cell, trained once
     assert len(set(s1) | set(s2)) == 7
-    st1, st2 = pipeline.get_stage(config, "std_scaling"), pipeline.get_stage(config, "aggregation")
-    assert pipeline.reference_of(st1, s1[0], s1) == pipeline.reference_of(st2, s2[0], s2)
+    st1, st2 = Design.of(config).stage("std_scaling"), Design.of(config).stage("aggregation")
+    assert reference_of(st1, s1[0], s1) == reference_of(st2, s2[0], s2)
 
 
 def test_stage_two_can_take_the_stage_one_winner():
@@ -93,10 +94,10 @@ def test_a_winner_must_come_from_another_stage_that_varies_that_axis():
 def test_group_size_stage_holds_completions_per_step_fixed():
     config = default_config()
     g = cells(config, "group_size")
-    runs = [pipeline.training_config(config, c, seed=0) for c in g]
+    runs = [Design.of(config).training_config(c, seed=0) for c in g]
     assert [(r.group_size, r.prompts_per_step) for r in runs] == [(4, 8), (8, 4), (16, 2)]
     assert len({r.generation_batch_size for r in runs}) == 1
-    pipeline.check_matched_budgets(config, pipeline.get_stage(config, "group_size"), g)
+    Design.of(config).check_matched_budgets(Design.of(config).stage("group_size"), g)
 
 
 def test_a_group_size_that_does_not_divide_the_budget_is_refused():
@@ -108,48 +109,48 @@ def test_a_group_size_that_does_not_divide_the_budget_is_refused():
 
 def test_the_kl_stage_crosses_beta_with_std_scaling_against_beta_zero():
     config = default_config()
-    stage = pipeline.get_stage(config, "kl")
+    stage = Design.of(config).stage("kl")
     kl = cells(config, stage)
     assert [(c["beta"], c["std_scaling"]) for c in kl] == [
         (b, s) for b in (0.0, 0.01, 0.04) for s in ("none", "sample")
     ]
     # each cell is compared with beta = 0 at its own std scaling
     for c in kl:
-        ref = pipeline.reference_of(stage, c, kl)
+        ref = reference_of(stage, c, kl)
         assert ref["beta"] == 0.0 and ref["std_scaling"] == c["std_scaling"]
-    assert {pipeline.training_config(config, c, 0).beta for c in kl} == {0.0, 0.01, 0.04}
+    assert {Design.of(config).training_config(c, 0).beta for c in kl} == {0.0, 0.01, 0.04}
 
 
 def test_the_update_epochs_stage_matches_completions_not_optimizer_steps():
     """mu optimizer steps per generation batch: mu times the steps, the same completions, and
     checkpoints at the same completion counts."""
     config = default_config()
-    stage = pipeline.get_stage(config, "update_epochs")
+    stage = Design.of(config).stage("update_epochs")
     mu = cells(config, stage)
-    runs = [pipeline.training_config(config, c, 0) for c in mu]
+    runs = [Design.of(config).training_config(c, 0) for c in mu]
     assert [(r.num_iterations, r.max_steps, r.save_steps) for r in runs] == [
         (1, 200, 50),
         (2, 400, 100),
         (4, 800, 200),
     ]
-    budget = pipeline.check_matched_budgets(config, stage, mu)
+    budget = Design.of(config).check_matched_budgets(stage, mu)
     assert budget["completions"] == 200 * 32 and "optimizer_steps" not in budget
 
 
 def test_the_stage_one_winner_is_chosen_on_validation_with_ties_to_the_first():
     results = {"sample": [{"acc": 0.5}, {"acc": 0.7}], "none": [{"acc": 0.6}, {"acc": 0.6}]}
-    assert pipeline.select_winner(results, "acc")["winner"] == "sample"
+    assert select_winner(results, "acc")["winner"] == "sample"
     results["none"][0]["acc"] = 0.7
-    assert pipeline.select_winner(results, "acc")["winner"] == "none"
+    assert select_winner(results, "acc")["winner"] == "none"
 
 
 def test_every_run_of_a_stage_has_the_same_nominal_budget_and_its_own_seed():
     config = default_config()
     for name in ("std_scaling", "aggregation", "kl"):
-        stage = pipeline.get_stage(config, name)
-        budget = pipeline.check_matched_budgets(config, stage, cells(config, stage))
+        stage = Design.of(config).stage(name)
+        budget = Design.of(config).check_matched_budgets(stage, cells(config, stage))
         assert budget["completions"] == 200 * 32 and budget["optimizer_steps"] == 200
-    assert pipeline.training_config(config, cells(config, "kl")[0], seed=2).seed == 2
+    assert Design.of(config).training_config(cells(config, "kl")[0], seed=2).seed == 2
 
 
 def test_a_reference_outside_the_stage_is_refused():
@@ -193,15 +194,19 @@ def test_captions_and_titles_are_derived_from_the_axes():
     config = default_config()
     # numbered among the declared stages, enabled or not (the recipe stages come 4th and 5th,
     # dynamic sampling 6th)
-    assert pipeline.stage_title(config, "kl") == "stage 7: KL coefficient β × std scaling"
+    assert Design.of(config).stage_title("kl") == "stage 7: KL coefficient β × std scaling"
     # a recipe stage names the recipe it runs besides its reference's
-    assert pipeline.stage_title(config, "dr_grpo").endswith("× length aggregation (Dr. GRPO)")
-    assert pipeline.stage_title(config, "group_size") == "stage 3: group size G"
-    assert pipeline.stage_caption(config, "dr_grpo").startswith(
-        "std scaling over ['sample', 'none'] crossed with length aggregation over "
-        "['sequence_mean', 'constant'] (reference sample / sequence_mean);"
+    assert Design.of(config).stage_title("dr_grpo").endswith("× length aggregation (Dr. GRPO)")
+    assert Design.of(config).stage_title("group_size") == "stage 3: group size G"
+    assert (
+        Design.of(config)
+        .stage_caption("dr_grpo")
+        .startswith(
+            "std scaling over ['sample', 'none'] crossed with length aggregation over "
+            "['sequence_mean', 'constant'] (reference sample / sequence_mean);"
+        )
     )
-    caption = pipeline.stage_caption(config, "update_epochs")
+    caption = Design.of(config).stage_caption("update_epochs")
     assert caption.startswith("update epochs μ over ['1', '2', '4'] (reference 1);")
     assert "std scaling sample" in caption and "KL coefficient β 0" in caption
 
@@ -278,9 +283,9 @@ def test_snakemake_lint_is_clean(configfile):
 def test_a_cell_has_one_spelling_so_it_never_trains_in_two_folders():
     config = default_config()
     with pytest.raises(DesignError, match="is spelled 'std=sample/agg=sequence_mean/G=8'"):
-        pipeline.parse_cell(config, "std=sample/agg=sequence_mean/G=8/beta=0")
+        Design.of(config).parse_cell("std=sample/agg=sequence_mean/G=8/beta=0")
     with pytest.raises(DesignError, match="must be a number"):
-        pipeline.parse_cell(config, "std=sample/agg=sequence_mean/G=8/beta=nan")
+        Design.of(config).parse_cell("std=sample/agg=sequence_mean/G=8/beta=nan")
 
 
 def test_two_stages_may_take_the_winner_of_one_stage_but_not_each_others():
@@ -308,3 +313,40 @@ def test_resampling_and_sharded_curve_policies_need_their_process_layout():
         pipeline.check_design(config)
     config["compute"]["accelerate_config"] = "zero2"
     pipeline.check_design(config)  # zero2 shards optimizer state only: allowed
+
+
+def test_the_design_written_for_the_jobs_reads_back_as_the_same_design(tmp_path):
+    from snakemake.utils import validate
+
+    config = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
+    validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))
+    design = Design.of(config)
+    path = design.write(tmp_path / "design.json")
+    back = Design.load(path)
+    assert back.sections == design.sections and back.stage_names == design.stage_names
+    assert back.all_cells() == design.all_cells()
+    for stage in design.stages:  # the aggregation stage takes the std_scaling stage's winner
+        assert back.stage_title(stage.name) == design.stage_title(stage.name)
+        assert back.stage_caption(stage.name) == design.stage_caption(stage.name)
+        for winners in design.possible_winners(stage):
+            assert back.rows(winners, [stage.name]) == design.rows(winners, [stage.name])
+            for cell in design.cells(stage, winners):
+                assert back.training_config(cell, 1) == design.training_config(cell, 1)
+    # What a reader of design.json finds without the package: every cell, each stage's rows.
+    written = json.loads(path.read_text())
+    assert list(written["cells"]) == design.all_cells()
+    aggregation = next(s for s in written["stages"] if s["name"] == "aggregation")
+    assert aggregation["takes_winners_of"] == ["std_scaling"]
+    assert [r["winners"] for r in aggregation["rows"]] == [
+        {"std_scaling": "sample"},
+        {"std_scaling": "population"},
+    ]
+
+
+def test_the_analysis_jobs_read_the_design_file_not_config_sections():
+    rules = "".join(p.read_text() for p in (ROOT / "workflow/rules").glob("*.smk"))
+    for command in ("select", "tables", "figures", "pooled"):
+        (shell,) = re.findall(rf'"python {{params.cli}} {command} [^\n]*(?:\n\s*"[^\n]*)*', rules)
+        assert "--design {input.design}" in shell and "--config" not in shell, shell
+    # the figures take their contrasts from the tables job's results table
+    assert "--results {input.results}" in rules

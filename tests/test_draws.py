@@ -16,7 +16,7 @@ from scipy import stats as scipy_stats
 from grpo_ablation import pipeline
 from grpo_ablation.analysis import draws, hypotheses
 from grpo_ablation.analysis.tables import PAIRED, results_table
-from grpo_ablation.pipeline import DesignError
+from grpo_ablation.design import Design, DesignError, run_seed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -103,8 +103,8 @@ def test_an_unidentified_efficiency_fit_blanks_only_its_own_cell():
 
 
 def test_each_draw_trains_its_seeds_with_seeds_of_its_own():
-    assert pipeline.run_seed(2, None) == 2
-    assert pipeline.run_seed(0, 3) == 3000 and pipeline.run_seed(1, 3) == 3001
+    assert run_seed(2, None) == 2
+    assert run_seed(0, 3) == 3000 and run_seed(1, 3) == 3001
     config = {"base_policy": {"kind": "local", "draws": [3]}, "seeds": [0, 1000]}
     with pytest.raises(DesignError, match=r"seed must lie in \[0, 1000\)"):
         pipeline.check_draws(config)
@@ -126,11 +126,12 @@ def test_the_hypotheses_take_the_draw_as_their_unit():
             }
         ],
     }
-    rows = pipeline.design_rows(config)
+    design = Design.of(config)
+    rows = design.rows()
     ref, cell = (r["cell"] for r in rows)
     frame = _runs(SMALL).replace({"cell": {"ref": ref, "b": cell}, "reference": {"ref": ref}})
     verdicts = hypotheses.verdicts_table(
-        hypotheses.declared(config), draws.draw_means(frame), rows, config
+        hypotheses.declared(design), draws.draw_means(frame), rows, design
     )
     assert int(verdicts.loc[0, "n"]) == 2 and verdicts.loc[0, "mean"] == pytest.approx(0.10)
     assert "over 2 draws" in hypotheses.verdicts_reading(verdicts, draws.UNIT)
@@ -187,12 +188,13 @@ def test_draws_that_cannot_be_run_are_refused(base, message):
 
 
 def test_each_draw_is_its_base_policy_seed():
+    # Design(sections) parses nothing until asked: no stages are needed for the draws.
     config = {"experiment": "e", "base_policy": {"kind": "local", "draws": [3, 4], "sft_steps": 9}}
-    assert pipeline.draws(config) == [3, 4]
+    assert Design(config).draws == [3, 4]
     assert pipeline.draw_base_policy(config, 4) == {"kind": "local", "seed": 4, "sft_steps": 9}
-    assert pipeline.draw_dir(config, 4) == Path("results/e/draw=4")
+    assert Design(config).draw_dir(4) == Path("results/e/draw=4")
     one = {"experiment": "e", "base_policy": {"kind": "local", "seed": 2}}
-    assert pipeline.draws(one) == [] and pipeline.draw_dir(one, None) == Path("results/e")
+    assert Design(one).draws == [] and Design(one).draw_dir(None) == Path("results/e")
     assert pipeline.draw_base_policy(one, None) == one["base_policy"]
 
 

@@ -21,6 +21,7 @@ from test_tables_figures import effect_row
 from grpo_ablation import pipeline
 from grpo_ablation.analysis import hypotheses, reading, stats, tables
 from grpo_ablation.axes import DesignError
+from grpo_ablation.design import Design, cell_label
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = list(range(6))
@@ -76,9 +77,9 @@ PLANTED = [
 
 
 def test_a_planted_effect_a_planted_equivalence_and_pure_noise_get_their_verdicts():
-    config = config_with(*PLANTED)
-    rows = pipeline.design_rows(config, only=["std_scaling"])
-    verdicts = hypotheses.verdicts_table(hypotheses.declared(config), planted_runs(), rows, config)
+    design = Design.of(config_with(*PLANTED))
+    rows = design.rows(only=["std_scaling"])
+    verdicts = hypotheses.verdicts_table(hypotheses.declared(design), planted_runs(), rows, design)
     got = dict(zip(verdicts["id"], verdicts["verdict"], strict=True))
     assert got == {
         "pop_equals_sample": "supported",
@@ -92,7 +93,7 @@ def test_a_planted_effect_a_planted_equivalence_and_pure_noise_get_their_verdict
 
 
 def test_the_verdicts_are_the_tests_a_hand_computation_gives():
-    h = hypotheses.declared(config_with(*PLANTED))
+    h = hypotheses.declared(Design.of(config_with(*PLANTED)))
     diffs = {
         "pop_equals_sample": [0.01, -0.005, 0.0, 0.004, -0.002, 0.003],
         "none_lowers": [-0.12, -0.08, -0.11, -0.09, -0.10, -0.13],
@@ -126,7 +127,7 @@ def test_the_verdicts_are_the_tests_a_hand_computation_gives():
 
 
 def test_a_contradicted_prediction_is_refuted_and_an_interval_across_zero_is_no_equivalence():
-    h = hypotheses.declared(config_with(*PLANTED))
+    h = hypotheses.declared(Design.of(config_with(*PLANTED)))
     diffs = {
         # 0.10 apart, tightly: outside the ±0.02 margin
         "pop_equals_sample": [0.10, 0.11, 0.09, 0.10, 0.12, 0.10],
@@ -197,9 +198,10 @@ def test_a_crossed_stage_must_name_every_axis_its_reference_does_not_pin():
     with pytest.raises(DesignError, match="cell must name 'std_scaling': stage 'kl' crosses it"):
         pipeline.check_design(config)
     config["hypotheses"][0]["cell"] = {"beta": 0.04, "std_scaling": "none"}
-    (h,) = hypotheses.declared(config)
-    rows = pipeline.design_rows(config, only=["kl"])
-    assert hypotheses.contrast(h, rows, config)["reference"] == "std=none/agg=sequence_mean/G=8"
+    design = Design.of(config)
+    (h,) = hypotheses.declared(design)
+    rows = design.rows(only=["kl"])
+    assert hypotheses.contrast(h, rows, design)["reference"] == "std=none/agg=sequence_mean/G=8"
 
 
 def recipe_config() -> dict:
@@ -212,17 +214,17 @@ def recipe_config() -> dict:
 
 def test_a_recipe_stage_compares_every_cell_with_one_reference_cell_and_labels_the_recipes():
     config = recipe_config()
-    rows = [r for r in pipeline.design_rows(config) if r["stage"] == "dr_grpo"]
+    rows = [r for r in Design.of(config).rows() if r["stage"] == "dr_grpo"]
     grpo = "std=sample/agg=sequence_mean/G=8"
     assert {r["reference"] for r in rows} == {grpo}
-    labels = {pipeline.cell_label(r["cell"]) for r in rows}
+    labels = {cell_label(r["cell"]) for r in rows}
     assert labels == {
         "sample / sequence_mean / G=8 (GRPO)",
         "sample / constant / G=8",
         "none / sequence_mean / G=8",
         "none / constant / G=8 (Dr. GRPO)",
     }
-    lite = {pipeline.cell_label(r["cell"]) for r in pipeline.design_rows(config, only=["lite_ppo"])}
+    lite = {cell_label(r["cell"]) for r in Design.of(config).rows(only=["lite_ppo"])}
     assert "batch / token_mean / G=8 (Lite PPO)" in lite
     broken = copy.deepcopy(config)
     broken["stages"]["dr_grpo"]["reference"] = {"aggregation": "constant"}
@@ -245,9 +247,7 @@ def test_the_interaction_of_a_recipe_is_its_difference_minus_the_two_single_chan
     }
     # the design's rows say which cells are the recipe's single changes
     config = recipe_config()
-    singles = {
-        r["cell"]: r["singles"] for r in pipeline.design_rows(config) if r["stage"] == "dr_grpo"
-    }
+    singles = {r["cell"]: r["singles"] for r in Design.of(config).rows() if r["stage"] == "dr_grpo"}
     assert singles[dr] == (none, const) and singles[const] == ()
     runs = pd.DataFrame(
         {
@@ -275,18 +275,19 @@ def test_the_interaction_of_a_recipe_is_its_difference_minus_the_two_single_chan
 def test_the_reading_opens_with_the_verdicts_and_counts_exploratory_exclusions_against_chance():
     config = config_with(*PLANTED[:2])
     config["stages"]["group_size"]["enabled"] = True
-    rows = pipeline.design_rows(config, only=["std_scaling", "group_size"])
+    design = Design.of(config)
+    rows = design.rows(only=["std_scaling", "group_size"])
     runs = planted_runs()
-    verdicts = hypotheses.verdicts_table(hypotheses.declared(config), runs, rows, config)
-    roles = hypotheses.contrast_roles(config, rows)
+    verdicts = hypotheses.verdicts_table(hypotheses.declared(design), runs, rows, design)
+    roles = hypotheses.contrast_roles(design, rows)
     assert roles[f"std_scaling|{POP}|greedy_final"] == "hypothesis pop_equals_sample"
     assert roles["group_size|std=sample/agg=sequence_mean/G=16|fraction_mixed"] == (
         "manipulation check"
     )
     assert "group_size|std=sample/agg=sequence_mean/G=16|greedy_final" not in roles
     # a figure job sees one stage's rows: hypotheses on other stages are not its business
-    only_g = pipeline.design_rows(config, only=["group_size"])
-    assert set(hypotheses.contrast_roles(config, only_g).values()) == {"manipulation check"}
+    only_g = design.rows(only=["group_size"])
+    assert set(hypotheses.contrast_roles(design, only_g).values()) == {"manipulation check"}
     effects = pd.DataFrame(
         [
             row(REF, "greedy_final", 0, 0, 0, roles),

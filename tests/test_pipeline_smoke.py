@@ -18,9 +18,9 @@ import pytest
 import yaml
 from conftest import LANDING, in_chromium, rendered
 
-from grpo_ablation import pipeline
 from grpo_ablation.analysis import STAGE_FIGURES
 from grpo_ablation.analysis.tables import BASE_LABEL, EFFECTS
+from grpo_ablation.design import Design, read_winners, reference_of
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,10 +42,9 @@ def design(smoke_pipeline):
 
     config = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
     validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))  # fills the defaults
-    winners = pipeline.read_winners([smoke_pipeline.exp / "selection/std_scaling.json"])
-    stages = {
-        s.name: (s, pipeline.stage_cells(config, s, winners)) for s in pipeline.stages(config)
-    }
+    winners = read_winners([smoke_pipeline.exp / "selection/std_scaling.json"])
+    design = Design.of(config)
+    stages = {s.name: (s, design.cells(s, winners)) for s in design.stages}
     return config, stages
 
 
@@ -257,7 +256,7 @@ def test_results_table_has_one_row_per_cell_per_stage_and_the_base_policy(smoke_
     for name, (stage, cells) in stages.items():
         rows = table[table["stage"] == name]
         assert sorted(rows["cell"]) == sorted([BASE_LABEL, *(c.path for c in cells)])
-        refs = {pipeline.reference_of(stage, c, cells).path for c in cells}
+        refs = {reference_of(stage, c, cells).path for c in cells}
         assert sorted(rows.loc[rows["is_reference"], "cell"]) == sorted(refs)
         trained = rows[rows["cell"] != BASE_LABEL]
         assert (trained["n_seeds"] == len(config["seeds"])).all()
@@ -388,7 +387,7 @@ def test_report_renders_in_headless_chromium_with_every_figure(smoke_pipeline, d
     assert menu.index("Effects") < menu.index("Appendix") < menu.index("Figures")
     config, _ = design
     for stage in stages:
-        assert len(effects.get(pipeline.stage_title(config, stage), [])) == 1, effects
+        assert len(effects.get(Design.of(config).stage_title(stage), [])) == 1, effects
 
 
 def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
@@ -537,8 +536,8 @@ def test_a_training_job_in_the_worker_writes_what_it_writes_in_its_own_process(
     from snakemake.utils import validate
 
     validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))
-    cell = pipeline.parse_cell(config, "std=sample/agg=sequence_mean/G=4")
-    training = pipeline.training_config(config, cell, 1)
+    cell = Design.of(config).parse_cell("std=sample/agg=sequence_mean/G=4")
+    training = Design.of(config).training_config(cell, 1)
     exp = smoke_pipeline.exp
     in_worker = exp / f"runs/{cell.path}/seed=1"
     own = tmp_path / "run"

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis import STAGE_FIGURES, figures, reading, render, tables
+from grpo_ablation.analysis import STAGE_FIGURES, figures, loading, reading, render, tables
+from grpo_ablation.design import Design, cell_label
 from grpo_ablation.objective.formulas import GROUP_CATEGORIES
 
 REF, OTHER = "std=sample/agg=sequence_mean/G=4", "std=population/agg=sequence_mean/G=4"
@@ -126,7 +127,7 @@ def test_markdown_and_latex_render_every_row():
 
 
 def test_design_lists_every_stage_with_its_reference_and_the_stage1_winner():
-    rows = pipeline.design_rows(CONFIG, {"std_scaling": "population"})
+    rows = Design.of(CONFIG).rows({"std_scaling": "population"})
     assert [(r["stage"], r["cell"]) for r in rows] == [
         ("std_scaling", REF),
         ("std_scaling", OTHER),
@@ -134,7 +135,7 @@ def test_design_lists_every_stage_with_its_reference_and_the_stage1_winner():
         ("aggregation", "std=population/agg=constant/G=4"),
     ]
     assert {r["reference"] for r in rows if r["stage"] == "std_scaling"} == {REF}
-    only = pipeline.design_rows(CONFIG, None, ["std_scaling"])
+    only = Design.of(CONFIG).rows(None, ["std_scaling"])
     assert [r["stage"] for r in only] == ["std_scaling"] * 2
 
 
@@ -150,14 +151,14 @@ def test_report_inputs_ask_for_the_selection_only_when_needed():
 
 
 def test_stage_objective_names_what_varies_and_what_is_fixed():
-    text = pipeline.stage_caption(CONFIG, "aggregation")
+    text = Design.of(CONFIG).stage_caption("aggregation")
     assert text.startswith("length aggregation over ['sequence_mean', 'constant']")
     assert "std scaling the winner of stage 'std_scaling' on validation" in text
     assert "KL coefficient" not in text  # no stage of this config names beta
 
 
 def test_palette_gives_each_cell_one_colour_whatever_the_order():
-    cells = pipeline.all_cells(CONFIG)
+    cells = Design.of(CONFIG).all_cells()
     assert len(cells) == 4  # stage-2 cells for both possible winners, known before any result
     a, b = figures.cell_palette(cells), figures.cell_palette(list(reversed(cells)))
     assert a == b and len(set(a.values())) == len(cells)
@@ -213,7 +214,7 @@ def synthetic_effects() -> pd.DataFrame:
 
 def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
     curves, steps = synthetic_frames()
-    palette = figures.cell_palette(pipeline.all_cells(CONFIG))
+    palette = figures.cell_palette(Design.of(CONFIG).all_cells())
     groups = calibration_groups().assign(stage="std_scaling")
     coupled = pd.DataFrame(
         {
@@ -271,7 +272,7 @@ def test_efficiency_figure_draws_a_curve_for_identified_fits_only():
     ref_ax, other_ax = fig.axes[:2]
     curves = [[ln for ln in ax.get_lines() if len(ln.get_xdata()) == 100] for ax in fig.axes[:2]]
     assert [len(c) for c in curves] == [2, 1]
-    assert ref_ax.get_title().startswith(pipeline.cell_label(REF))
+    assert ref_ax.get_title().startswith(cell_label(REF))
     assert "2 of 2 fits identified" in ref_ax.get_title()
     assert "1 of 2 fits identified" in other_ax.get_title()
 
@@ -281,8 +282,8 @@ def test_accuracy_figure_draws_each_cell_in_its_palette_colour():
     palette = figures.cell_palette([REF, OTHER, "std=none/agg=constant/G=4"])
     fig = figures.accuracy_figure(curves, palette)
     colours = {line.get_label(): line.get_color() for line in fig.axes[0].get_lines()}
-    assert colours[pipeline.cell_label(REF)] == palette[REF]
-    assert colours[pipeline.cell_label(OTHER)] == palette[OTHER]
+    assert colours[cell_label(REF)] == palette[REF]
+    assert colours[cell_label(OTHER)] == palette[OTHER]
 
 
 def test_cells_whose_groups_failed_scoring_are_flagged():
@@ -322,7 +323,7 @@ def effect_row(
         "stage": "aggregation",
         "stage_title": "stage 2: length aggregation",
         "cell": cell,
-        "label": pipeline.cell_label(cell),
+        "label": cell_label(cell),
         "reference": REF,
         "is_reference": cell == REF,
         "quantity": quantity,
@@ -452,3 +453,13 @@ def test_calibration_bins_pair_predicted_and_observed_mixed_fractions():
     figures.mixed_figure(all_mixed, [REF], figures.cell_palette([REF]))
     identity = fig.axes[0].get_lines()[0]
     assert list(identity.get_xdata()) == list(identity.get_ydata())
+
+
+def test_the_results_table_reads_back_exactly_so_figures_recompute_no_contrast(tmp_path):
+    runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.75]})
+    table = tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+    table.to_csv(tmp_path / "results.csv", index=False)
+    back = loading.read_results(tmp_path / "results.csv")
+    pd.testing.assert_frame_equal(back, table, check_exact=True)  # every float, bit for bit
+    assert back.loc[back["cell"] == tables.BASE_LABEL, "reference"].item() == ""
+    pd.testing.assert_frame_equal(tables.effects_table(back), tables.effects_table(table))

@@ -13,9 +13,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpo_ablation import commands
+
+if TYPE_CHECKING:
+    from grpo_ablation.design import Design
 
 
 def cmd_splits(a: argparse.Namespace) -> None:
@@ -93,19 +96,25 @@ def cmd_eval_tasks(a: argparse.Namespace) -> None:
     )
 
 
+def cmd_design(a: argparse.Namespace) -> None:
+    from grpo_ablation.design import Design
+
+    print(Design.of(json.loads(a.config)).write(a.out))  # the DAG checked the whole config
+
+
 def cmd_select(a: argparse.Namespace) -> None:
-    from grpo_ablation import pipeline
     from grpo_ablation.axes import BY_NAME
+    from grpo_ablation.design import Design, select_winner
     from grpo_ablation.layout import cell_and_seed
 
-    config = json.loads(a.config)
-    stage = pipeline.get_stage(config, a.stage)
+    design = Design.load(a.design)
+    stage = design.stage(a.stage)
     by_value: dict[str, list[dict[str, Any]]] = {}
     for path in a.inputs:
-        cell = pipeline.parse_cell(config, cell_and_seed(path)[0])
+        cell = design.parse_cell(cell_and_seed(path)[0])
         final = json.loads(Path(path).read_text())["checkpoints"][-1]
         by_value.setdefault(BY_NAME[stage.primary].spell(cell[stage.primary]), []).append(final)
-    choice = pipeline.select_winner(by_value, stage.selection_metric, stage.name)
+    choice = select_winner(by_value, stage.selection_metric, stage.name)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(choice, indent=2) + "\n")
     print(json.dumps(choice))
@@ -118,10 +127,10 @@ def cmd_calculations(a: argparse.Namespace) -> None:
         print(path)
 
 
-def _report_inputs(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
-    from grpo_ablation.pipeline import read_winners
+def _report_inputs(a: argparse.Namespace) -> tuple[Design, dict[str, Any]]:
+    from grpo_ablation.design import Design, read_winners
 
-    return json.loads(a.config), read_winners([p for p in a.selection if p.exists()])
+    return Design.load(a.design), read_winners([p for p in a.selection if p.exists()])
 
 
 def cmd_tables(a: argparse.Namespace) -> None:
@@ -130,15 +139,13 @@ def cmd_tables(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.hypotheses import write_verdicts
     from grpo_ablation.analysis.loading import load_runs
     from grpo_ablation.analysis.tables import write_tables
-    from grpo_ablation.pipeline import design_rows
 
-    config, winners = _report_inputs(a)
-    rows = design_rows(config, winners)
-    seeds = [int(s) for s in config["seeds"]]
+    design, winners = _report_inputs(a)
+    rows, seeds = design.rows(winners), design.seeds
     runs = load_runs(a.exp, rows, seeds)  # read once, used twice
     for path in [
-        *write_tables(a.exp, config, rows, runs, a.out),
-        *write_verdicts(config, rows, runs, a.out),
+        *write_tables(a.exp, design, rows, runs, a.out),
+        *write_verdicts(design, rows, runs, a.out),
         *write_calibration(a.exp, rows, seeds, a.out),
         *write_coupling(a.exp, rows, seeds, a.out),
     ]:
@@ -148,8 +155,8 @@ def cmd_tables(a: argparse.Namespace) -> None:
 def cmd_figures(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.figures import write_figures
 
-    config, winners = _report_inputs(a)
-    for path in write_figures(a.exp, config, winners, a.out, a.stage):
+    design, winners = _report_inputs(a)
+    for path in write_figures(a.exp, design, winners, a.out, a.stage, a.results):
         print(path)
 
 
@@ -163,8 +170,9 @@ def cmd_reading(a: argparse.Namespace) -> None:
 
 def cmd_pooled(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.draws import write_pooled
+    from grpo_ablation.design import Design
 
-    for path in write_pooled(json.loads(a.config), a.out):
+    for path in write_pooled(Design.load(a.design), a.out):
         print(path)
 
 
@@ -237,9 +245,18 @@ def args_eval_tasks(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, help="task config as JSON (answer rule, chat template)")
 
 
+def _args_design(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--design", type=Path, required=True, help="the DAG's design.json")
+
+
+def args_design(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="the design's config sections as JSON")
+    p.add_argument("--out", type=Path, required=True, help="design.json")
+
+
 def args_select(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stage", required=True)
-    p.add_argument("--config", required=True, help="config sections stages, training as JSON")
+    _args_design(p)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("inputs", nargs="+")
 
@@ -250,9 +267,7 @@ def args_calculations(p: argparse.ArgumentParser) -> None:
 
 def _args_analysis(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exp", type=Path, required=True, help="experiment directory")
-    p.add_argument(
-        "--config", required=True, help="config sections seeds, stages, training as JSON"
-    )
+    _args_design(p)
     p.add_argument(
         "--selection",
         type=Path,
@@ -269,6 +284,9 @@ args_tables = _args_analysis
 def args_figures(p: argparse.ArgumentParser) -> None:
     _args_analysis(p)
     p.add_argument("--stage", help="only this stage's figures, written directly under --out")
+    p.add_argument(
+        "--results", type=Path, help="the tables job's results.csv (else computed from the runs)"
+    )
 
 
 def args_reading(p: argparse.ArgumentParser) -> None:
@@ -282,12 +300,7 @@ def args_reading(p: argparse.ArgumentParser) -> None:
 
 
 def args_pooled(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config",
-        required=True,
-        help="config sections results_dir, experiment, base_policy, seeds, stages, training, "
-        "hypotheses as JSON",
-    )
+    _args_design(p)
     p.add_argument("--out", type=Path, required=True, help="the pooled folder")
 
 

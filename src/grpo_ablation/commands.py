@@ -103,6 +103,7 @@ COMMANDS: dict[str, Command] = {
             "per-step and per-run diagnostics of one run's rollout log",
             "grpo_ablation.analysis.job",
         ),
+        _cli("design", "check the config and write the design the analysis jobs read"),
         _cli("select", "choose a stage's winner on the validation split"),
         _cli("tables", "result and objective tables (CSV, Markdown, LaTeX)"),
         _cli("figures", "every figure (PNG and PDF)"),

@@ -1,6 +1,7 @@
 """Every path of the results tree, spelled once.
 
     <results_dir>/<experiment>/             the experiment folder, shared by the draws
+        design.json    the design: config sections, cells, stages and their rows
         data/          train, validation and test splits with manifest.json (their hashes)
         tasks/<split>/ the lm-eval task folders
         calculations/  the worked-numbers sheet
@@ -58,6 +59,10 @@ class Tree:
 
     def calculations(self, name: str) -> str:
         return self.at("calculations", name)
+
+    def design(self) -> str:
+        """The design the DAG runs (``grpo_ablation.design.Design.write``)."""
+        return self.at("design.json")
 
     def prefetch(self) -> str:
         return self.at("prefetch.json")

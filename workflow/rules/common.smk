@@ -8,6 +8,7 @@ from snakemake.utils import validate
 
 from grpo_ablation import pipeline
 from grpo_ablation.axes import path_regex
+from grpo_ablation.design import Design
 from grpo_ablation.layout import Tree
 
 
@@ -16,14 +17,15 @@ if isinstance(config.get("seeds"), list):
     config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s for s in config["seeds"]]
 validate(config, workflow.source_path("../schemas/config.schema.yaml"))
 try:
-    pipeline.check_design(config)
+    # The design (stages, cells, runs, draws), built once; the design rule writes it for the jobs.
+    DESIGN = pipeline.check_design(config)
 except ValueError as err:
     raise WorkflowError(f"invalid config: {err}") from err
 
-ROOT = str(pipeline.experiment_dir(config))
+ROOT = str(DESIGN.root)
 # Base-policy draws (base_policy.draws): everything below the base policy lives per draw, so EXP
 # holds a {draw} wildcard that every rule's paths inherit; splits and evaluation tasks are shared.
-DRAWS = pipeline.draws(config)
+DRAWS = DESIGN.draws
 EXP = Tree(ROOT).draw("{draw}") if DRAWS else ROOT
 # Every path of the results tree comes from grpo_ablation.layout: TREE for a draw's folder (its
 # {draw} wildcard included), SHARED for what the draws share.
@@ -37,7 +39,7 @@ TASK = json.dumps(config["task"], sort_keys=True)
 # once by the local prefetch rule; configs that need none skip it.
 NEEDS_PREFETCH = pipeline.needs_prefetch(config)
 PREFETCH = SHARED.prefetch()
-SEEDS = [int(s) for s in config["seeds"]]
+SEEDS = DESIGN.seeds
 # The jobs' conda environment (--software-deployment-method conda), relative to workflow/rules;
 # the vLLM pin set where the config uses vLLM.
 CONDA_ENV = f"../../{pipeline.conda_env(config)}"
@@ -80,21 +82,21 @@ def draw_of(wildcards):
 
 def exp_of(draw):
     """A draw's folder as a concrete path (what an input function returns is not formatted)."""
-    return str(pipeline.draw_dir(config, draw))
+    return str(DESIGN.draw_dir(draw))
 
 
 def winners_for(stage, draw):
     """The winners a stage takes from earlier stages of its draw, read from their selections
     (checkpoints)."""
     out = {}
-    for src in pipeline.get_stage(config, stage).sources():
+    for src in DESIGN.stage(stage).sources():
         path = checkpoints.select.get(stage=src, **({"draw": draw} if DRAWS else {})).output[0]
         out[src] = json.loads(Path(path).read_text())["winner"]
     return out
 
 
 def cells_of(stage, draw):
-    return pipeline.stage_cells(config, stage, winners_for(stage, draw))
+    return DESIGN.cells(stage, winners_for(stage, draw))
 
 
 def stage_evals(stage, draw):
@@ -103,8 +105,8 @@ def stage_evals(stage, draw):
 
 
 def training_json(wildcards):
-    cfg = pipeline.training_config(
-        config, pipeline.parse_cell(config, wildcards.cell), int(wildcards.seed), draw_of(wildcards)
+    cfg = DESIGN.training_config(
+        DESIGN.parse_cell(wildcards.cell), int(wildcards.seed), draw_of(wildcards)
     )
     return json.dumps(asdict(cfg), sort_keys=True)
 
@@ -113,7 +115,7 @@ def all_targets(wildcards):
     targets = [SHARED.calculations("calculations.md")]
     for draw in DRAWS or [None]:
         targets.append(Tree(exp_of(draw)).base_summary())
-        for stage in pipeline.stage_names(config):
+        for stage in DESIGN.stage_names:
             targets += stage_evals(stage, draw)
     targets += report_targets()
     return targets
@@ -123,6 +125,7 @@ def all_targets(wildcards):
 # a report rule belongs here too once it exists).
 localrules:
     all,
+    design,
     prefetch,
     splits,
     calculations,
@@ -131,3 +134,4 @@ localrules:
     tables,
     stage_figures,
     token_weight_figure,
+

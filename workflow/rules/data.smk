@@ -93,3 +93,18 @@ rule calculations:
         SHARED.benchmark("calculations")
     shell:
         "python {params.cli} calculations {params.out} > {log} 2>&1"
+
+
+rule design:
+    # The design the jobs read (select, tables, figures, pooled): rewritten when its sections change.
+    output:
+        SHARED.design(),
+    params:
+        cli=CLI,
+        config=json.dumps(DESIGN.sections),
+    conda:
+        CONDA_ENV
+    log:
+        SHARED.log("design"),
+    shell:
+        "python {params.cli} design --config {params.config:q} --out {output} > {log} 2>&1"

@@ -108,17 +108,16 @@ rule evaluate:
 checkpoint select:
     # A stage's winner on the validation split, for the stages that take it (`winner_of`).
     input:
-        lambda wc: [
+        summaries=lambda wc: [
             Tree(exp_of(draw_of(wc))).summary(c.path, s, "validation")
             for c in cells_of(wc.stage, draw_of(wc))
             for s in SEEDS
         ],
+        design=rules.design.output[0],
     output:
         TREE.selection("{stage}"),
     params:
         cli=CLI,
-        # In config order: a stage's first varied axis is its primary one.
-        config=json.dumps({k: config[k] for k in ("stages", "training")}),
     conda:
         CONDA_ENV
     log:
@@ -126,5 +125,5 @@ checkpoint select:
     benchmark:
         TREE.benchmark("select", "{stage}")
     shell:
-        "python {params.cli} select --stage {wildcards.stage} --config {params.config:q}"
-        " --out {output} {input} > {log} 2>&1"
+        "python {params.cli} select --stage {wildcards.stage} --design {input.design}"
+        " --out {output} {input.summaries} > {log} 2>&1"

@@ -2,7 +2,7 @@
 # and chosen checkpoints of the baseline cell's first-seed run, the baseline being the reference
 # of the stages that vary std scaling and aggregation.
 PUSH = config["push"]
-PUSH_CELL = pipeline.baseline(config).path
+PUSH_CELL = DESIGN.baseline().path
 PUSH_JSON = TREE.push(PUSH_CELL, SEEDS[0])
 PUSH_OUTPUTS = [
     TREE.table("push.csv"),

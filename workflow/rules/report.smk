@@ -6,12 +6,7 @@
 # `--forcerun stage_figures token_weight_figure` to rebuild them without any edit.
 from grpo_ablation.analysis import STAGE_FIGURES
 
-# The config sections the tables and figures need (no paths, so params never name outputs).
-# In config order: stages are numbered in the order the config declares them.
-REPORT_CONFIG = json.dumps(
-    {k: config[k] for k in ("seeds", "stages", "training", "hypotheses")}
-)
-STAGES_ON = pipeline.stage_names(config)
+STAGES_ON = DESIGN.stage_names
 # The plotting and table code are inputs, so editing them rebuilds what they draw. Checkout paths,
 # not workflow.source_path (a fresh cache copy on every invocation, which would always look new).
 SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
@@ -23,7 +18,7 @@ TABLE_CODE = [
 
 
 wildcard_constraints:
-    stage="|".join(pipeline.stage_names(config)) or "no_stage",
+    stage="|".join(STAGES_ON) or "no_stage",
 
 
 # The report's landing page shows the reading of the effects (generated, never hand-written); the
@@ -37,7 +32,7 @@ results_of = lambda stages, draw: pipeline.report_inputs(
     exp_of(draw),
     {s: [c.path for c in cells_of(s, draw)] for s in stages},
     SEEDS,
-    [src for s in stages for src in pipeline.get_stage(config, s).sources()],
+    [src for s in stages for src in DESIGN.stage(s).sources()],
 )
 selection_arg = lambda wildcards, input: " ".join(
     f"--selection {path}" for path in (input.selection if "selection" in input.keys() else [])
@@ -72,6 +67,7 @@ rule tables:
         unpack(lambda wildcards: results_of(STAGES_ON, draw_of(wildcards))),
         code=TABLE_CODE,
         base=rules.evaluate_base.output.test,  # the base policy, every table's first row
+        design=rules.design.output[0],
     output:
         results=report(
             TREE.table("results.csv"),
@@ -120,7 +116,6 @@ rule tables:
         coupling_steps=TREE.table("coupling_steps.csv"),
     params:
         cli=CLI,
-        config=REPORT_CONFIG,
         exp=lambda wildcards: exp_of(draw_of(wildcards)),
         selection=selection_arg,
         out=folder("results"),
@@ -131,12 +126,12 @@ rule tables:
     benchmark:
         TREE.benchmark("tables")
     shell:
-        "python {params.cli} tables --exp {params.exp} --config {params.config:q} {params.selection}"
+        "python {params.cli} tables --exp {params.exp} --design {input.design} {params.selection}"
         " --out {params.out} > {log} 2>&1"
 
 
 # Subcategories by stage title ("stage 1: ..."), which sorts in stage order.
-stage_title = lambda wildcards: pipeline.stage_title(config, wildcards.stage)
+stage_title = lambda wildcards: DESIGN.stage_title(wildcards.stage)
 figure_png = lambda kind: report(
     TREE.figure(f"{kind}.png", "{stage}"),
     caption=f"../report/figure_{kind}.rst",
@@ -151,16 +146,18 @@ rule stage_figures:
         unpack(lambda wildcards: results_of([wildcards.stage], draw_of(wildcards))),
         code=[FIGURE_CODE, *TABLE_CODE],
         base=rules.evaluate_base.output.test,  # the base policy, every table's first row
+        design=rules.design.output[0],
+        # The contrasts come from the results table, computed once by the tables job.
+        results=rules.tables.output.results,
     output:
         **{kind: figure_png(kind) for kind in STAGE_FIGURES},
         **{f"{kind}_pdf": TREE.figure(f"{kind}.pdf", "{stage}") for kind in STAGE_FIGURES},
         effects_csv=TREE.figure("effects.csv", "{stage}"),
     params:
         cli=CLI,
-        config=REPORT_CONFIG,
         exp=lambda wildcards: exp_of(draw_of(wildcards)),
         selection=selection_arg,
-        objective=lambda wildcards: pipeline.stage_caption(config, wildcards.stage),
+        objective=lambda wildcards: DESIGN.stage_caption(wildcards.stage),
         out=folder("accuracy"),
     conda:
         CONDA_ENV
@@ -169,8 +166,8 @@ rule stage_figures:
     benchmark:
         TREE.benchmark("figures", "{stage}")
     shell:
-        "python {params.cli} figures --exp {params.exp} --config {params.config:q} {params.selection}"
-        " --stage {wildcards.stage} --out {params.out} > {log} 2>&1"
+        "python {params.cli} figures --exp {params.exp} --design {input.design} {params.selection}"
+        " --results {input.results} --stage {wildcards.stage} --out {params.out} > {log} 2>&1"
 
 
 rule effects_reading:
@@ -261,7 +258,7 @@ report_targets = lambda: [
 
 
 # Pooled over base-policy draws (base_policy.draws): the draw as the unit, verdicts first.
-POOLED = Tree(pipeline.pooled_dir(config))
+POOLED = Tree(DESIGN.pooled_dir())
 POOLED_OUTPUTS = [
     POOLED.table(name) for name in ("results.csv", "results.md", "hypotheses.csv", "hypotheses.md",
                                      "draws.csv", "agreement.csv", "agreement.md", "effects.csv")
@@ -271,6 +268,7 @@ POOLED_OUTPUTS = [
 rule pooled:
     input:
         per_draw([rules.tables.output.results]),
+        design=rules.design.output[0],
         code=[*TABLE_CODE, str(SRC / "analysis" / "draws.py")],
     output:
         results=report(
@@ -288,12 +286,6 @@ rule pooled:
         ),
     params:
         cli=CLI,
-        config=json.dumps(
-            {
-                k: config.get(k)
-                for k in ("results_dir", "experiment", "base_policy", "seeds", "stages", "training", "hypotheses")
-            }
-        ),
         out=folder("reading"),
     localrule: True
     conda:
@@ -301,4 +293,4 @@ rule pooled:
     log:
         SHARED.log("pooled"),
     shell:
-        "python {params.cli} pooled --config {params.config:q} --out {params.out} > {log} 2>&1"
+        "python {params.cli} pooled --design {input.design} --out {params.out} > {log} 2>&1"

@@ -21,29 +21,29 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grpo_ablation import pipeline
 from grpo_ablation.analysis import efficiency, hypotheses, loading, reading, render, tables
 from grpo_ablation.analysis.stats import paired_interval
+from grpo_ablation.design import Design, cell_label, read_winners
 from grpo_ablation.layout import POOLED_READING, Tree
 
 UNIT = "draw"
 READING = POOLED_READING
 
 
-def draw_rows(config: dict[str, Any], draw: int) -> list[dict[str, Any]]:
+def draw_rows(design: Design, draw: int) -> list[dict[str, Any]]:
     """The design rows of one draw, with the winners its own selections chose."""
-    exp = pipeline.draw_dir(config, draw)
-    sources = {src for s in pipeline.stages(config) for src in s.sources()}
+    exp = design.draw_dir(draw)
+    sources = {src for s in design.stages for src in s.sources()}
     paths = [Path(Tree(exp).selection(src)) for src in sorted(sources)]
-    return pipeline.design_rows(config, pipeline.read_winners([p for p in paths if p.exists()]))
+    return design.rows(read_winners([p for p in paths if p.exists()]))
 
 
-def load_draws(config: dict[str, Any]) -> pd.DataFrame:
+def load_draws(design: Design) -> pd.DataFrame:
     """One row per (draw, stage, cell, seed): ``loading.load_runs`` of every draw's folder."""
-    seeds = [int(s) for s in config["seeds"]]
+    seeds = design.seeds
     frames = [
-        loading.load_runs(pipeline.draw_dir(config, d), draw_rows(config, d), seeds).assign(draw=d)
-        for d in pipeline.draws(config)
+        loading.load_runs(design.draw_dir(d), draw_rows(design, d), seeds).assign(draw=d)
+        for d in design.draws
     ]
     return pd.concat(frames, ignore_index=True)
 
@@ -82,9 +82,9 @@ def draw_means(runs: pd.DataFrame) -> pd.DataFrame:
     return out.assign(seed=out["draw"])
 
 
-def base_means(config: dict[str, Any]) -> dict[str, float]:
+def base_means(design: Design) -> dict[str, float]:
     """The base policies' accuracy, mean over draws."""
-    per_draw = [loading.base_accuracy(pipeline.draw_dir(config, d)) for d in pipeline.draws(config)]
+    per_draw = [loading.base_accuracy(design.draw_dir(d)) for d in design.draws]
     return {k: float(np.nanmean([b.get(k, math.nan) for b in per_draw])) for k in per_draw[0]}
 
 
@@ -105,7 +105,7 @@ def per_draw_contrasts(runs: pd.DataFrame) -> pd.DataFrame:
                     {
                         "stage": stage,
                         "cell": cell,
-                        "label": pipeline.cell_label(cell),
+                        "label": cell_label(cell),
                         "reference": ref_path,
                         "quantity": q,
                         "draw": int(draw),
@@ -182,11 +182,11 @@ def consistency_reading(table: pd.DataFrame) -> str:
     )
 
 
-def write_pooled(config: dict[str, Any], out: Path) -> list[Path]:
+def write_pooled(design: Design, out: Path) -> list[Path]:
     """``out/tables/{results,hypotheses,draws}.{csv,md}`` and ``out/pooled_reading.rst``: the results
     table and the declared hypotheses' verdicts with the draw as the unit, each contrast per
     draw, and the reading (verdicts first)."""
-    by_draw = {d: draw_rows(config, d) for d in pipeline.draws(config)}
+    by_draw = {d: draw_rows(design, d) for d in design.draws}
     first, rows = next(iter(by_draw.items()))
     for d, other in by_draw.items():
         if other != rows:
@@ -196,21 +196,20 @@ def write_pooled(config: dict[str, Any], out: Path) -> list[Path]:
                 "within each draw differs), so the draws cannot be pooled cell by cell; fix that "
                 "axis in the stage's `fixed` instead of taking the winner"
             )
-    runs = load_draws(config)
+    runs = load_draws(design)
     pooled = draw_means(runs)
-    table = tables.results_table(pooled, base_means(config))
-    titles = {r["stage"]: pipeline.stage_title(config, r["stage"]) for r in rows}
+    table = tables.results_table(pooled, base_means(design))
+    titles = {r["stage"]: design.stage_title(r["stage"]) for r in rows}
     predicted = [
-        hypotheses.manipulation_predictions(pipeline.draw_dir(config, d), config, rows)
-        for d in pipeline.draws(config)
+        hypotheses.manipulation_predictions(design.draw_dir(d), design, rows) for d in design.draws
     ]
     effects = tables.effects_table(
         table,
         titles,
-        hypotheses.contrast_roles(config, rows),
+        hypotheses.contrast_roles(design, rows),
         {k: float(np.mean([p[k] for p in predicted])) for k in predicted[0]},
     )
-    verdicts = hypotheses.verdicts_table(hypotheses.declared(config), pooled, rows, config)
+    verdicts = hypotheses.verdicts_table(hypotheses.declared(design), pooled, rows, design)
     within = per_draw_contrasts(runs)
     agreement = consistency(effects, within)
 
@@ -218,7 +217,7 @@ def write_pooled(config: dict[str, Any], out: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     table.to_csv(folder / "results.csv", index=False)
     caption = (
-        f"Pooled over {len(pipeline.draws(config))} base-policy draws: each draw contributes the "
+        f"Pooled over {len(design.draws)} base-policy draws: each draw contributes the "
         "mean over its seeds; intervals are 95% t intervals over the draws (Δ pairs cells within "
         "a draw)."
     )

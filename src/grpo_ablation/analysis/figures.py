@@ -29,7 +29,6 @@ import torch
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
-from grpo_ablation import pipeline
 from grpo_ablation.analysis import (
     STAGE_FIGURES,
     calibration,
@@ -40,6 +39,7 @@ from grpo_ablation.analysis import (
     tables,
 )
 from grpo_ablation.analysis.stats import t_interval
+from grpo_ablation.design import Design, cell_label
 from grpo_ablation.objective.formulas import AGGREGATIONS, GROUP_CATEGORIES, token_weights
 
 # Rolling-mean window of the per-step curves, shortened for short runs (``smoothing_window``).
@@ -158,7 +158,7 @@ def _lines(
             linestyle=linestyle,
             marker="o" if len(b) <= 30 else None,
             markersize=2.5,
-            label=pipeline.cell_label(cell) + label_suffix,
+            label=cell_label(cell) + label_suffix,
         )
         ax.fill_between(b[x], b["low"], b["high"], color=colour, alpha=0.15, linewidth=0)
     return frame[y].tolist()
@@ -220,7 +220,7 @@ def effects_figure(effects: pd.DataFrame, palette) -> plt.Figure:
         squeeze=False,
     )
     ylabels = [
-        pipeline.cell_label(c)
+        cell_label(c)
         + ("  (reference)" if c in set(effects.loc[effects["is_reference"], "cell"]) else "")
         for c in cells
     ]
@@ -309,7 +309,7 @@ def groups_figure(steps: pd.DataFrame, palette) -> plt.Figure:
             colors=[CATEGORY_COLOURS[c] for c in order],
             alpha=0.85,
         )
-        ax.set_title(pipeline.cell_label(cell), color=palette[cell], fontsize=8)
+        ax.set_title(cell_label(cell), color=palette[cell], fontsize=8)
         ax.set(xlabel=f"generation step ({smoothing_label(window)})", ylim=(0, 1))
         ax.margins(x=0)
     axes[0][0].set_ylabel("fraction of groups")
@@ -331,7 +331,7 @@ def length_figure(steps: pd.DataFrame, palette) -> plt.Figure:
         of_cell = smoothed[smoothed["cell"] == cell]
         for col, style in zip(columns, ("-", "--"), strict=True):
             drawn += _lines(ax, of_cell, "step", col, palette, style, bounds=(0, math.inf))
-        ax.set_title(pipeline.cell_label(cell), color=palette[cell], fontsize=8)
+        ax.set_title(cell_label(cell), color=palette[cell], fontsize=8)
         ax.set_xlabel(f"generation step\n({smoothing_label(window)})")
     axes[0][0].set_ylabel("mean completion length (tokens)")
     _fit_y(axes[0], drawn)
@@ -370,7 +370,7 @@ def clip_truncation_figure(steps: pd.DataFrame, palette) -> plt.Figure:
             elif col == "kl":
                 ax.text(0.5, 0.5, "no KL term (β = 0)", ha="center", transform=ax.transAxes)
             if row == 0:
-                ax.set_title(pipeline.cell_label(cell), color=palette[cell], fontsize=8)
+                ax.set_title(cell_label(cell), color=palette[cell], fontsize=8)
             if row == len(rows) - 1:
                 ax.set_xlabel(f"generation step\n({smoothing_label(window)})")
         axes[row][0].set_ylabel(ylabel)
@@ -447,7 +447,7 @@ def mixed_figure(groups: pd.DataFrame, cells: list[str], palette) -> plt.Figure:
                 capsize=2,
                 linewidth=1,
             )
-        ax.set_title(pipeline.cell_label(cell), color=palette[cell], fontsize=8)
+        ax.set_title(cell_label(cell), color=palette[cell], fontsize=8)
         ax.set(xlim=limits, ylim=limits, xlabel="predicted P(mixed), binned")
         ax.set_aspect("equal", adjustable="box")
     axes[0][0].set_ylabel("observed fraction of mixed groups")
@@ -492,7 +492,7 @@ def efficiency_figure(points: pd.DataFrame, runs: pd.DataFrame, R0: float, palet
         ax.axhline(R0, color="0.4", lw=0.8, ls=":")
         n_fit = int(fits["efficiency_identified"].sum())
         ax.set(xscale="log", xlabel="generated tokens (training compute)",
-               title=f"{pipeline.cell_label(cell)}\n{n_fit} of {len(fits)} fits identified")  # fmt: skip
+               title=f"{cell_label(cell)}\n{n_fit} of {len(fits)} fits identified")  # fmt: skip
         ax.xaxis.set_minor_formatter(NullFormatter())  # log minor labels collide
         ax.title.set_fontsize(7)
     axes[0][0].set_ylabel("test sampled accuracy (dotted: base policy)")
@@ -509,7 +509,7 @@ def coupling_figure(coupling: pd.DataFrame, palette) -> plt.Figure:
         _no_data(ax, "no cell shares its reference's batch shape")
     else:
         _lines(ax, coupling, "step", "identical", palette, bounds=(0.0, 1.0))
-        ref = pipeline.cell_label(coupling["reference"].iloc[0])
+        ref = cell_label(coupling["reference"].iloc[0])
         ax.set_title(f"reference: {ref}", fontsize=8)
     ax.set(xlabel="generation step", ylabel="identical to the reference", ylim=(-0.02, 1.02))
     _legend(fig, ax)
@@ -624,38 +624,47 @@ def write_weight_figure(out: Path) -> list[Path]:
 
 
 def write_figures(
-    exp: Path, config: dict[str, Any], winners: dict[str, Any], out: Path, stage: str | None = None
+    exp: Path,
+    design: Design,
+    winners: dict[str, Any],
+    out: Path,
+    stage: str | None = None,
+    results: Path | None = None,
 ) -> list[Path]:
     """``out/<kind>.{png,pdf}`` and ``out/effects.csv`` for ``stage``, or the same under
-    ``out/<stage>/`` for every stage; the palette comes from the config, so separate calls agree
-    on colours."""
-    rows = pipeline.design_rows(config, winners, [stage] if stage else None)
-    seeds = [int(s) for s in config["seeds"]]
+    ``out/<stage>/`` for every stage; the palette comes from the design, so separate calls agree
+    on colours. The contrasts are the results table's (``results``, the tables job's
+    results.csv; computed here from the runs when not given)."""
+    rows = design.rows(winners, [stage] if stage else None)
+    seeds = design.seeds
     curves, steps = loading.load_curves(exp, rows, seeds), loading.load_steps(exp, rows, seeds)
     groups = calibration.load_groups(exp, rows, seeds)
     coupled = coupling.load_coupling(exp, rows, seeds)
-    # The results table's own contrasts (one implementation of the paired differences).
     runs = loading.load_runs(exp, rows, seeds)
     base = loading.base_accuracy(exp)
-    table = tables.results_table(runs, base)
+    if results is None:
+        table = tables.results_table(runs, base)
+    else:  # one implementation of the paired differences, computed once by the tables job
+        table = loading.read_results(results)
+        table = table[table["stage"].isin({r["stage"] for r in rows})].reset_index(drop=True)
     points = loading.load_efficiency_points(exp, rows, seeds)
-    titles = {r["stage"]: pipeline.stage_title(config, r["stage"]) for r in rows}
+    titles = {r["stage"]: design.stage_title(r["stage"]) for r in rows}
     effects = tables.effects_table(
         table,
         titles,
-        hypotheses.contrast_roles(config, rows),
-        hypotheses.manipulation_predictions(exp, config, rows),
+        hypotheses.contrast_roles(design, rows),
+        hypotheses.manipulation_predictions(exp, design, rows),
     )
-    palette = cell_palette(pipeline.all_cells(config))
+    palette = cell_palette(design.all_cells())
     if stage is not None:
-        title = pipeline.stage_title(config, stage)
+        title = design.stage_title(stage)
         return write_stage_figures(
             curves, steps, groups, effects, coupled, points, runs, base["sampled"], stage,
             palette, out, title,
         )  # fmt: skip
     paths = []
     for name in dict.fromkeys(r["stage"] for r in rows):
-        title = pipeline.stage_title(config, name)
+        title = design.stage_title(name)
         paths += write_stage_figures(
             curves, steps, groups, effects, coupled, points, runs, base["sampled"], name,
             palette, out / name, title,

@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grpo_ablation import pipeline
 from grpo_ablation.analysis.reading import PAIRING, effects_reading
 from grpo_ablation.analysis.render import to_markdown
 from grpo_ablation.analysis.stats import holm, mixed_fraction_at, one_sided_p, t_interval, tost_p
 from grpo_ablation.analysis.tables import PAIRED, contrast_key
 from grpo_ablation.axes import BY_NAME, DesignError
+from grpo_ablation.design import Design, Stage, cell_label
 from grpo_ablation.layout import Tree
 
 ALPHA = 0.05
@@ -79,7 +79,7 @@ class Hypothesis:
         return f"{way} than the reference by more than {self.minimum_effect:g}"
 
 
-def _one(spec: dict[str, Any], stages: dict[str, pipeline.Stage], seen: set[str]) -> Hypothesis:
+def _one(spec: dict[str, Any], stages: dict[str, Stage], seen: set[str]) -> Hypothesis:
     hid = str(spec.get("id", ""))
     where = f"hypotheses[{hid or '?'}]"
     if not hid or hid in seen:
@@ -146,20 +146,20 @@ def _one(spec: dict[str, Any], stages: dict[str, pipeline.Stage], seen: set[str]
     return Hypothesis(**common, direction=direction, minimum_effect=delta)
 
 
-def declared(config: dict[str, Any]) -> list[Hypothesis]:
+def declared(design: Design) -> list[Hypothesis]:
     """The config's hypotheses, checked against the design (a stage, cell or metric that does not
     exist stops the DAG before any job, naming the hypothesis)."""
-    stages = {s.name: s for s in pipeline.stages(config)}
+    stages = {s.name: s for s in design.stages}
     seen: set[str] = set()
-    return [_one(spec, stages, seen) for spec in config.get("hypotheses") or []]
+    return [_one(spec, stages, seen) for spec in design.sections.get("hypotheses") or []]
 
 
-def contrast(h: Hypothesis, rows: list[dict[str, str]], config: dict[str, Any]) -> dict[str, str]:
+def contrast(h: Hypothesis, rows: list[dict[str, str]], design: Design) -> dict[str, str]:
     """The design row (stage, cell, reference paths) a hypothesis compares."""
     for r in rows:
         if r["stage"] != h.stage:
             continue
-        cell = pipeline.parse_cell(config, r["cell"])
+        cell = design.parse_cell(r["cell"])
         if all(cell[ax] == v for ax, v in h.cell):
             return r
     raise DesignError(f"hypothesis {h.id!r}: no cell of stage {h.stage!r} matches {dict(h.cell)}")
@@ -223,10 +223,10 @@ def verdicts_table(
     hypotheses: list[Hypothesis],
     runs: pd.DataFrame,
     rows: list[dict[str, str]],
-    config: dict[str, Any],
+    design: Design,
 ) -> pd.DataFrame:
     """One row per declared hypothesis, in declaration order (the columns of VERDICT_COLUMNS)."""
-    compared = {h.id: contrast(h, rows, config) for h in hypotheses}
+    compared = {h.id: contrast(h, rows, design) for h in hypotheses}
     diffs = {h.id: _paired(runs, compared[h.id], h.metric) for h in hypotheses}
     judged = judge(hypotheses, diffs)
     out = [
@@ -234,8 +234,8 @@ def verdicts_table(
             "id": h.id,
             "kind": h.kind,
             "stage": h.stage,
-            "cell": pipeline.cell_label(compared[h.id]["cell"]),
-            "reference": pipeline.cell_label(compared[h.id]["reference"]),
+            "cell": cell_label(compared[h.id]["cell"]),
+            "reference": cell_label(compared[h.id]["reference"]),
             "metric": h.metric,
             "prediction": h.prediction(),
             **judged[h.id],
@@ -246,22 +246,22 @@ def verdicts_table(
     return pd.DataFrame(out, columns=VERDICT_COLUMNS)
 
 
-def contrast_roles(config: dict[str, Any], rows: list[dict[str, str]]) -> dict[str, str]:
+def contrast_roles(design: Design, rows: list[dict[str, str]]) -> dict[str, str]:
     """``stage|cell|quantity`` -> the contrast's role: ``hypothesis <id>``, the manipulation check
     an axis declares (its quantity changes by construction when the axis moves), or absent
     (exploratory)."""
     roles: dict[str, str] = {}
-    stages = {s.name: s for s in pipeline.stages(config)}
+    stages = {s.name: s for s in design.stages}
     for r in rows:
-        cell, ref = (pipeline.parse_cell(config, r[k]) for k in ("cell", "reference"))
+        cell, ref = (design.parse_cell(r[k]) for k in ("cell", "reference"))
         for ax in stages[r["stage"]].vary:
             if cell[ax] != ref[ax]:
                 for q in BY_NAME[ax].manipulates:
                     roles[contrast_key(r["stage"], r["cell"], q)] = MANIPULATION
-    for h in declared(config):
+    for h in declared(design):
         if h.stage not in stages or all(r["stage"] != h.stage for r in rows):
             continue  # rows of other stages only (a figure job's)
-        r = contrast(h, rows, config)
+        r = contrast(h, rows, design)
         roles[contrast_key(h.stage, r["cell"], h.metric)] = f"hypothesis {h.id}"
     return roles
 
@@ -289,14 +289,14 @@ PREDICTIONS = {("group_size", "fraction_mixed"): _mixed_at_group_size}
 
 
 def manipulation_predictions(
-    exp: Path, config: dict[str, Any], rows: list[dict[str, str]]
+    exp: Path, design: Design, rows: list[dict[str, str]]
 ) -> dict[str, float]:
     """``stage|cell|quantity`` -> the difference to the reference a manipulation check predicts
     (mean over seeds of the prediction from each seed's reference run)."""
     out: dict[str, float] = {}
-    stages = {s.name: s for s in pipeline.stages(config)}
+    stages = {s.name: s for s in design.stages}
     for r in rows:
-        cell, ref = (pipeline.parse_cell(config, r[k]) for k in ("cell", "reference"))
+        cell, ref = (design.parse_cell(r[k]) for k in ("cell", "reference"))
         changed = [ax for ax in stages[r["stage"]].vary if cell[ax] != ref[ax]]
         if len(changed) != 1:
             continue
@@ -311,7 +311,7 @@ def manipulation_predictions(
                     ref[ax],
                     cell[ax],
                 )
-                for s in config["seeds"]
+                for s in design.seeds
             ]
             out[contrast_key(r["stage"], r["cell"], q)] = float(np.mean(predicted))
     return out
@@ -355,10 +355,10 @@ def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
 
 
 def write_verdicts(
-    config: dict[str, Any], rows: list[dict[str, Any]], runs: pd.DataFrame, out: Path
+    design: Design, rows: list[dict[str, Any]], runs: pd.DataFrame, out: Path
 ) -> list[Path]:
     """hypotheses.csv and hypotheses.md under ``out``, from the design's rows and their runs."""
-    verdicts = verdicts_table(declared(config), runs, rows, config)
+    verdicts = verdicts_table(declared(design), runs, rows, design)
     out.mkdir(parents=True, exist_ok=True)
     verdicts.to_csv(out / "hypotheses.csv", index=False)
     (out / "hypotheses.md").write_text(verdicts_reading(verdicts) + "\n" + to_markdown(verdicts))

@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_ablation import pipeline
 from grpo_ablation.analysis.efficiency import compute_at_steps, run_efficiency
+from grpo_ablation.design import cell_label, cell_recipe
 from grpo_ablation.layout import Tree
 
 ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_accuracy"}
@@ -137,6 +137,16 @@ def _efficiency(exp: Path, cell: str, seed: int, diag: dict[str, Any], R0: float
     return run_efficiency(curve["points"], steps, group_size, R0)
 
 
+def read_results(path: Path) -> pd.DataFrame:
+    """The results table the tables job wrote (``results.csv``), as ``results_table`` made it:
+    floats read back exactly (pandas writes the shortest repr that round-trips); an empty text
+    cell (the base policy's reference) is the empty string it was, not NaN."""
+    table = pd.read_csv(path)
+    text = table.select_dtypes(include=["object", "string"]).columns
+    table[text] = table[text].fillna("")
+    return table
+
+
 def base_accuracy(exp: Path) -> dict[str, float]:
     base = _checkpoints(Path(Tree(exp).base_summary()))[0]
     return {**{name: float(base[key]) for name, key in ACCURACY.items()}, **externals(base)}
@@ -153,8 +163,8 @@ def objectives_table(exp: Path, cells: Iterable[str], seeds: Iterable[int]) -> p
         out.append(
             {
                 "cell": cell,
-                "label": pipeline.cell_label(cell),
-                "recipe": f"{r.name}: {r.source}" if (r := pipeline.cell_recipe(cell)) else "",
+                "label": cell_label(cell),
+                "recipe": f"{r.name}: {r.source}" if (r := cell_recipe(cell)) else "",
                 "same_across_seeds": len(records) == 1,
                 "objective": (runs[0] / "objective.md").read_text().strip(),
             }

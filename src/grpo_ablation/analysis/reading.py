@@ -8,12 +8,12 @@ import math
 
 import pandas as pd
 
-from grpo_ablation import pipeline
 from grpo_ablation.analysis.stats import (
     Interval,
     format_interval,
 )
 from grpo_ablation.analysis.tables import CHANCE, EXPLORATORY
+from grpo_ablation.design import cell_label
 
 
 def _effect_interval(row: pd.Series) -> Interval:
@@ -75,7 +75,7 @@ def effects_reading(effects: pd.DataFrame, opening: str = "", unit: str = "seed"
     explored = excluded = 0
     for stage, of_stage in effects.groupby("stage", sort=False):
         contrasts = of_stage[~of_stage["is_reference"].astype(bool)]
-        refs = list(dict.fromkeys(pipeline.cell_label(str(r)) for r in of_stage["reference"]))
+        refs = list(dict.fromkeys(cell_label(str(r)) for r in of_stage["reference"]))
         # A crossed stage compares each cell with the reference value at its own other values.
         reference = "the reference ``" + "`` / ``".join(refs) + "``"
         title = str(of_stage["stage_title"].iloc[0]) if "stage_title" in of_stage else str(stage)

@@ -15,7 +15,6 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_ablation import pipeline
 from grpo_ablation.analysis import efficiency
 from grpo_ablation.analysis.efficiency import efficiency_table
 from grpo_ablation.analysis.loading import (
@@ -32,6 +31,7 @@ from grpo_ablation.analysis.stats import (
     t_interval,
 )
 from grpo_ablation.choices import EXTERNAL_PROTOCOL, GROUP_CATEGORIES
+from grpo_ablation.design import Design, cell_label
 
 BASE_LABEL = "base policy (step 0)"
 # Per-run quantities summarised as mean [95% t interval] over seeds.
@@ -262,7 +262,7 @@ def effects_table(
     """The effect plots' numbers, long: one row per (stage, cell, quantity of EFFECTS), copied from
     the results table's paired-difference columns so that plot and table always agree. The
     reference keeps its row (its difference to itself: 0 on every seed), flagged ``is_reference``.
-    ``titles`` names each stage (``pipeline.stage_title``) for the reading; ``roles`` maps
+    ``titles`` names each stage (``Design.stage_title``) for the reading; ``roles`` maps
     ``stage|cell|quantity`` to a declared hypothesis or a manipulation check
     (``hypotheses.contrast_roles``); every other contrast is exploratory. ``predicted`` gives a
     manipulation check's predicted difference (``hypotheses.manipulation_predictions``)."""
@@ -288,7 +288,7 @@ def effects_table(
                     "stage": r["stage"],
                     "stage_title": (titles or {}).get(r["stage"], r["stage"]),
                     "cell": r["cell"],
-                    "label": pipeline.cell_label(r["cell"]),
+                    "label": cell_label(r["cell"]),
                     "reference": r["reference"],
                     "is_reference": bool(r["is_reference"]),
                     "quantity": q,
@@ -337,12 +337,12 @@ def scoring_flags(table: pd.DataFrame) -> list[str]:
 
 
 def write_tables(
-    exp: Path, config: dict[str, Any], rows: list[dict[str, Any]], runs: pd.DataFrame, out: Path
+    exp: Path, design: Design, rows: list[dict[str, Any]], runs: pd.DataFrame, out: Path
 ) -> list[Path]:
     """results.{csv,md,tex} and objectives.{csv,md,tex} under ``out``, from the design's rows and
     their runs (``load_runs``)."""
     out.mkdir(parents=True, exist_ok=True)
-    seeds = [int(s) for s in config["seeds"]]
+    seeds = design.seeds
     table = results_table(runs, base_accuracy(exp))
     table.to_csv(out / "results.csv", index=False)
     shown = display_table(table)

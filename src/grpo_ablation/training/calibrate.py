@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from grpo_ablation import pipeline
+from grpo_ablation.design import Design
 
 SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -51,11 +52,12 @@ def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
     counted at that stage's reference (an estimate: another winner may share fewer cells with the
     other stages, adding runs). Optimizer steps and checkpoints are means over cells (an
     update-epochs stage takes more steps per run)."""
+    design = Design.of(config)
     paths: dict[str, None] = {}
-    for s in pipeline.stages(config):
-        winners = {src: pipeline.get_stage(config, src).reference for src in s.sources()}
-        paths.update(dict.fromkeys(c.path for c in pipeline.stage_cells(config, s, winners)))
-    runs = [pipeline.training_config(config, pipeline.parse_cell(config, p), 0) for p in paths]
+    for s in design.stages:
+        winners = {src: design.stage(src).reference for src in s.sources()}
+        paths.update(dict.fromkeys(c.path for c in design.cells(s, winners)))
+    runs = [design.training_config(design.parse_cell(p), 0) for p in paths]
     steps = sum(r.max_steps for r in runs) / max(1, len(runs))
     checkpoints = sum(
         r.max_steps // r.save_steps + (r.max_steps % r.save_steps != 0) for r in runs
@@ -65,8 +67,8 @@ def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
     return {
         "cells": len(cells),
         # every seed of every cell under each base-policy draw
-        "base_policies": max(1, len(pipeline.draws(config))),
-        "runs": len(cells) * len(config["seeds"]) * max(1, len(pipeline.draws(config))),
+        "base_policies": max(1, len(design.draws)),
+        "runs": len(cells) * len(design.seeds) * max(1, len(design.draws)),
         "max_steps": steps,
         "checkpoints_per_run": checkpoints,
         "sft_steps": int(config["base_policy"].get("sft_steps", 0) or 0),
@@ -162,7 +164,8 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     from grpo_ablation.policy.base_policy import BasePolicyConfig
     from grpo_ablation.policy.pretrained import build_base_policy
 
-    draws = pipeline.draws(config)  # calibrated on the first draw's warm start
+    design = Design.of(config)
+    draws = design.draws  # calibrated on the first draw's warm start
     base = pipeline.draw_base_policy(config, draws[0] if draws else None)
     configured = (
         BasePolicyConfig.from_dict({k: v for k, v in base.items() if k != "kind"}).sft_steps
@@ -178,7 +181,7 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     sft_step_s = (time.perf_counter() - started) / sft_steps if sft_steps else 0.0
 
     cfg = replace(
-        pipeline.training_config(config, pipeline.baseline(config), seed=0),
+        design.training_config(design.baseline(), seed=0),
         max_steps=steps,
         save_steps=steps,
     )

@@ -1,0 +1,491 @@
+"""The ablation design, built once from the validated config: stages, cells, runs, winners.
+
+A *stage* is declared in the config: the axes it varies (``vary``, crossed when there are
+several; the first is the stage's *primary* axis), values it holds (``fixed``, possibly the
+validation winner of an earlier stage), and the primary axis's *reference* value each cell is
+compared with. Every other axis stays at the baseline, the shared ``training`` section. Nothing
+here is specific to a stage or an axis: axes are declared in ``grpo_ablation.axes``.
+
+A cell is spelled as key=value path segments (``std=population/agg=sequence_mean/G=8``); a cell
+shared by two stages is one directory, so it is trained once.
+
+``Design.of(config)`` parses the design's sections once; the Snakefile builds one, and the DAG
+writes it to ``design.json`` (``Design.write``), which the selection, tables, figures and pooled
+jobs read back (``Design.load``) instead of taking config sections on their command lines.
+Knows nothing of Snakemake; imports neither torch nor matplotlib.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from grpo_ablation.axes import AXES, BY_NAME, DesignError, axis, cell_path, defaults, parse_path
+from grpo_ablation.choices import RECIPES, Recipe
+from grpo_ablation.layout import Tree
+from grpo_ablation.settings import from_dict
+from grpo_ablation.training.options import TrainingConfig
+
+__all__ = ["Cell", "Design", "DesignError", "Stage", "WinnerOf"]
+
+TRAINING_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrainingConfig)}
+SELECTION_METRICS = ("greedy_accuracy", "sampled_mean_at_k")
+# The config sections the design is made of: what design.json holds.
+SECTIONS = ("results_dir", "experiment", "seeds", "base_policy", "training", "stages", "hypotheses")
+# Seeds below this under base-policy draws, so that every (draw, seed) gets its own run seed.
+SEEDS_PER_DRAW = 1000
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One combination of axis values; ``path`` names the axes as ``grpo_ablation.axes`` says."""
+
+    path: str
+    values: tuple[tuple[str, Any], ...] = field(compare=False)
+
+    def __getitem__(self, axis_name: str) -> Any:
+        return dict(self.values)[axis_name]
+
+
+def _segments(path: str) -> list[tuple[str, str]]:
+    """``std=sample/agg=constant/G=8`` -> [("std", "sample"), ("agg", "constant"), ("G", "8")]."""
+    return [
+        (key, value) for key, _, value in (s.partition("=") for s in path.strip("/").split("/"))
+    ]
+
+
+def cell_label(path: str) -> str:
+    """``sample / sequence_mean / G=8 / beta=0.04``: choices by name, numbers with their key; a
+    cell that is a published recipe says which (``none / constant / G=8 (Dr. GRPO)``)."""
+    by_key = {a.key: a for a in AXES}
+    parts = [
+        value if key in by_key and by_key[key].choices else f"{key}={value}"
+        for key, value in _segments(path)
+    ]
+    recipe = cell_recipe(path)
+    return " / ".join(parts) + (f" ({recipe.name})" if recipe else "")
+
+
+def cell_recipe(path: str) -> Recipe | None:
+    """The published recipe whose choices the cell at ``path`` takes, if any."""
+    by_key = {a.key: a.name for a in AXES}
+    values = {by_key[k]: v for k, v in _segments(path) if k in by_key}
+    for recipe in RECIPES:
+        if all(values.get(ax) == v for ax, v in recipe.values.items()):
+            return recipe
+    return None
+
+
+@dataclass(frozen=True)
+class WinnerOf:
+    """A fixed value taken from an earlier stage's winner on the validation split."""
+
+    stage: str
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    vary: dict[str, tuple[Any, ...]]  # axis -> values, config order; the first is primary
+    fixed: dict[str, Any]  # axis -> value or WinnerOf
+    reference: Any  # the primary axis's reference value
+    selection_metric: str = "greedy_accuracy"
+    # Other varied axes pinned by the reference: every cell is then compared with that one cell
+    # (a recipe stage compares each recipe with plain GRPO), not with its own values elsewhere.
+    reference_also: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def primary(self) -> str:
+        return next(iter(self.vary))
+
+    @property
+    def reference_values(self) -> dict[str, Any]:
+        return {self.primary: self.reference, **self.reference_also}
+
+    def sources(self) -> list[str]:
+        """The stages whose winners this one takes."""
+        return [v.stage for v in self.fixed.values() if isinstance(v, WinnerOf)]
+
+
+def _stage(name: str, spec: dict[str, Any]) -> Stage:
+    where = f"stages.{name}"
+    vary_spec = spec.get("vary") or {}
+    if not isinstance(vary_spec, dict) or not vary_spec:
+        raise DesignError(f"{where}.vary must map at least one axis to its values")
+    vary: dict[str, tuple[Any, ...]] = {}
+    for ax, values in vary_spec.items():
+        a = axis(ax, f"{where}.vary")
+        if not isinstance(values, list) or not values:
+            raise DesignError(f"{where}.vary.{ax} must be a non-empty list of values")
+        coerced = tuple(a.coerce(v, f"{where}.vary.{ax}") for v in values)
+        if len({a.spell(v) for v in coerced}) < len(coerced):
+            raise DesignError(
+                f"{where}.vary.{ax} lists a value twice (as paths spell it): {values}"
+            )
+        vary[ax] = coerced
+    fixed: dict[str, Any] = {}
+    for ax, value in (spec.get("fixed") or {}).items():
+        a = axis(ax, f"{where}.fixed")
+        if ax in vary:
+            raise DesignError(f"{where}: axis {ax!r} is both varied and fixed")
+        if isinstance(value, dict):
+            if set(value) != {"winner_of"}:
+                raise DesignError(f"{where}.fixed.{ax}: expected a value or {{winner_of: <stage>}}")
+            fixed[ax] = WinnerOf(str(value["winner_of"]))
+        else:
+            fixed[ax] = a.coerce(value, f"{where}.fixed.{ax}")
+    primary = next(iter(vary))
+    ref_spec = spec.get("reference")
+    # A value of the primary axis, or one cell of the stage as {axis: value} (the primary named).
+    wanted = ref_spec if isinstance(ref_spec, dict) else {primary: ref_spec}
+    if primary not in wanted:
+        raise DesignError(f"{where}.reference must name the primary axis {primary!r}")
+    reference_values: dict[str, Any] = {}
+    for ax, value in wanted.items():
+        if ax not in vary:
+            raise DesignError(
+                f"{where}.reference names {ax!r}, which the stage does not vary ({list(vary)})"
+            )
+        coerced = axis(ax).coerce(value, f"{where}.reference")
+        if coerced not in vary[ax]:
+            raise DesignError(
+                f"{where}.reference={value!r} is not among the stage's values {list(vary[ax])}"
+            )
+        reference_values[ax] = coerced
+    reference = reference_values.pop(primary)
+    return Stage(
+        name,
+        vary,
+        fixed,
+        reference,
+        spec.get("selection_metric", "greedy_accuracy"),
+        reference_values,
+    )
+
+
+def reference_of(stage: Stage, cell: Cell, cells: list[Cell]) -> Cell:
+    """The cell ``cell`` is compared with: the same values, the varied axes the reference names
+    (the primary, and any other it pins) at the reference's values."""
+    want = {**dict(cell.values), **stage.reference_values}
+    for c in cells:
+        if dict(c.values) == want:
+            return c
+    raise DesignError(f"stage {stage.name!r}: no reference cell for {cell.path}")
+
+
+def single_changes(stage: Stage, cell: Cell, cells: list[Cell]) -> list[Cell]:
+    """Where ``cell`` departs from its reference on two or more varied axes (a recipe against
+    GRPO): the cells of the stage that make each of those changes alone, whose differences its
+    interaction is measured against; else none (or when the stage lacks one of them)."""
+    ref = reference_of(stage, cell, cells)
+    changed = [ax for ax in stage.vary if cell[ax] != ref[ax]]
+    by_values = {c.values: c for c in cells}
+    singles = [
+        by_values.get(tuple((a, cell[a] if a == ax else ref[a]) for a, _ in ref.values))
+        for ax in changed
+    ]
+    return [c for c in singles if c] if len(changed) >= 2 and all(singles) else []
+
+
+def listed_draws(base_policy: dict[str, Any]) -> list[int]:
+    """The seeds of the base-policy draws a ``base_policy`` section lists (none without draws)."""
+    return [int(d) for d in base_policy.get("draws") or []]
+
+
+def run_seed(seed: int, draw: int | None) -> int:
+    """The seed a run trains with: the seed itself, or under draws 1000 * draw + seed, so that
+    seed s of two draws shares neither its prompt order nor its sampling noise (the pooled interval
+    takes the draws' seed noise as independent)."""
+    return seed if draw is None else SEEDS_PER_DRAW * int(draw) + int(seed)
+
+
+def select_winner(
+    summaries: dict[str, list[dict[str, Any]]], metric: str, stage: str = ""
+) -> dict[str, Any]:
+    """A stage's winner on the validation split: highest mean over seeds of ``metric``.
+
+    ``summaries`` maps a value of the stage's primary axis to the validation results of its seeds.
+    Ties go to the value listed first (dicts keep the config's order), so the choice is
+    deterministic.
+    """
+    means = {k: sum(r[metric] for r in rs) / len(rs) for k, rs in summaries.items() if rs}
+    if not means:
+        raise DesignError(f"no validation results to select a winner of stage {stage!r} from")
+    best = max(means, key=lambda k: (means[k], -list(means).index(k)))
+    return {"stage": stage, "winner": best, "metric": metric, "split": "validation", "means": means}
+
+
+def read_winners(paths: list[Path]) -> dict[str, Any]:
+    """Source stage -> winner, from the selection files."""
+    out = {}
+    for p in paths:
+        data = json.loads(Path(p).read_text())
+        out[data["stage"]] = data["winner"]
+    return out
+
+
+@dataclass(frozen=True)
+class Design:
+    """The design of one experiment: its config sections (``SECTIONS``) parsed once.
+
+    Everything the rules, the jobs and the analysis ask of the design is a method here: the
+    stages, the cells of a stage given its sources' winners, the rows the tables compare, each
+    run's training config, the folders of the draws, the stages' titles and captions.
+    """
+
+    sections: dict[str, Any]
+
+    @classmethod
+    def of(cls, config: dict[str, Any]) -> Design:
+        """The design of a (validated) config; stages are parsed here, so a bad one fails now."""
+        design = cls({k: config[k] for k in SECTIONS if k in config})
+        design.declared  # noqa: B018 - parse the stages now
+        design.baseline_values  # noqa: B018
+        return design
+
+    # -- design.json -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The sections, and what follows from them for a reader of design.json: every cell the
+        config can run, each stage's title, caption and rows (per winners of its sources)."""
+        return {
+            "sections": self.sections,
+            "cells": {path: cell_label(path) for path in self.all_cells()},
+            "stages": [
+                {
+                    "name": s.name,
+                    "title": self.stage_title(s.name),
+                    "caption": self.stage_caption(s.name),
+                    "takes_winners_of": s.sources(),
+                    "rows": [
+                        {"winners": winners, "rows": self.rows(winners, [s.name])}
+                        for winners in self.possible_winners(s)
+                    ],
+                }
+                for s in self.stages
+            ],
+        }
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_dict(), indent=1, default=list) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Design:
+        """The design a DAG wrote (``write``): built from its sections, by the same parser."""
+        return cls.of(json.loads(Path(path).read_text())["sections"])
+
+    # -- stages ------------------------------------------------------------------------------------
+    @cached_property
+    def declared(self) -> tuple[Stage, ...]:
+        """Every stage the config declares, enabled or not, in config order."""
+        return tuple(_stage(name, spec) for name, spec in self.sections["stages"].items())
+
+    @property
+    def stages(self) -> list[Stage]:
+        """The enabled stages, in config order."""
+        specs = self.sections["stages"]
+        return [s for s in self.declared if specs[s.name].get("enabled", True)]
+
+    @property
+    def stage_names(self) -> list[str]:
+        return [s.name for s in self.stages]
+
+    def stage(self, name: str) -> Stage:
+        for s in self.declared:
+            if s.name == name:
+                return s
+        raise DesignError(
+            f"unknown stage {name!r}; the config declares {list(self.sections['stages'])}"
+        )
+
+    @property
+    def seeds(self) -> list[int]:
+        return [int(s) for s in self.sections["seeds"]]
+
+    # -- cells -------------------------------------------------------------------------------------
+    @cached_property
+    def baseline_values(self) -> dict[str, Any]:
+        """The baseline: every axis at the shared training section's value."""
+        return defaults(self.sections["training"], TRAINING_DEFAULTS)
+
+    def cell(self, values: dict[str, Any]) -> Cell:
+        base = self.baseline_values
+        full = {**base, **values}
+        return Cell(cell_path(full, base), tuple((a.name, full[a.name]) for a in AXES))
+
+    def parse_cell(self, path: str) -> Cell:
+        """The cell of ``path``; a path that is not the cell's own spelling (an axis named at its
+        default, another order) is refused, so one cell never trains in two folders."""
+        cell = self.cell(parse_path(path, self.baseline_values))
+        if cell.path != path.strip("/"):
+            raise DesignError(f"cell path {path!r} is spelled {cell.path!r}")
+        return cell
+
+    def baseline(self) -> Cell:
+        return self.cell({})
+
+    def cells(self, stage: str | Stage, winners: dict[str, Any] | None = None) -> list[Cell]:
+        """The cells of one stage: the product of its varied values (first axis outermost), its
+        fixed values, every other axis at the baseline. ``winners`` maps a source stage to its
+        winner."""
+        s = stage if isinstance(stage, Stage) else self.stage(stage)
+        held: dict[str, Any] = {}
+        for ax, value in s.fixed.items():
+            if isinstance(value, WinnerOf):
+                if not winners or value.stage not in winners:
+                    raise DesignError(
+                        f"stage {s.name!r} takes {ax} from stage {value.stage!r}: no winner yet"
+                    )
+                value = axis(ax).coerce(winners[value.stage], f"winner of stage {value.stage!r}")
+            held[ax] = value
+        return [
+            self.cell({**held, **dict(zip(s.vary, combo, strict=True))})
+            for combo in itertools.product(*s.vary.values())
+        ]
+
+    def rows(
+        self, winners: dict[str, Any] | None = None, only: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """(stage, cell, reference, singles: ``single_changes``) of every enabled stage (or of
+        ``only``), in config order; a cell may appear in several stages."""
+        rows = []
+        for s in self.stages:
+            if only and s.name not in only:
+                continue
+            cells = self.cells(s, winners)
+            rows += [
+                {
+                    "stage": s.name,
+                    "cell": c.path,
+                    "reference": reference_of(s, c, cells).path,
+                    "singles": tuple(x.path for x in single_changes(s, c, cells)),
+                }
+                for c in cells
+            ]
+        return rows
+
+    def possible_winners(self, stage: Stage) -> list[dict[str, Any]]:
+        """Every winners mapping a stage can see (one per combination of its sources' values)."""
+        options = [
+            [(src, v) for v in self.stage(src).vary[self.stage(src).primary]]
+            for src in stage.sources()
+        ]
+        return [dict(combo) for combo in itertools.product(*options)] or [{}]
+
+    def all_cells(self) -> list[str]:
+        """Every cell path the config can produce, whichever winners are chosen (fixes the
+        palette)."""
+        paths: dict[str, None] = {}
+        for s in self.stages:
+            for winners in self.possible_winners(s):
+                paths.update(dict.fromkeys(c.path for c in self.cells(s, winners)))
+        return sorted(paths)
+
+    # -- runs --------------------------------------------------------------------------------------
+    def completions_per_step(self) -> int:
+        t = {**TRAINING_DEFAULTS, **self.sections["training"]}
+        return int(t["prompts_per_step"]) * int(t["group_size"])
+
+    def training_config(self, cell: Cell, seed: int, draw: int | None = None) -> TrainingConfig:
+        """The full TrainingConfig of one run: the shared section, each axis's value entered as
+        its declaration says (G and μ keep the completion budget matched), the run seed."""
+        given = self.sections["training"]
+        shared = {**TRAINING_DEFAULTS, **{k: v for k, v in given.items() if k != "seed"}}
+        training = dict(shared)
+        for a in AXES:
+            a.apply(training, shared, cell[a.name])
+        training["seed"] = run_seed(seed, draw)
+        return from_dict(TrainingConfig, training, "training")
+
+    def check_matched_budgets(self, stage: Stage, cells: list[Cell]) -> dict[str, Any]:
+        """Refuse a stage whose cells would spend different nominal budgets."""
+        free = {entry for ax in stage.vary for entry in BY_NAME[ax].rescales}
+        budgets = {
+            c.path: {
+                k: v
+                for k, v in self.training_config(c, 0).nominal_budget().items()
+                if k not in free
+            }
+            for c in cells
+        }
+        if len({json.dumps(b, sort_keys=True) for b in budgets.values()}) > 1:
+            lines = "; ".join(f"{p}: {b}" for p, b in budgets.items())
+            raise DesignError(f"nominal budgets differ within stage '{stage.name}': {lines}")
+        return next(iter(budgets.values()), {})
+
+    # -- base-policy draws and folders -------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        """The experiment folder: what the draws share (data, tasks, design.json, pooled/)."""
+        return Path(self.sections.get("results_dir", "results")) / self.sections["experiment"]
+
+    @property
+    def draws(self) -> list[int]:
+        """The base-policy draws (``base_policy.draws``): each is the seed of its own local base
+        policy, under which every cell runs every seed. Empty when the config names one base
+        policy (``base_policy.seed``, or a hub model)."""
+        return listed_draws(self.sections["base_policy"])
+
+    def draw_dir(self, draw: int | None) -> Path:
+        """Where a draw's base policy, runs, evaluations and analysis live: ``draw=<d>`` under
+        the experiment folder; the experiment folder itself without draws."""
+        return self.root if draw is None else Path(Tree(self.root).draw(draw))
+
+    def pooled_dir(self) -> Path:
+        """The analysis over draws (tables, verdicts, reading), beside the draws' folders."""
+        return Path(Tree(self.root).pooled())
+
+    # -- what the report says ----------------------------------------------------------------------
+    def stage_title(self, name: str) -> str:
+        """``stage 4: KL coefficient β × std scaling`` (position among the declared stages)."""
+        order = [s.name for s in self.declared]
+        s = self.stage(name)
+        title = f"stage {order.index(name) + 1}: " + " × ".join(BY_NAME[ax].label for ax in s.vary)
+        # A recipe stage names the recipes it runs besides its reference's (e.g. "(Dr. GRPO)").
+        recipes: dict[str, None] = {}
+        for winners in self.possible_winners(s):
+            cells = self.cells(s, winners)
+            for c in cells:
+                r = cell_recipe(c.path)
+                if r and r != cell_recipe(reference_of(s, c, cells).path):
+                    recipes[r.name] = None
+        return title + (f" ({', '.join(recipes)})" if recipes else "")
+
+    def stage_caption(self, name: str) -> str:
+        """One line naming what a stage varies and what it holds fixed (figure captions), from
+        the axis declarations."""
+        s = self.stage(name)
+        varied = " crossed with ".join(
+            f"{BY_NAME[ax].label} over {[BY_NAME[ax].spell(v) for v in vs]}"
+            for ax, vs in s.vary.items()
+        )
+        base = self.baseline_values
+        used = {ax for stage in self.declared for ax in (*stage.vary, *stage.fixed)}
+        held = []
+        for a in AXES:
+            # Named as in a cell's path: an axis at its default that no stage names stays unsaid,
+            # so adding an axis changes no caption (and no figure job's parameters).
+            if a.name in s.vary or not (a.always_named or a.name in s.fixed or a.name in used):
+                continue
+            value = s.fixed.get(a.name, base[a.name])
+            text = (
+                f"the winner of stage '{value.stage}' on validation"
+                if isinstance(value, WinnerOf)
+                else a.spell(value)
+            )
+            held.append(f"{a.label} {text}")
+        t = {**TRAINING_DEFAULTS, **self.sections["training"]}
+        rest = (
+            f"std ε={t['std_eps']}, clip ε=({t['clip_eps_low']}, {t['clip_eps_high']}), "
+            f"max completion length {t['max_completion_length']}, {self.completions_per_step()} "
+            f"completions per step over {t['max_steps'] // int(t['num_iterations'])} generation "
+            "steps"
+        )
+        reference = " / ".join(BY_NAME[ax].spell(v) for ax, v in s.reference_values.items())
+        return f"{varied} (reference {reference}); {', '.join(held)}, {rest}"
