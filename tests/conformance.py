@@ -137,6 +137,7 @@ def capture(
     ga = objective.pop("gradient_accumulation_steps", 1)
     mu = objective.pop("num_iterations", 1)
     lr = objective.pop("learning_rate", 1e-3)
+    beta = objective.pop("beta", 0.0)
     batch = len(prompts) // 2 * G  # 4 prompts per step
     args = GRPOConfig(
         output_dir=str(out_dir),
@@ -155,7 +156,7 @@ def capture(
         seed=0,
         disable_tqdm=True,
         logging_steps=1,
-        beta=objective.pop("beta", 0.0),
+        beta=beta,
         shuffle_dataset=False,
         disable_dropout=True,
         **(stock or {"loss_type": "grpo", "scale_rewards": "none"}),
@@ -180,7 +181,9 @@ def capture(
         trainer = cls(**common)
     else:
         cls = type("ProjectFixed", (_FixedGeneration, AblationGRPOTrainer), {})
-        options = TrainingConfig(group_size=G, max_completion_length=MAX_LEN, **objective)
+        options = TrainingConfig(
+            group_size=G, max_completion_length=MAX_LEN, num_iterations=mu, beta=beta, **objective
+        )
         trainer = cls(**common, run_dir=out_dir, options=options)
     if is_mode:
         # vLLM itself is not needed: generation is the fixed table; only its log-probabilities and

@@ -1,25 +1,40 @@
-"""Training options declared once: the schema, the objective record and the checks follow them."""
+"""Options declared once: the schema, the objective record and the checks follow them."""
 
 from dataclasses import make_dataclass
 
 import pytest
 import yaml
 
+from grpo_ablation import schema
+from grpo_ablation.compute import ComputeConfig
 from grpo_ablation.objective.record import ObjectiveRecord
-from grpo_ablation.training import options
-from grpo_ablation.training.options import TrainingConfig, option
+from grpo_ablation.settings import option
+from grpo_ablation.training.options import TrainingConfig
 
 
-def test_the_schema_training_section_is_the_dataclass():
-    text = options.SCHEMA.read_text()
-    # Up to date: else run `python -m grpo_ablation.training.options` and commit the schema.
-    assert options.schema_file_section(text) == options.schema_text()
-    schema = yaml.safe_load(text)["properties"]["training"]["properties"]
-    fields = TrainingConfig.__dataclass_fields__
-    assert list(schema) == list(fields)
-    for name, spec in schema.items():
+@pytest.mark.parametrize("section", list(schema.SECTIONS))
+def test_the_schema_section_is_the_dataclass(section):
+    text = schema.SCHEMA.read_text()
+    # Up to date: else run `python -m grpo_ablation.schema` and commit the schema.
+    assert schema.file_section(text, section) == schema.section_text(section)
+    written = yaml.safe_load(text)["properties"][section]["properties"]
+    fields = schema.SECTIONS[section].__dataclass_fields__
+    assert list(written) == list(fields)
+    for name, spec in written.items():
         assert spec["default"] == fields[name].default
         assert spec["description"] == fields[name].metadata["help"]
+
+
+def test_a_missing_compute_key_takes_the_declared_default_everywhere():
+    # the train command, the base policy and the DAG's checks read the section through one class
+    assert ComputeConfig.of({}) == ComputeConfig()
+    assert ComputeConfig.of({"dtype": "bfloat16"}).device == "auto"
+    with pytest.raises(ValueError, match=r"compute.accelerate_config: unknown accelerate config"):
+        ComputeConfig.of({"accelerate_config": "megatron"})
+    with pytest.raises(ValueError, match=r"compute.processes_per_train_job must be >= 1, got 0"):
+        ComputeConfig.of({"processes_per_train_job": 0})
+    with pytest.raises(ValueError, match=r"unknown key.*'gpus'.*config section 'compute'"):
+        ComputeConfig.of({"gpus": 2})
 
 
 def test_a_new_option_is_recorded_without_touching_the_record():

@@ -14,6 +14,7 @@ import torch
 from conformance import G, digit_reward
 from safetensors.torch import load_file
 
+from grpo_ablation.compute import ComputeConfig
 from grpo_ablation.training.options import TrainingConfig
 from grpo_ablation.training.rollout_log import ROLLOUT_FIELDS, read_rollouts
 from grpo_ablation.training.train import train
@@ -235,6 +236,39 @@ def test_a_base_models_generation_config_never_changes_the_rollouts(setup, tmp_p
     assert saved.top_k is None or saved.top_k == 50, "checkpoints carry no sampling defaults"
 
 
+def test_the_trainer_refuses_options_that_trl_would_not_train(setup, tmp_path):
+    """The objective record states the options; the loss uses TRL's arguments: a trainer given
+    both must find them equal (here β), or it would train one objective and record another."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig
+
+    from grpo_ablation.training.trainer import AblationGRPOTrainer
+
+    model_dir, _ = setup
+    options = TrainingConfig(**TINY)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=options.generation_batch_size,
+        num_generations=options.group_size,
+        max_completion_length=options.max_completion_length,
+        beta=0.04,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+    )
+    with pytest.raises(ValueError, match=r"disagree .*: beta \(0\.0, 0\.04\)"):
+        AblationGRPOTrainer(
+            model=AutoModelForCausalLM.from_pretrained(model_dir),
+            args=args,
+            train_dataset=Dataset.from_list([{"prompt": "1+1="}]),
+            processing_class=AutoTokenizer.from_pretrained(model_dir),
+            reward_funcs=digit_reward,
+            options=options,
+            run_dir=tmp_path,
+        )
+
+
 def test_gradient_checkpointing_changes_no_number(setup, tmp_path):
     """Recomputing activations (TRL's default, off in the project's) costs time, not bits: the
     same rollouts, metrics and weights either way."""
@@ -242,7 +276,8 @@ def test_gradient_checkpointing_changes_no_number(setup, tmp_path):
     config = TrainingConfig(max_steps=4, **TINY)
     for on in (False, True):
         out = tmp_path / f"checkpointing={on}"
-        train(model, data, out, config, reward_func=digit_reward, gradient_checkpointing=on)
+        compute = ComputeConfig(gradient_checkpointing=on)
+        train(model, data, out, config, reward_func=digit_reward, compute=compute)
         info = json.loads((out / "run_info.json").read_text())
         assert info["compute"]["gradient_checkpointing"] is on
         args = torch.load(

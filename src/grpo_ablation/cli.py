@@ -52,6 +52,7 @@ def _leave_without_shutdown() -> None:
 
 
 def cmd_base_policy(a: argparse.Namespace) -> None:
+    from grpo_ablation.compute import ComputeConfig
     from grpo_ablation.policy.pretrained import build_base_policy
     from grpo_ablation.tasks import get_task
 
@@ -69,7 +70,7 @@ def cmd_base_policy(a: argparse.Namespace) -> None:
         get_task(json.loads(a.task)),
         a.splits,
         a.out / "model",
-        json.loads(a.compute),
+        ComputeConfig.of(json.loads(a.compute)),
     )
     (a.out / "base_policy.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
 
@@ -231,7 +232,7 @@ def args_base_policy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base", required=True, help="base_policy config as JSON")
     p.add_argument("--task", required=True, help="task config as JSON")
     p.add_argument(
-        "--compute", default='{"device": "auto", "dtype": "float32"}', help="compute config as JSON"
+        "--compute", default="{}", help="the config's compute section as JSON (its keys optional)"
     )
     p.add_argument("--splits", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)

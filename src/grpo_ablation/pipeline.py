@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from grpo_ablation.axes import DesignError
+from grpo_ablation.compute import ComputeConfig
 from grpo_ablation.design import (
     SEEDS_PER_DRAW,
     SELECTION_METRICS,
@@ -77,14 +78,14 @@ SHARDED_PRESETS = ("zero3", "fsdp")
 def check_run_layout(config: dict[str, Any], cfg: TrainingConfig) -> None:
     """What a run's options need of its processes: resampling selects groups over the whole
     generation batch in one process; curve policies are saved by rank 0 from unsharded weights."""
-    compute = config.get("compute", {})
-    nproc = int(compute.get("processes_per_train_job", 1))
+    compute = ComputeConfig.of(config.get("compute"))
+    nproc = compute.processes_per_train_job
     if cfg.zero_variance == "resample" and nproc > 1:
         raise DesignError(
             "zero_variance resample runs in one process per run; set "
             f"compute.processes_per_train_job: 1 (it is {nproc})"
         )
-    preset = compute.get("accelerate_config", "ddp")
+    preset = compute.accelerate_config
     if cfg.curve_points and nproc > 1 and preset in SHARDED_PRESETS:
         raise DesignError(
             f"training.curve_points={cfg.curve_points} saves curve policies from rank 0, which "
@@ -115,8 +116,8 @@ def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
     ev["max_gen_toks"] = length
     ev.setdefault("sampler", "keyed")
     ev["sampled_metric"] = sampled_metric(config)
-    ev["device"] = config["compute"]["device"]
-    ev["dtype"] = config["compute"]["dtype"]
+    compute = ComputeConfig.of(config.get("compute"))
+    ev["device"], ev["dtype"] = compute.device, compute.dtype
     return ev
 
 

@@ -1,4 +1,10 @@
-"""Small helpers for the documented configuration dataclasses."""
+"""Small helpers for the documented configuration dataclasses.
+
+A config section declared as a dataclass gives each field as ``option(default, help, ...)``: its
+help text and constraints travel as metadata (TRL's ``GRPOConfig`` style), so the checks
+(``check_options``) and the config schema's section (``grpo_ablation.schema``) follow from the
+one declaration.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,52 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def option(
+    default: Any,
+    help: str,
+    *,
+    recorded: bool | str = True,
+    choices: tuple[str, ...] | None = None,
+    minimum: float | None = None,
+    exclusive_minimum: float | None = None,
+    maximum: float | None = None,
+) -> Any:
+    """A declared option. ``recorded`` (training options): True, or why the objective record
+    leaves the field out (it is not part of what the run optimises, or the record states it in
+    other words)."""
+    bounds = {"minimum": minimum, "exclusiveMinimum": exclusive_minimum, "maximum": maximum}
+    return dataclasses.field(
+        default=default,
+        metadata={
+            "help": help,
+            "recorded": recorded,
+            "choices": choices,
+            "bounds": {k: v for k, v in bounds.items() if v is not None},
+        },
+    )
+
+
+def check_option(section: str, name: str, value: Any, meta: Any) -> None:
+    """``value`` within its declared choices and bounds, or a ValueError naming the option."""
+    if meta["choices"] is not None and value not in meta["choices"]:
+        raise ValueError(
+            f"{section}.{name}: unknown {name.replace('_', ' ')} {value!r}; expected one of "
+            f"{list(meta['choices'])}"
+        )
+    for bound, limit in meta["bounds"].items():
+        if {"minimum": value < limit, "exclusiveMinimum": value <= limit, "maximum": value > limit}[
+            bound
+        ]:
+            words = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<="}[bound]
+            raise ValueError(f"{section}.{name} must be {words} {limit}, got {value!r}")
+
+
+def check_options(obj: Any, section: str) -> None:
+    """Every declared option of dataclass ``obj`` (config section ``section``) checked."""
+    for f in dataclasses.fields(obj):
+        check_option(section, f.name, getattr(obj, f.name), f.metadata)
 
 
 def from_dict(cls: type[T], data: dict[str, Any] | None, section: str) -> T:

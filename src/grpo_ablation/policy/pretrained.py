@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.compute import ComputeConfig
 from grpo_ablation.settings import from_dict
 from grpo_ablation.tasks import Task
 from grpo_ablation.tasks.splits import read_split
@@ -37,7 +38,7 @@ class PretrainedBaseConfig:
 
 
 def build_base_policy(
-    base: dict[str, Any], task: Task, splits: Path, out_dir: Path, compute: dict[str, Any]
+    base: dict[str, Any], task: Task, splits: Path, out_dir: Path, compute: ComputeConfig
 ) -> dict[str, Any]:
     """The base policy of a config's ``base_policy`` section, either kind; returns what
     ``base_policy.json`` records (``model``: a folder or hub id, ``revision``)."""
@@ -56,7 +57,7 @@ def build_base_policy(
 
 
 def warm_start_base(
-    base: dict[str, Any], task: Task, splits: Path, out_dir: Path, compute: dict[str, Any]
+    base: dict[str, Any], task: Task, splits: Path, out_dir: Path, compute: ComputeConfig
 ) -> dict[str, Any]:
     """Resolve (and optionally warm-start) the base policy; return its ``base_policy.json``."""
     from grpo_ablation.compute import hub_snapshot
@@ -78,7 +79,7 @@ def warm_start_base(
     tokenizer = AutoTokenizer.from_pretrained(source)
     # float32 master weights, as in training (train.py says why).
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
-    model.to(resolve_device(compute["device"]))
+    model.to(resolve_device(compute.device))
     pairs = task.sft_pairs(read_split(Path(splits) / "train.jsonl"))
     started = time.perf_counter()
     losses = warm_start_pretrained(

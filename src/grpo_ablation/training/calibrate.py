@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from grpo_ablation import pipeline
+from grpo_ablation.compute import ComputeConfig
 from grpo_ablation.design import Design
 
 SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
@@ -63,7 +64,7 @@ def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
         r.max_steps // r.save_steps + (r.max_steps % r.save_steps != 0) for r in runs
     ) / max(1, len(runs))
     cells = paths
-    r, c = config["resources"], config["compute"]
+    r, c = config["resources"], ComputeConfig.of(config["compute"])
     return {
         "cells": len(cells),
         # every seed of every cell under each base-policy draw
@@ -72,7 +73,7 @@ def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
         "max_steps": steps,
         "checkpoints_per_run": checkpoints,
         "sft_steps": int(config["base_policy"].get("sft_steps", 0) or 0),
-        "train_gpus": int(r["gpus_per_train_job"]) * int(c["processes_per_train_job"]),
+        "train_gpus": int(r["gpus_per_train_job"]) * c.processes_per_train_job,
         "eval_gpus": int(r["gpus_per_eval_job"]),
     }
 
@@ -157,7 +158,8 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     from grpo_ablation.training.train import last_checkpoint, train
 
     task = get_task(config["task"])
-    device = resolve_device(config["compute"]["device"])
+    compute = ComputeConfig.of(config["compute"])
+    device = resolve_device(compute.device)
     prefetch(config)
     data = work / "data"
     task.write_splits(data)
@@ -174,9 +176,7 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     )
     sft_steps = min(steps, configured)
     started = time.perf_counter()
-    info = build_base_policy(
-        {**base, "sft_steps": sft_steps}, task, data, work / "base", config["compute"]
-    )
+    info = build_base_policy({**base, "sft_steps": sft_steps}, task, data, work / "base", compute)
     model, revision = info["model"], info["revision"]
     sft_step_s = (time.perf_counter() - started) / sft_steps if sft_steps else 0.0
 
@@ -185,19 +185,11 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
         max_steps=steps,
         save_steps=steps,
     )
-    c = config["compute"]
+    # Retention "newest" whatever the config says: the estimate prices one optimizer state.
+    compute = replace(compute, keep_optimizer_state="newest")
     started = time.perf_counter()
     summary = train(
-        model,
-        data,
-        work / "run",
-        cfg,
-        config["task"],
-        device=c["device"],
-        dtype=c["dtype"],
-        revision=revision,
-        keep_optimizer_state="newest",
-        gradient_checkpointing=c["gradient_checkpointing"],
+        model, data, work / "run", cfg, config["task"], compute=compute, revision=revision
     )
     wall = time.perf_counter() - started
     runtime = float(summary["budget"]["wall_time_s"])  # trainer.train() alone

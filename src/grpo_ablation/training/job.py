@@ -31,7 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def processes(a: argparse.Namespace) -> int:
-    return int(json.loads(a.compute).get("processes_per_train_job", 1))
+    from grpo_ablation.compute import ComputeConfig
+
+    return ComputeConfig.of(json.loads(a.compute)).processes_per_train_job
 
 
 def servable(a: argparse.Namespace) -> bool:
@@ -42,37 +44,32 @@ def servable(a: argparse.Namespace) -> bool:
 def run(a: argparse.Namespace) -> None:
     """Train one (cell, seed) run; resumes from its newest checkpoint if interrupted."""
     from grpo_ablation.commands import bootstrap
-    from grpo_ablation.compute import resolve_device
+    from grpo_ablation.compute import ComputeConfig, resolve_device
     from grpo_ablation.settings import from_dict
     from grpo_ablation.training.launch import relaunch
     from grpo_ablation.training.options import TrainingConfig
     from grpo_ablation.training.train import train
 
-    compute = {"device": "auto", "dtype": "float32"} | json.loads(a.compute)
+    compute = ComputeConfig.of(json.loads(a.compute))
     # N > 1: this process becomes `accelerate launch` of the same command (N copies of it); the
     # job worker never serves such a job, so sys.argv is the job's own command line.
     relaunch(
         list(sys.argv),
         processes(a),
-        compute.get("accelerate_config", "ddp"),
-        resolve_device(compute["device"]),
-        compute["dtype"],
+        compute.accelerate_config,
+        resolve_device(compute.device),
+        compute.dtype,
     )
     # The job's threads are shared by its processes.
     bootstrap(threads=max(1, a.threads // int(os.environ.get("WORLD_SIZE", 1))))
     info = json.loads(a.base.read_text()) if a.base.is_file() else {"model": str(a.base)}
-    options = {
-        k: compute[k] for k in ("keep_optimizer_state", "gradient_checkpointing") if k in compute
-    }
     train(
         info["model"],
         a.data,
         a.out,
         from_dict(TrainingConfig, json.loads(a.training), "training"),
         json.loads(a.task),
-        device=compute["device"],
-        dtype=compute["dtype"],
+        compute=compute,
         revision=info.get("revision"),
         report_to=a.report_to,
-        **options,
     )

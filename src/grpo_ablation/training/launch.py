@@ -20,7 +20,8 @@ import socket
 import sys
 from pathlib import Path
 
-PRESETS = ("ddp", "zero2", "zero3", "fsdp")
+from grpo_ablation.compute import ACCELERATE_PRESETS as PRESETS
+
 PRESET_DIR = Path(__file__).resolve().parents[3] / "config" / "accelerate"
 # Set by torchrun (which accelerate launch uses for several GPUs) in every process it starts.
 LAUNCHED_ENV = "LOCAL_RANK"

@@ -2,8 +2,8 @@
 
 Each field carries its help text and its constraints as metadata (TRL's ``GRPOConfig`` style).
 Everything else is derived from these declarations: the ``training`` section of the config schema
-(``schema_section``, written into ``workflow/schemas/config.schema.yaml`` by running this module
-and tested equal to it), the objective record (every field is recorded unless its declaration says
+(written into ``workflow/schemas/config.schema.yaml`` by ``python -m grpo_ablation.schema`` and
+tested equal to it), the objective record (every field is recorded unless its declaration says
 why not: ``recorded``), the trainer's arguments (it receives the config) and the nominal budget.
 
 Importable without torch: the DAG builds every run's config from it.
@@ -11,42 +11,29 @@ Importable without torch: the DAG builds every run's config from it.
 
 from __future__ import annotations
 
-import argparse
-import re
-from dataclasses import MISSING, dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, fields
 from typing import Any
 
 from grpo_ablation.axes import check_choices
 from grpo_ablation.choices import AGGREGATIONS, SCALINGS, ZERO_VARIANCE
 from grpo_ablation.sampling import SAMPLERS
+from grpo_ablation.settings import check_options, option
 
 GENERATION_BACKENDS = ("transformers", "vllm")
+# Options TRL's GRPOTrainer holds too, as its attributes (from GRPOConfig): the trainer computes
+# the loss with TRL's, the objective record states the options', so the trainer refuses to start
+# when they differ.
+TRL_ATTRIBUTES = {
+    "group_size": "num_generations",
+    "max_completion_length": "max_completion_length",
+    "num_iterations": "num_iterations",
+    "temperature": "temperature",
+    "beta": "beta",
+    "clip_eps_low": "epsilon_low",
+    "clip_eps_high": "epsilon_high",
+    "mask_truncated_completions": "mask_truncated_completions",
+}
 IMPORTANCE_SAMPLING_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
-
-
-def option(
-    default: Any,
-    help: str,
-    *,
-    recorded: bool | str = True,
-    choices: tuple[str, ...] | None = None,
-    minimum: float | None = None,
-    exclusive_minimum: float | None = None,
-    maximum: float | None = None,
-) -> Any:
-    """A training option. ``recorded``: True, or why the objective record leaves the field out
-    (it is not part of what the run optimises, or the record states it in other words)."""
-    bounds = {"minimum": minimum, "exclusiveMinimum": exclusive_minimum, "maximum": maximum}
-    return field(
-        default=default,
-        metadata={
-            "help": help,
-            "recorded": recorded,
-            "choices": choices,
-            "bounds": {k: v for k, v in bounds.items() if v is not None},
-        },
-    )
 
 
 _NOT_OBJECTIVE = "not part of the objective"
@@ -175,8 +162,7 @@ class TrainingConfig:
 
     def __post_init__(self) -> None:
         check_choices(self)
-        for f in fields(self):
-            check_option(f.name, getattr(self, f.name), f.metadata)
+        check_options(self, "training")
 
     @property
     def curve_steps(self) -> list[int]:
@@ -218,21 +204,6 @@ class TrainingConfig:
         }
 
 
-def check_option(name: str, value: Any, meta: Any) -> None:
-    """``value`` within its declared choices and bounds, or a ValueError naming the option."""
-    if meta["choices"] is not None and value not in meta["choices"]:
-        raise ValueError(
-            f"training.{name}: unknown {name.replace('_', ' ')} {value!r}; expected one of "
-            f"{list(meta['choices'])}"
-        )
-    for bound, limit in meta["bounds"].items():
-        if {"minimum": value < limit, "exclusiveMinimum": value <= limit, "maximum": value > limit}[
-            bound
-        ]:
-            words = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<="}[bound]
-            raise ValueError(f"training.{name} must be {words} {limit}, got {value!r}")
-
-
 def curve_steps(max_steps: int, points: int) -> list[int]:
     """``points`` steps geometrically spaced from max(1, max_steps/40) to ``max_steps``."""
     if points <= 0:
@@ -242,69 +213,3 @@ def curve_steps(max_steps: int, points: int) -> list[int]:
     first = max(1.0, max_steps / 40)
     ratio = (max_steps / first) ** (1 / (points - 1))
     return sorted({min(max_steps, round(first * ratio**i)) for i in range(points)})
-
-
-# --- the schema's training section, derived -----------------------------------------------------
-
-_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
-SCHEMA = Path(__file__).parents[3] / "workflow/schemas/config.schema.yaml"
-_BEGIN, _END = "      # BEGIN training options", "      # END training options"
-
-
-def schema_section() -> dict[str, dict[str, Any]]:
-    """The JSON-schema properties of the config's ``training`` section, one per field."""
-    out = {}
-    for f in fields(TrainingConfig):
-        meta = f.metadata
-        spec: dict[str, Any] = (
-            {"enum": list(meta["choices"])} if meta["choices"] else {"type": _JSON_TYPES[f.type]}
-        )
-        spec |= meta["bounds"]
-        spec["default"] = f.default if f.default is not MISSING else None
-        spec["description"] = meta["help"]
-        out[f.name] = spec
-    return out
-
-
-def schema_text() -> str:
-    """The section as the schema file spells it: one block per option, between two markers."""
-    import json
-
-    import yaml
-
-    lines = [_BEGIN + " (python -m grpo_ablation.training.options)"]
-    for name, spec in schema_section().items():
-        lines.append(f"      {name}:")
-        for key, value in spec.items():
-            text = (
-                yaml.safe_dump({key: value}, width=84).rstrip()
-                if key == "description"
-                else f"{key}: {json.dumps(value)}"  # a JSON scalar or list is a YAML flow value
-            )
-            lines += ["        " + line for line in text.splitlines()]
-    return "\n".join([*lines, _END])
-
-
-def schema_file_section(text: str) -> str:
-    """The training options as the schema file holds them now."""
-    match = re.search(rf"^{re.escape(_BEGIN)}.*?^{re.escape(_END)}", text, re.S | re.M)
-    if match is None:
-        raise ValueError(f"{SCHEMA} has no '{_BEGIN.strip()}' ... '{_END.strip()}' block")
-    return match.group(0)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description="Write TrainingConfig's fields into the config schema's training section."
-    )
-    parser.add_argument("--check", action="store_true", help="only say whether it is up to date")
-    a = parser.parse_args(argv)
-    text = SCHEMA.read_text()
-    current = schema_file_section(text)
-    if a.check:
-        raise SystemExit(0 if current == schema_text() else f"{SCHEMA} is out of date")
-    SCHEMA.write_text(text.replace(current, schema_text()))
-
-
-if __name__ == "__main__":
-    main()

@@ -50,9 +50,11 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from grpo_ablation.compute import OPTIMIZER_STATE_POLICIES
+
 logger = logging.getLogger(__name__)
 
-POLICIES = ("newest", "all")
+POLICIES = OPTIMIZER_STATE_POLICIES
 TRAINER_STATE = "trainer_state.json"  # written last by Trainer._save_checkpoint: marks "complete"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 # Optimizer / scheduler state written by Trainer._save_optimizer_and_scheduler and accelerate.

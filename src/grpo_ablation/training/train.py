@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.compute import ComputeConfig
 from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config
 from grpo_ablation.settings import config_hash, weight_files
@@ -162,11 +163,8 @@ def train(
     reward_func: Any = None,
     callbacks: list[Any] | None = None,
     *,
-    device: str = "auto",
-    dtype: str = "float32",
+    compute: ComputeConfig | None = None,
     revision: str | None = None,
-    keep_optimizer_state: str = "newest",
-    gradient_checkpointing: bool = False,
     report_to: str = "none",
 ) -> dict[str, Any]:
     """Train one run into ``out``; resumes if ``out`` holds a complete checkpoint.
@@ -174,7 +172,8 @@ def train(
     ``model_dir`` is a local Hugging Face directory or a hub id (read from the cache, offline,
     at ``revision``). ``task_config`` is the config's ``task`` section: the task gives the prompts
     and, unless ``reward_func`` overrides it (tests), the reward. ``report_to`` names the live
-    trackers (``tensorboard,wandb``; ``grpo_ablation.training.tracking``).
+    trackers (``tensorboard,wandb``; ``grpo_ablation.training.tracking``). ``compute``: the
+    config's compute section (device, precision, retention; its defaults when not given).
     """
     import torch
     from accelerate import PartialState
@@ -197,7 +196,8 @@ def train(
     if not train_file.exists():
         raise FileNotFoundError(f"training split {train_file} does not exist")
     task = get_task(task_config)
-    run_device, dtype = resolve_device(device), check_dtype(dtype)
+    compute = compute or ComputeConfig()
+    run_device, dtype = resolve_device(compute.device), check_dtype(compute.dtype)
 
     # cpu=True: on CPU, processes started by torchrun join one gloo group only when the first
     # PartialState of the process says so (it is a singleton; the Trainer's comes later).
@@ -245,7 +245,7 @@ def train(
         tracking.parse(report_to), out, record.to_dict(), state.is_main_process
     )
     args = _build_args(
-        cfg, out, nproc, run_device == "cpu", dtype, gradient_checkpointing, trackers
+        cfg, out, nproc, run_device == "cpu", dtype, compute.gradient_checkpointing, trackers
     )
     hub = {} if _is_local(model_dir) else {"revision": revision}
     tokenizer = AutoTokenizer.from_pretrained(model_dir, **hub)
@@ -275,7 +275,7 @@ def train(
         run_dir=out,
         # Pruning first, so that later callbacks see the checkpoints as they stay on disk.
         callbacks=[
-            KeepOptimizerStateOfNewest(keep_optimizer_state),
+            KeepOptimizerStateOfNewest(compute.keep_optimizer_state),
             CurveSnapshots(out, cfg.curve_steps, tokenizer),
             *tracker_callbacks,
             *(callbacks or []),
@@ -294,8 +294,8 @@ def train(
 
     summary: dict[str, Any] = {}
     if state.is_main_process:
-        compute = device_info(run_device, dtype) | {
-            "gradient_checkpointing": gradient_checkpointing
+        hardware = device_info(run_device, dtype) | {
+            "gradient_checkpointing": compute.gradient_checkpointing
         }
         summary = _finish(
             out,
@@ -306,7 +306,7 @@ def train(
             nproc,
             elapsed,
             trainer,
-            compute,
+            hardware,
             revision,
             ignored,
         )

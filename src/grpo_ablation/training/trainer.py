@@ -45,7 +45,7 @@ from grpo_ablation.objective.formulas import (
     rank_loss_scale,
     zero_variance_groups,
 )
-from grpo_ablation.training.options import TrainingConfig
+from grpo_ablation.training.options import TRL_ATTRIBUTES, TrainingConfig
 from grpo_ablation.training.rollout_log import RolloutLog
 
 
@@ -263,6 +263,17 @@ class AblationGRPOTrainer(GRPOTrainer):
                 "spans one generation batch, which must be one optimizer step"
             )
         self.options = options
+        differ = {
+            ours: (getattr(options, ours), getattr(self, theirs))
+            for ours, theirs in TRL_ATTRIBUTES.items()
+            if getattr(options, ours) != getattr(self, theirs)
+        }
+        if differ:
+            raise ValueError(
+                "the training options and TRL's arguments disagree (options, TRL): "
+                + ", ".join(f"{k} {v}" for k, v in differ.items())
+                + "; the record would state an objective the trainer does not train"
+            )
         if options.zero_variance == "resample" and self.accelerator.num_processes > 1:
             raise ValueError(
                 "zero_variance 'resample' selects mixed groups over the whole generation batch "

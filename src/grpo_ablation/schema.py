@@ -1,0 +1,90 @@
+"""The config schema's sections that are written from their dataclasses, not by hand.
+
+``workflow/schemas/config.schema.yaml`` holds, between two marker comments per section, the
+properties of ``training`` (``TrainingConfig``) and ``compute`` (``ComputeConfig``): names, types,
+choices, bounds, defaults and descriptions, from the fields' ``option`` declarations. Run
+``python -m grpo_ablation.schema`` after changing a declaration; ``tests/test_options.py`` fails
+while the file differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from dataclasses import MISSING, fields
+from pathlib import Path
+from typing import Any
+
+from grpo_ablation.compute import ComputeConfig
+from grpo_ablation.training.options import TrainingConfig
+
+SCHEMA = Path(__file__).parents[2] / "workflow/schemas/config.schema.yaml"
+SECTIONS: dict[str, type] = {"training": TrainingConfig, "compute": ComputeConfig}
+_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+_INDENT = " " * 6  # a section's properties in the schema file
+
+
+def markers(section: str) -> tuple[str, str]:
+    return f"{_INDENT}# BEGIN {section} options", f"{_INDENT}# END {section} options"
+
+
+def properties(cls: type) -> dict[str, dict[str, Any]]:
+    """The JSON-schema properties of a section, one per field of its dataclass."""
+    out = {}
+    for f in fields(cls):
+        meta = f.metadata
+        spec: dict[str, Any] = (
+            {"enum": list(meta["choices"])} if meta["choices"] else {"type": _JSON_TYPES[f.type]}
+        )
+        spec |= meta["bounds"]
+        spec["default"] = f.default if f.default is not MISSING else None
+        spec["description"] = meta["help"]
+        out[f.name] = spec
+    return out
+
+
+def section_text(section: str) -> str:
+    """The section as the schema file spells it: one block per option, between its markers."""
+    import yaml
+
+    begin, end = markers(section)
+    lines = [begin + " (python -m grpo_ablation.schema)"]
+    for name, spec in properties(SECTIONS[section]).items():
+        lines.append(f"{_INDENT}{name}:")
+        for key, value in spec.items():
+            text = (
+                yaml.safe_dump({key: value}, width=84).rstrip()
+                if key == "description"
+                else f"{key}: {json.dumps(value)}"  # a JSON scalar or list is a YAML flow value
+            )
+            lines += [_INDENT + "  " + line for line in text.splitlines()]
+    return "\n".join([*lines, end])
+
+
+def file_section(text: str, section: str) -> str:
+    """The section as the schema file holds it now."""
+    begin, end = markers(section)
+    match = re.search(rf"^{re.escape(begin)}.*?^{re.escape(end)}", text, re.S | re.M)
+    if match is None:
+        raise ValueError(f"{SCHEMA} has no '{begin.strip()}' ... '{end.strip()}' block")
+    return match.group(0)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description="Write the dataclass-declared sections (training, compute) into the schema."
+    )
+    parser.add_argument("--check", action="store_true", help="only say whether it is up to date")
+    a = parser.parse_args(argv)
+    text = SCHEMA.read_text()
+    new = text
+    for section in SECTIONS:
+        new = new.replace(file_section(new, section), section_text(section))
+    if a.check:
+        raise SystemExit(0 if new == text else f"{SCHEMA} is out of date")
+    SCHEMA.write_text(new)
+
+
+if __name__ == "__main__":
+    main()
