@@ -13,6 +13,7 @@ import yaml
 from grpo_ablation import pipeline
 from grpo_ablation.axes import path_regex
 from grpo_ablation.design import Design, DesignError, cell_label, reference_of, select_winner
+from grpo_ablation.layout import Tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -319,11 +320,13 @@ def test_the_design_written_for_the_jobs_reads_back_as_the_same_design(tmp_path)
     from snakemake.utils import validate
 
     config = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
+    config["results_dir"] = str(tmp_path)
     validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))
     design = Design.of(config)
-    path = design.write(tmp_path / "design.json")
+    path = design.write(Path(Tree(design.root).design()))
     back = Design.load(path)
-    assert back.sections == design.sections and back.stage_names == design.stage_names
+    assert back.sections == design.sections and back.root == design.root == tmp_path / "smoke"
+    assert back.stage_names == design.stage_names
     assert back.all_cells() == design.all_cells()
     for stage in design.stages:  # the aggregation stage takes the std_scaling stage's winner
         assert back.stage_title(stage.name) == design.stage_title(stage.name)

@@ -188,13 +188,13 @@ def test_draws_that_cannot_be_run_are_refused(base, message):
 
 
 def test_each_draw_is_its_base_policy_seed():
-    # Design(sections) parses nothing until asked: no stages are needed for the draws.
+    # A design parses its stages only when asked: none are needed for the draws.
     config = {"experiment": "e", "base_policy": {"kind": "local", "draws": [3, 4], "sft_steps": 9}}
-    assert Design(config).draws == [3, 4]
+    assert Design.of(config).draws == [3, 4]
     assert pipeline.draw_base_policy(config, 4) == {"kind": "local", "seed": 4, "sft_steps": 9}
-    assert Design(config).draw_dir(4) == Path("results/e/draw=4")
+    assert Design.of(config).draw_dir(4) == Path("results/e/draw=4")
     one = {"experiment": "e", "base_policy": {"kind": "local", "seed": 2}}
-    assert Design(one).draws == [] and Design(one).draw_dir(None) == Path("results/e")
+    assert Design.of(one).draws == [] and Design.of(one).draw_dir(None) == Path("results/e")
     assert pipeline.draw_base_policy(one, None) == one["base_policy"]
 
 

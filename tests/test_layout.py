@@ -59,3 +59,17 @@ def test_no_rule_or_module_spells_a_path_of_the_tree():
         if spelled.search(line) and not line.lstrip().startswith("#")
     ]
     assert found == []
+
+
+def test_the_evaluation_job_writes_where_the_tree_reads():
+    """The evaluation job writes under its --out through layout.Evaluation; the rules and the
+    analysis read from the root through Tree: one spelling of the files of a run's evaluation."""
+    tree = Tree("results/e")
+    names = ("summary.json", "calibration.json", "curve.json")
+    for f in (ROOT / "src/grpo_ablation/evaluation").glob("*.py"):
+        for name in names:
+            assert f'"{name}"' not in f.read_text(), f"{f.name} spells {name}"
+    folder = tree.evaluation(CELL, 7)
+    assert tree.curve(CELL, 7) == f"{folder}/curve/curve.json"
+    assert tree.calibration(CELL, 7) == f"{folder}/calibration.json"
+    assert tree.base_summary("validation") == "results/e/eval/base/validation/summary.json"

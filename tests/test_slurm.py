@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import faults_env
+from test_slurm_threads import local_rules
 
 from benchmarks.local_slurm import Cluster, unavailable_reason
 
@@ -23,18 +24,6 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
-LOCAL_RULES = (
-    "prefetch",
-    "splits",
-    "calculations",
-    "eval_tasks",
-    "select",
-    "all",
-    "tables",
-    "stage_figures",
-    "token_weight_figure",
-    "figures",
-)
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +135,7 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     evaluation_logs = [f for d in logs.glob("group_evaluation*") for f in d.rglob("*.log")]
     assert len(evaluation_logs) == len(evals) + 1  # + the base policy's
     assert "rule_base_policy" in submitted
-    assert not {f"rule_{r}" for r in LOCAL_RULES} & set(submitted)
+    assert not {f"rule_{r}" for r in local_rules()} & set(submitted)
     slurm_logs = list(logs.rglob("*.log"))
     ctld = cluster.ctld_log.read_text()
     batch_jobs = set(re.findall(r"_slurm_rpc_submit_batch_job: JobId=(\d+)", ctld))

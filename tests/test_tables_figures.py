@@ -463,3 +463,12 @@ def test_the_results_table_reads_back_exactly_so_figures_recompute_no_contrast(t
     pd.testing.assert_frame_equal(back, table, check_exact=True)  # every float, bit for bit
     assert back.loc[back["cell"] == tables.BASE_LABEL, "reference"].item() == ""
     pd.testing.assert_frame_equal(tables.effects_table(back), tables.effects_table(table))
+
+
+def test_a_stage_named_like_a_missing_value_keeps_its_name(tmp_path):
+    runs = run_rows({REF: [0.2, 0.4], OTHER: [0.3, 0.5]}).assign(stage="NA")
+    table = tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+    table.to_csv(tmp_path / "results.csv", index=False)
+    back = loading.read_results(tmp_path / "results.csv")
+    assert set(back["stage"]) == {"NA"}
+    pd.testing.assert_frame_equal(back, table, check_exact=True)

@@ -100,7 +100,8 @@ def cmd_eval_tasks(a: argparse.Namespace) -> None:
 def cmd_design(a: argparse.Namespace) -> None:
     from grpo_ablation.design import Design
 
-    print(Design.of(json.loads(a.config)).write(a.out))  # the DAG checked the whole config
+    # The DAG checked the whole config; design.json lies in the experiment folder it names.
+    print(Design(json.loads(a.config), a.out.parent).write(a.out))
 
 
 def cmd_select(a: argparse.Namespace) -> None:

@@ -9,9 +9,11 @@ here is specific to a stage or an axis: axes are declared in ``grpo_ablation.axe
 A cell is spelled as key=value path segments (``std=population/agg=sequence_mean/G=8``); a cell
 shared by two stages is one directory, so it is trained once.
 
-``Design.of(config)`` parses the design's sections once; the Snakefile builds one, and the DAG
-writes it to ``design.json`` (``Design.write``), which the selection, tables, figures and pooled
-jobs read back (``Design.load``) instead of taking config sections on their command lines.
+``Design.of(config)`` takes the design's sections of the config (seeds, training, stages,
+hypotheses, the base-policy draws) and the experiment folder; each is parsed once, when first
+asked for. The Snakefile builds one, and the DAG writes it to ``<experiment>/design.json``
+(``Design.write``), which the selection, tables, figures and pooled jobs read back
+(``Design.load``) instead of taking config sections on their command lines.
 Knows nothing of Snakemake; imports neither torch nor matplotlib.
 """
 
@@ -34,8 +36,9 @@ __all__ = ["Cell", "Design", "DesignError", "Stage", "WinnerOf"]
 
 TRAINING_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrainingConfig)}
 SELECTION_METRICS = ("greedy_accuracy", "sampled_mean_at_k")
-# The config sections the design is made of: what design.json holds.
-SECTIONS = ("results_dir", "experiment", "seeds", "base_policy", "training", "stages", "hypotheses")
+# The config sections the design is made of (with the draws of base_policy): what design.json
+# holds. Not the results folder: design.json lies in the experiment folder, which it then names.
+SECTIONS = ("seeds", "training", "stages", "hypotheses")
 # Seeds below this under base-policy draws, so that every (draw, seed) gets its own run seed.
 SEEDS_PER_DRAW = 1000
 
@@ -230,7 +233,8 @@ def read_winners(paths: list[Path]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Design:
-    """The design of one experiment: its config sections (``SECTIONS``) parsed once.
+    """The design of one experiment: its sections (``SECTIONS`` and ``draws``), each parsed once,
+    and its experiment folder ``root``.
 
     Everything the rules, the jobs and the analysis ask of the design is a method here: the
     stages, the cells of a stage given its sources' winners, the rows the tables compare, each
@@ -238,14 +242,17 @@ class Design:
     """
 
     sections: dict[str, Any]
+    # The experiment folder: what the draws share (data, tasks, design.json, pooled/); None for a
+    # design made from a config without one (its folders cannot be asked for).
+    root: Path | None
 
     @classmethod
     def of(cls, config: dict[str, Any]) -> Design:
-        """The design of a (validated) config; stages are parsed here, so a bad one fails now."""
-        design = cls({k: config[k] for k in SECTIONS if k in config})
-        design.declared  # noqa: B018 - parse the stages now
-        design.baseline_values  # noqa: B018
-        return design
+        """The design of a (validated) config (``pipeline.check_design`` checks it whole)."""
+        sections = {k: config[k] for k in SECTIONS if k in config}
+        sections["draws"] = listed_draws(config.get("base_policy") or {})
+        root = config.get("experiment") and Path(config.get("results_dir", "results"))
+        return cls(sections, root / config["experiment"] if root else None)
 
     # -- design.json -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -277,8 +284,9 @@ class Design:
 
     @classmethod
     def load(cls, path: str | Path) -> Design:
-        """The design a DAG wrote (``write``): built from its sections, by the same parser."""
-        return cls.of(json.loads(Path(path).read_text())["sections"])
+        """The design a DAG wrote (``write``) into its experiment folder: the same sections,
+        parsed by the same code."""
+        return cls(json.loads(Path(path).read_text())["sections"], Path(path).parent)
 
     # -- stages ------------------------------------------------------------------------------------
     @cached_property
@@ -421,25 +429,27 @@ class Design:
 
     # -- base-policy draws and folders -------------------------------------------------------------
     @property
-    def root(self) -> Path:
-        """The experiment folder: what the draws share (data, tasks, design.json, pooled/)."""
-        return Path(self.sections.get("results_dir", "results")) / self.sections["experiment"]
-
-    @property
     def draws(self) -> list[int]:
         """The base-policy draws (``base_policy.draws``): each is the seed of its own local base
         policy, under which every cell runs every seed. Empty when the config names one base
         policy (``base_policy.seed``, or a hub model)."""
-        return listed_draws(self.sections["base_policy"])
+        return [int(d) for d in self.sections.get("draws", [])]
 
     def draw_dir(self, draw: int | None) -> Path:
         """Where a draw's base policy, runs, evaluations and analysis live: ``draw=<d>`` under
         the experiment folder; the experiment folder itself without draws."""
-        return self.root if draw is None else Path(Tree(self.root).draw(draw))
+        root = self.folder()
+        return root if draw is None else Path(Tree(root).draw(draw))
 
     def pooled_dir(self) -> Path:
         """The analysis over draws (tables, verdicts, reading), beside the draws' folders."""
-        return Path(Tree(self.root).pooled())
+        return Path(Tree(self.folder()).pooled())
+
+    def folder(self) -> Path:
+        """The experiment folder (``root``), or an error naming what is missing."""
+        if self.root is None:
+            raise DesignError("the design was made from a config without `experiment`: no folder")
+        return self.root
 
     # -- what the report says ----------------------------------------------------------------------
     def stage_title(self, name: str) -> str:

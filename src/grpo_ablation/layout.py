@@ -33,11 +33,38 @@ from typing import Any
 
 # Not reading.rst: the report keeps one file per name, and each draw has its reading.rst.
 POOLED_READING = "pooled_reading.rst"
+# What the evaluation job writes in its folder (``Evaluation``).
+SUMMARY = "summary.json"
+CALIBRATION = "calibration.json"
+CURVE = "curve.json"
 
 
 def run_key(cell: str, seed: Any) -> str:
     """``<cell>/seed=<s>``: how every per-run folder (runs/, eval/, diagnostics/ ...) names a run."""
     return f"{cell}/seed={seed}"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation folder (``eval/<cell>/seed=<s>``, or the base policy's ``eval/base``): the
+    files the evaluation job writes under its ``--out``, which ``Tree`` spells from the root."""
+
+    folder: str | Path
+
+    def split(self, split: str) -> str:
+        return f"{self.folder}/{split}"
+
+    def summary(self, split: str = "test") -> str:
+        return f"{self.split(split)}/{SUMMARY}"
+
+    def calibration(self) -> str:
+        return f"{self.folder}/{CALIBRATION}"
+
+    def curve_folder(self) -> str:
+        return f"{self.folder}/curve"
+
+    def curve(self) -> str:
+        return f"{self.curve_folder()}/{CURVE}"
 
 
 @dataclass(frozen=True)
@@ -95,16 +122,16 @@ class Tree:
         return self.at("eval", run_key(cell, seed))
 
     def summary(self, cell: str, seed: Any, split: str = "test") -> str:
-        return f"{self.evaluation(cell, seed)}/{split}/summary.json"
+        return Evaluation(self.evaluation(cell, seed)).summary(split)
 
     def base_summary(self, split: str = "test") -> str:
-        return self.at("eval", "base", split, "summary.json")
+        return Evaluation(self.at("eval", "base")).summary(split)
 
     def calibration(self, cell: str, seed: Any) -> str:
-        return f"{self.evaluation(cell, seed)}/calibration.json"
+        return Evaluation(self.evaluation(cell, seed)).calibration()
 
     def curve(self, cell: str, seed: Any) -> str:
-        return f"{self.evaluation(cell, seed)}/curve/curve.json"
+        return Evaluation(self.evaluation(cell, seed)).curve()
 
     def diagnostics(self, cell: str, seed: Any, name: str) -> str:
         return self.at("diagnostics", run_key(cell, seed), name)

@@ -8,6 +8,7 @@ from snakemake.utils import validate
 
 from grpo_ablation import pipeline
 from grpo_ablation.axes import path_regex
+from grpo_ablation.compute import ComputeConfig
 from grpo_ablation.design import Design
 from grpo_ablation.layout import Tree
 
@@ -22,7 +23,7 @@ try:
 except ValueError as err:
     raise WorkflowError(f"invalid config: {err}") from err
 
-ROOT = str(DESIGN.root)
+ROOT = str(DESIGN.folder())
 # Base-policy draws (base_policy.draws): everything below the base policy lives per draw, so EXP
 # holds a {draw} wildcard that every rule's paths inherit; splits and evaluation tasks are shared.
 DRAWS = DESIGN.draws
@@ -34,6 +35,7 @@ TREE, SHARED = Tree(EXP), Tree(ROOT)
 # answer protocol) and the compute section's device and precision.
 EVALUATION = json.dumps(pipeline.evaluation_config(config), sort_keys=True)
 COMPUTE = json.dumps(config["compute"], sort_keys=True)
+COMPUTE_OPTIONS = ComputeConfig.of(config["compute"])
 TASK = json.dumps(config["task"], sort_keys=True)
 # Hub content (model, data set, external benchmark data, or the CPU stand-in of them) is fetched
 # once by the local prefetch rule; configs that need none skip it.
@@ -48,6 +50,9 @@ THREADS = int(config["threads_per_job"])
 # checkout, not workflow.source_path(): that one points into a per-invocation temporary source
 # cache, so the `cli` param changed on every run and the params trigger retrained everything.
 CLI = str(Path(workflow.current_basedir, "..", "scripts", "grpo.py").resolve())
+# The package's sources in the checkout, for rules whose output is the code's (inputs, so that an
+# edit rebuilds them; not workflow.source_path, a fresh cache copy on every invocation).
+SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
 
 
 wildcard_constraints:

@@ -96,7 +96,10 @@ rule calculations:
 
 
 rule design:
-    # The design the jobs read (select, tables, figures, pooled): rewritten when its sections change.
+    # The design the jobs read (select, tables, figures, pooled): rewritten when its sections or
+    # the code that derives cells, titles and captions from them change.
+    input:
+        code=[str(SRC / n) for n in ("design.py", "axes.py", "choices.py")],
     output:
         SHARED.design(),
     params:

@@ -7,9 +7,7 @@
 from grpo_ablation.analysis import STAGE_FIGURES
 
 STAGES_ON = DESIGN.stage_names
-# The plotting and table code are inputs, so editing them rebuilds what they draw. Checkout paths,
-# not workflow.source_path (a fresh cache copy on every invocation, which would always look new).
-SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
+# The plotting and table code are inputs, so editing them rebuilds what they draw.
 FIGURE_CODE = str(SRC / "analysis" / "figures.py")
 TABLE_CODE = [
     str(SRC / "analysis" / n)
@@ -27,7 +25,7 @@ report: "../report/workflow.rst"
 
 
 # Helpers are lambdas: `snakemake --lint` wants no function definitions next to rules, and the
-# logic they call lives in grpo_ablation.pipeline (testable without Snakemake).
+# logic they call lives in grpo_ablation.design and .pipeline (testable without Snakemake).
 results_of = lambda stages, draw: pipeline.report_inputs(
     exp_of(draw),
     {s: [c.path for c in cells_of(s, draw)] for s in stages},

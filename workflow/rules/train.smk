@@ -21,7 +21,7 @@ rule train:
         runtime=config["resources"]["train_runtime"],
         mem_mb=config["resources"]["train_mem_mb"],
         # `gpu` is the resource the SLURM executor turns into --gpus.
-        gpu=config["resources"]["gpus_per_train_job"] * config["compute"]["processes_per_train_job"],
+        gpu=config["resources"]["gpus_per_train_job"] * COMPUTE_OPTIONS.processes_per_train_job,
         # A resource, not a param: params are rerun triggers, and tracking changes no result.
         report_to=",".join(config["tracking"]["report_to"]) or "none",
     conda:

@@ -647,6 +647,14 @@ def write_figures(
     else:  # one implementation of the paired differences, computed once by the tables job
         table = loading.read_results(results)
         table = table[table["stage"].isin({r["stage"] for r in rows})].reset_index(drop=True)
+        missing = {(r["stage"], r["cell"]) for r in rows} - set(
+            zip(table["stage"], table["cell"], strict=True)
+        )
+        if missing:
+            raise ValueError(
+                f"{results} has no row for {sorted(missing)}: it was written for another design "
+                "(rerun the tables job)"
+            )
     points = loading.load_efficiency_points(exp, rows, seeds)
     titles = {r["stage"]: design.stage_title(r["stage"]) for r in rows}
     effects = tables.effects_table(

@@ -137,13 +137,18 @@ def _efficiency(exp: Path, cell: str, seed: int, diag: dict[str, Any], R0: float
     return run_efficiency(curve["points"], steps, group_size, R0)
 
 
+# The results table's text columns: read as text whatever they hold (a stage named "NA" or "1").
+TEXT_COLUMNS = ("stage", "cell", "reference")
+
+
 def read_results(path: Path) -> pd.DataFrame:
     """The results table the tables job wrote (``results.csv``), as ``results_table`` made it:
-    floats read back exactly (pandas writes the shortest repr that round-trips); an empty text
-    cell (the base policy's reference) is the empty string it was, not NaN."""
-    table = pd.read_csv(path)
-    text = table.select_dtypes(include=["object", "string"]).columns
-    table[text] = table[text].fillna("")
+    floats read back exactly (pandas writes the shortest repr that round-trips); the text
+    columns as written, an empty one (the base policy's reference) the empty string it was."""
+    table = pd.read_csv(
+        path, dtype=dict.fromkeys(TEXT_COLUMNS, str), keep_default_na=False, na_values=[""]
+    )
+    table[list(TEXT_COLUMNS)] = table[list(TEXT_COLUMNS)].fillna("")
     return table
 
 

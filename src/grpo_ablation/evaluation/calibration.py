@@ -23,8 +23,9 @@ from typing import Any
 
 from grpo_ablation.evaluation.evaluate import exact_probabilities
 from grpo_ablation.evaluation.task_folders import MANIFEST, write_task
+from grpo_ablation.layout import CALIBRATION
 
-OUT = "calibration.json"
+OUT = CALIBRATION
 
 
 def read_rollouts(run: Path) -> Iterator[dict[str, Any]]:

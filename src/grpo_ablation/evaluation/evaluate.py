@@ -57,6 +57,7 @@ from grpo_ablation.evaluation.scoring import (
     score_tasks,
 )
 from grpo_ablation.evaluation.task_folders import EXACT_MODULE, MANIFEST, load_rule
+from grpo_ablation.layout import CURVE, SUMMARY
 from grpo_ablation.sampling import (
     sampler_description,
 )
@@ -273,7 +274,7 @@ def evaluate_checkpoints(
         del lm
     if only is None:
         summary = json.dumps({"checkpoints": all_results}, indent=2) + "\n"
-        (out_dir / "summary.json").write_text(summary)
+        (out_dir / SUMMARY).write_text(summary)
     return all_results
 
 
@@ -313,9 +314,6 @@ def exact_probabilities(
         )
     exact = load_rule(task_dir, EXACT_MODULE)
     return score_exact(out["samples"][task], task, out["results"][task], exact, bounded=True)
-
-
-CURVE = "curve.json"
 
 
 def evaluate_curve(

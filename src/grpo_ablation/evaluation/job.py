@@ -7,6 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
+from grpo_ablation.layout import Evaluation
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
@@ -50,14 +52,16 @@ def run(a: argparse.Namespace) -> None:
         backend=ev.get("backend", "hf"),
     )
     # External benchmarks (lm-eval's own gsm8k, ...) score the test-split checkpoints only.
+    folder = Evaluation(a.out)
     evaluate_checkpoints(
         checkpoints,
         a.tasks / "test",
-        a.out / "test",
+        Path(folder.split("test")),
         external=ev.get("external_benchmarks") or None,
         **options,
     )
-    evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", a.out / "validation", **options)
+    validation = Path(folder.split("validation"))
+    evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", validation, **options)
     if a.run:  # P(correct) of the prompts each saved policy was sampled on in training
         from grpo_ablation.evaluation.calibration import measure
 
@@ -70,14 +74,15 @@ def run(a: argparse.Namespace) -> None:
 def write_curve(run: Path, info: dict, tasks: Path, out: Path, options: dict) -> None:
     """The run's efficiency curve, ``out/curve/curve.json``: its curve policies scored on the test
     split (training.curve_points), or, where it saved none, its checkpoints' test values."""
-    from grpo_ablation.evaluation.evaluate import CURVE, evaluate_curve
+    from grpo_ablation.evaluation.evaluate import evaluate_curve
 
+    folder = Evaluation(out)
     policies = sorted((int(s), run / p) for s, p in info.get("curve_policies", {}).items())
     if policies:
         options = {k: v for k, v in options.items() if k != "revision"}
-        evaluate_curve(policies, tasks, out / "curve", **options)
+        evaluate_curve(policies, tasks, Path(folder.curve_folder()), **options)
         return
-    summary = json.loads((out / "test" / "summary.json").read_text())["checkpoints"]
+    summary = json.loads(Path(folder.summary("test")).read_text())["checkpoints"]
     curve = {
         "metric": summary[0]["sampled_metric"],
         "task": "checkpoints (test summary)",
@@ -87,5 +92,5 @@ def write_curve(run: Path, info: dict, tasks: Path, out: Path, options: dict) ->
         ],
         "seconds": 0.0,
     }
-    (out / "curve").mkdir(parents=True, exist_ok=True)
-    (out / "curve" / CURVE).write_text(json.dumps(curve, indent=2) + "\n")
+    Path(folder.curve_folder()).mkdir(parents=True, exist_ok=True)
+    Path(folder.curve()).write_text(json.dumps(curve, indent=2) + "\n")

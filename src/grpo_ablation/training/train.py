@@ -80,8 +80,7 @@ def _build_args(
     out: Path,
     num_processes: int,
     use_cpu: bool,
-    dtype: str,
-    gradient_checkpointing: bool = False,
+    compute: ComputeConfig,
     report_to: list[str] | None = None,
 ):
     from trl import GRPOConfig
@@ -113,9 +112,9 @@ def _build_args(
         seed=cfg.seed,
         data_seed=cfg.seed,
         use_cpu=use_cpu,
-        bf16=dtype == "bfloat16",
+        bf16=compute.dtype == "bfloat16",
         # Said explicitly: TRL 1.16 turns it on by default, a second forward pass per step.
-        gradient_checkpointing=gradient_checkpointing,
+        gradient_checkpointing=compute.gradient_checkpointing,
         report_to=report_to or "none",
         run_name=tracking.run_name(out),
         disable_tqdm=True,
@@ -244,9 +243,7 @@ def train(
     trackers, tracker_callbacks = tracking.setup(
         tracking.parse(report_to), out, record.to_dict(), state.is_main_process
     )
-    args = _build_args(
-        cfg, out, nproc, run_device == "cpu", dtype, compute.gradient_checkpointing, trackers
-    )
+    args = _build_args(cfg, out, nproc, run_device == "cpu", compute, trackers)
     hub = {} if _is_local(model_dir) else {"revision": revision}
     tokenizer = AutoTokenizer.from_pretrained(model_dir, **hub)
     if task.chat_template and not tokenizer.chat_template:
