@@ -27,14 +27,7 @@ torch.set_num_threads(1)
 
 
 def dry_run(tmp_path: Path, **changes) -> subprocess.CompletedProcess:
-    cfg = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
-    cfg["results_dir"] = str(tmp_path / "results")
-    for dotted, value in changes.items():
-        *parents, leaf = dotted.split("__")
-        node = cfg
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = value
+    cfg = changed_smoke_config(results_dir=str(tmp_path / "results"), **changes)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -48,12 +41,45 @@ def dry_run(tmp_path: Path, **changes) -> subprocess.CompletedProcess:
     )
 
 
+def changed_smoke_config(**changes) -> dict:
+    """config/smoke.yaml with ``changes`` (``a__b=v`` sets ``cfg["a"]["b"] = v``)."""
+    cfg = yaml.safe_load((ROOT / "config/smoke.yaml").read_text())
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        node = cfg
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return cfg
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"trianing": {"max_steps": 3}}, "trianing"),
+        ({"training__learnig_rate": 0.1}, "learnig_rate"),
+        ({"training__std_scaling": "stdev"}, "stdev"),
+        ({"seeds": ["x"]}, "'x' is not of type 'integer'"),
+    ],
+)
+def test_the_schema_the_dag_validates_first_names_the_bad_key(change, named):
+    """In process, the check each dry run below makes through Snakemake."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    with pytest.raises(WorkflowError) as refused:
+        validate(changed_smoke_config(**change), str(ROOT / "workflow/schemas/config.schema.yaml"))
+    assert named in str(refused.value)
+
+
+@pytest.mark.slow  # starts processes of its own
 def test_an_unknown_config_key_is_named(tmp_path):
     done = dry_run(tmp_path, trianing={"max_steps": 3})
     assert done.returncode != 0
     assert "trianing" in done.stderr + done.stdout
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_seeds_given_on_the_command_line_are_integers_and_bad_ones_are_named(tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
@@ -84,11 +110,13 @@ def test_seeds_given_on_the_command_line_are_integers_and_bad_ones_are_named(tmp
     assert done.returncode != 0 and "'x' is not of type 'integer'" in done.stderr + done.stdout
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_an_unknown_training_key_is_named(tmp_path):
     done = dry_run(tmp_path, training__learnig_rate=0.1)
     assert done.returncode != 0 and "learnig_rate" in done.stderr + done.stdout
 
 
+@pytest.mark.slow  # starts processes of its own
 @pytest.mark.parametrize(
     ("key", "value"),
     [
@@ -137,6 +165,7 @@ def test_nominal_budgets_that_differ_within_a_stage_are_refused(monkeypatch):
         design.check_matched_budgets(stage, cells)
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_a_group_size_that_breaks_the_fixed_budget_is_refused(tmp_path):
     done = dry_run(tmp_path, stages__group_size__vary={"group_size": [3, 4]})
     assert done.returncode != 0

@@ -79,6 +79,7 @@ def heavy_imports_of_a_dry_run(config: str, results: Path) -> list[str]:
     return [m for m in line[len("HEAVY:") :].split(",") if m]
 
 
+@pytest.mark.slow  # starts processes of its own
 @pytest.mark.parametrize("config", ["config/config.yaml", "config/cluster.yaml"])
 def test_building_the_dag_imports_no_heavy_library(config, tmp_path):
     assert heavy_imports_of_a_dry_run(config, tmp_path) == []

@@ -268,6 +268,7 @@ def test_jobs_get_the_vllm_environment_exactly_where_the_config_uses_vllm():
     assert len(re.findall(r"conda:\s*\n\s*CONDA_ENV\n", rules)) == rules.count("conda:") > 10
 
 
+@pytest.mark.slow  # starts processes of its own
 @pytest.mark.parametrize("configfile", ["config/config.yaml", "config/smoke.yaml"])
 def test_snakemake_lint_is_clean(configfile):
     proc = subprocess.run(

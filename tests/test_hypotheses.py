@@ -173,6 +173,7 @@ def test_a_misnamed_hypothesis_is_refused_naming_it(change, message):
         pipeline.check_design(config)
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_a_misnamed_hypothesis_stops_the_dag_before_any_job(tmp_path):
     bad = spec("typo", "population", "equivalence", metric="greedy_finale", margin=0.1)
     done = dry_run(tmp_path, hypotheses=[bad])

@@ -35,6 +35,7 @@ def pins_in_a_fresh_process(env: dict[str, str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # starts processes of its own
 @pytest.mark.skipif(not X86_AVX2, reason="the pins apply to x86-64 CPUs with AVX2 only")
 def test_the_pins_choose_avx2_kernels_and_mkls_portable_branch():
     got = pins_in_a_fresh_process({})
@@ -42,6 +43,7 @@ def test_the_pins_choose_avx2_kernels_and_mkls_portable_branch():
     assert got["capability"] == "AVX2"
 
 
+@pytest.mark.slow  # starts processes of its own
 @pytest.mark.skipif(not X86_AVX2, reason="the pins apply to x86-64 CPUs with AVX2 only")
 def test_a_users_own_setting_wins_and_native_sets_nothing():
     got = pins_in_a_fresh_process({"MKL_CBWR": "AUTO"})

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 
@@ -47,6 +49,7 @@ def _dry_run(
     return jobs
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_slurm_train_jobs_get_the_configured_threads_and_resources(tmp_path):
     jobs = _dry_run(tmp_path, "--profile", "slurm", "--configfile", "config/cluster.yaml")
     assert len(jobs) == (4 + 4 - 1) * 3
@@ -66,6 +69,7 @@ def test_other_slurm_jobs_run_as_many_threads_as_they_get_cpus():
         assert conf["set-resources"][rule]["cpus_per_task"] == threads, rule
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_local_runs_take_their_cores_from_the_command_line(tmp_path):
     assert not (ROOT / "profiles/default").exists(), "a workflow profile would cap SLURM jobs"
     jobs = _dry_run(tmp_path, "--cores", "2", config=("threads_per_job=8",))
@@ -84,6 +88,7 @@ def local_rules() -> set[str]:
     return names
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_every_slurm_job_asks_for_the_time_and_memory_the_config_sets(tmp_path):
     """One place sizes the jobs: the config's resources section; the profile sets CPUs only."""
     import yaml

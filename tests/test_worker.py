@@ -121,6 +121,7 @@ def test_worker_gives_the_in_process_files_and_is_reused(env: dict) -> None:
     assert second["import_lm_eval_s"] < 0.05
 
 
+@pytest.mark.slow  # starts processes of its own
 def test_a_failing_job_fails_with_its_error(env: dict) -> None:
     bad = env["root"] / "bad_base.json"
     bad.write_text(json.dumps({"model": str(env["root"] / "no_such_model")}))

@@ -158,7 +158,7 @@ def cmd_figures(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.figures import write_figures
 
     design, winners = _report_inputs(a)
-    for path in write_figures(a.exp, design, winners, a.out, a.stage, a.results):
+    for path in write_figures(a.exp, design, winners, a.out, a.results, a.stage):
         print(path)
 
 
@@ -286,9 +286,7 @@ args_tables = _args_analysis
 def args_figures(p: argparse.ArgumentParser) -> None:
     _args_analysis(p)
     p.add_argument("--stage", help="only this stage's figures, written directly under --out")
-    p.add_argument(
-        "--results", type=Path, help="the tables job's results.csv (else computed from the runs)"
-    )
+    p.add_argument("--results", type=Path, required=True, help="the tables job's results.csv")
 
 
 def args_reading(p: argparse.ArgumentParser) -> None:

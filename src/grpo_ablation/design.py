@@ -316,6 +316,11 @@ class Design:
     def seeds(self) -> list[int]:
         return [int(s) for s in self.sections["seeds"]]
 
+    @cached_property
+    def shared_training(self) -> dict[str, Any]:
+        """The shared training section with every option it leaves out at its declared default."""
+        return {**TRAINING_DEFAULTS, **self.sections["training"]}
+
     # -- cells -------------------------------------------------------------------------------------
     @cached_property
     def baseline_values(self) -> dict[str, Any]:
@@ -380,10 +385,8 @@ class Design:
 
     def possible_winners(self, stage: Stage) -> list[dict[str, Any]]:
         """Every winners mapping a stage can see (one per combination of its sources' values)."""
-        options = [
-            [(src, v) for v in self.stage(src).vary[self.stage(src).primary]]
-            for src in stage.sources()
-        ]
+        sources = [self.stage(name) for name in stage.sources()]
+        options = [[(src.name, v) for v in src.vary[src.primary]] for src in sources]
         return [dict(combo) for combo in itertools.product(*options)] or [{}]
 
     def all_cells(self) -> list[str]:
@@ -397,14 +400,13 @@ class Design:
 
     # -- runs --------------------------------------------------------------------------------------
     def completions_per_step(self) -> int:
-        t = {**TRAINING_DEFAULTS, **self.sections["training"]}
+        t = self.shared_training
         return int(t["prompts_per_step"]) * int(t["group_size"])
 
     def training_config(self, cell: Cell, seed: int, draw: int | None = None) -> TrainingConfig:
         """The full TrainingConfig of one run: the shared section, each axis's value entered as
         its declaration says (G and μ keep the completion budget matched), the run seed."""
-        given = self.sections["training"]
-        shared = {**TRAINING_DEFAULTS, **{k: v for k, v in given.items() if k != "seed"}}
+        shared = {**self.shared_training, "seed": TRAINING_DEFAULTS["seed"]}
         training = dict(shared)
         for a in AXES:
             a.apply(training, shared, cell[a.name])
@@ -490,7 +492,7 @@ class Design:
                 else a.spell(value)
             )
             held.append(f"{a.label} {text}")
-        t = {**TRAINING_DEFAULTS, **self.sections["training"]}
+        t = self.shared_training
         rest = (
             f"std ε={t['std_eps']}, clip ε=({t['clip_eps_low']}, {t['clip_eps_high']}), "
             f"max completion length {t['max_completion_length']}, {self.completions_per_step()} "

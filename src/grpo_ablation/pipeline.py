@@ -13,7 +13,6 @@ from grpo_ablation.compute import ComputeConfig
 from grpo_ablation.design import (
     SEEDS_PER_DRAW,
     SELECTION_METRICS,
-    TRAINING_DEFAULTS,
     Design,
     WinnerOf,
     listed_draws,
@@ -107,7 +106,7 @@ def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
     """The evaluation section as jobs need it: training's generation length and the compute
     section's device and precision filled in (one answer protocol for training and evaluation)."""
     ev = dict(config["evaluation"])
-    length = int({**TRAINING_DEFAULTS, **config["training"]}["max_completion_length"])
+    length = int(Design.of(config).shared_training["max_completion_length"])
     if ev.get("max_gen_toks") not in (None, length):
         raise DesignError(
             f"evaluation.max_gen_toks={ev['max_gen_toks']} differs from training.max_completion_length="

@@ -628,13 +628,13 @@ def write_figures(
     design: Design,
     winners: dict[str, Any],
     out: Path,
+    results: Path,
     stage: str | None = None,
-    results: Path | None = None,
 ) -> list[Path]:
     """``out/<kind>.{png,pdf}`` and ``out/effects.csv`` for ``stage``, or the same under
     ``out/<stage>/`` for every stage; the palette comes from the design, so separate calls agree
     on colours. The contrasts are the results table's (``results``, the tables job's
-    results.csv; computed here from the runs when not given)."""
+    results.csv: one implementation of the paired differences, computed once)."""
     rows = design.rows(winners, [stage] if stage else None)
     seeds = design.seeds
     curves, steps = loading.load_curves(exp, rows, seeds), loading.load_steps(exp, rows, seeds)
@@ -642,19 +642,16 @@ def write_figures(
     coupled = coupling.load_coupling(exp, rows, seeds)
     runs = loading.load_runs(exp, rows, seeds)
     base = loading.base_accuracy(exp)
-    if results is None:
-        table = tables.results_table(runs, base)
-    else:  # one implementation of the paired differences, computed once by the tables job
-        table = loading.read_results(results)
-        table = table[table["stage"].isin({r["stage"] for r in rows})].reset_index(drop=True)
-        missing = {(r["stage"], r["cell"]) for r in rows} - set(
-            zip(table["stage"], table["cell"], strict=True)
+    table = loading.read_results(results)
+    table = table[table["stage"].isin({r["stage"] for r in rows})].reset_index(drop=True)
+    missing = {(r["stage"], r["cell"]) for r in rows} - set(
+        zip(table["stage"], table["cell"], strict=True)
+    )
+    if missing:
+        raise ValueError(
+            f"{results} has no row for {sorted(missing)}: it was written for another design "
+            "(rerun the tables job)"
         )
-        if missing:
-            raise ValueError(
-                f"{results} has no row for {sorted(missing)}: it was written for another design "
-                "(rerun the tables job)"
-            )
     points = loading.load_efficiency_points(exp, rows, seeds)
     titles = {r["stage"]: design.stage_title(r["stage"]) for r in rows}
     effects = tables.effects_table(
