@@ -8,9 +8,9 @@
 set -euo pipefail
 OUT=$1; BASE=$2; EXTRA=${3:-}
 mkdir -p "$OUT"
-[ -d "$OUT/splits" ] || python -m grpo_ablation.tasks.addition --out "$OUT/splits" > /dev/null
-[ -f "$OUT/base/base_policy.json" ] || python -m grpo_ablation.policy.base_policy --splits "$OUT/splits" \
-    --out "$OUT/base" --config-json "$BASE" > "$OUT/base.log" 2>&1
+[ -d "$OUT/splits" ] || grpo-ablation splits --task '{}' --out "$OUT/splits" > /dev/null
+[ -f "$OUT/base/base_policy.json" ] || grpo-ablation base-policy --splits "$OUT/splits" \
+    --out "$OUT/base" --task '{}' --base "$BASE" > "$OUT/base.log" 2>&1
 for seed in ${SEEDS:-0 1 2}; do
   for agg in sequence_mean constant; do
     run="$OUT/runs/$agg-$seed"

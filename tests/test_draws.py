@@ -17,6 +17,7 @@ from grpo_ablation import pipeline
 from grpo_ablation.analysis import draws, hypotheses
 from grpo_ablation.analysis.tables import PAIRED, results_table
 from grpo_ablation.design import Design, DesignError, run_seed
+from grpo_ablation.layout import POOLED_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -238,6 +239,8 @@ def test_the_pooled_tables_pair_within_draws_and_pool_over_them(drawn):
         d: pd.read_csv(exp / f"draw={d}/tables/results.csv").set_index(["stage", "cell"])
         for d in (0, 1)
     }
+    # The pooled job writes the tables the DAG declares (layout.POOLED_TABLES), no more.
+    assert sorted(p.name for p in (exp / "pooled/tables").iterdir()) == sorted(POOLED_TABLES)
     pooled = pd.read_csv(exp / "pooled/tables/results.csv").set_index(["stage", "cell"])
     key = ("std_scaling", "std=population/agg=sequence_mean/G=4")
     means = [per_draw[d].loc[key, "greedy_final_diff_mean"] for d in (0, 1)]

@@ -18,7 +18,7 @@ CELL = "std=sample/agg=sequence_mean/G=8/zv=filter"
         Tree("results/e/draw=3").summary(CELL, 7, "validation"),
         Tree("results/e").run_info(CELL, 7),
         Tree("results/e").curve(CELL, 7),
-        Tree("results/e").diagnostics(CELL, 7, "steps.csv"),
+        Tree("results/e").steps(CELL, 7),
         Tree("results/e").push(CELL, 7),
         Tree("results/e").run(CELL, 7),
         # a results folder whose own name is one of the tree's: the last segment counts
@@ -47,18 +47,24 @@ def test_the_rules_take_wildcards_through_the_tree():
     assert tree.figure("effects.csv", "{stage}") == "R/draw={draw}/figures/{stage}/effects.csv"
 
 
-def test_no_rule_or_module_spells_a_path_of_the_tree():
-    """The folders of a run's tree appear as path text only in layout.py."""
-    spelled = re.compile(r"""["'/](?:eval|runs|diagnostics|selection|push)/\{|seed=\{""")
+def spelled_outside_layout(pattern: re.Pattern) -> list[str]:
+    """``file:line: text`` of every match in the rules and the package but layout.py (comments
+    and an argument's help text, which may show a name, left out)."""
     files = [*ROOT.glob("workflow/rules/*.smk"), *ROOT.glob("src/grpo_ablation/**/*.py")]
-    found = [
-        f"{f.relative_to(ROOT)}:{i}"
+    return [
+        f"{f.relative_to(ROOT)}:{i}: {m[0]}"
         for f in files
         if f.name != "layout.py"
         for i, line in enumerate(f.read_text().splitlines(), 1)
-        if spelled.search(line) and not line.lstrip().startswith("#")
+        if not line.lstrip().startswith("#") and "help=" not in line
+        for m in pattern.finditer(line)
     ]
-    assert found == []
+
+
+def test_no_rule_or_module_spells_a_path_of_the_tree():
+    """The folders of a run's tree appear as path text only in layout.py."""
+    spelled = re.compile(r"""["'/](?:eval|runs|diagnostics|selection|push)/\{|seed=\{""")
+    assert spelled_outside_layout(spelled) == []
 
 
 def test_the_evaluation_job_writes_where_the_tree_reads():
@@ -73,3 +79,19 @@ def test_the_evaluation_job_writes_where_the_tree_reads():
     assert tree.curve(CELL, 7) == f"{folder}/curve/curve.json"
     assert tree.calibration(CELL, 7) == f"{folder}/calibration.json"
     assert tree.base_summary("validation") == "results/e/eval/base/validation/summary.json"
+
+
+def test_the_files_the_jobs_write_are_named_only_in_layout():
+    """A run's files (run_info.json, objective.json, rollouts, checkpoint-<step> ...), the splits'
+    manifest, the base policy's record, the evaluation's and the diagnostics' files: the jobs that
+    write them and the rules and analysis that read them take the name from layout.py."""
+    from grpo_ablation import layout
+
+    names = [
+        *(layout.RUN_INFO, layout.OBJECTIVE, layout.OBJECTIVE_TEXT, layout.BUDGET),
+        *(layout.METRICS, layout.ROLLOUTS, layout.CURVE_POLICIES, layout.CHECKPOINT_PREFIX),
+        *(layout.STEPS, layout.SUMMARY, layout.CALIBRATION, layout.CURVE, layout.MANIFEST),
+        layout.BASE_INFO,
+    ]
+    quoted = re.compile(r"""["'/](""" + "|".join(map(re.escape, names)) + r""")["'{]""")
+    assert spelled_outside_layout(quoted) == []

@@ -12,7 +12,7 @@ import pytest
 
 from grpo_ablation import numerics
 
-X86_AVX2 = platform.machine().lower() in ("x86_64", "amd64") and numerics._has_avx2()
+X86_AVX2 = platform.machine().lower() in ("x86_64", "amd64") and numerics.has_avx2()
 
 
 def pins_in_a_fresh_process(env: dict[str, str]) -> dict:

@@ -225,9 +225,9 @@ def test_run_info_records_the_split_hashes(smoke_pipeline, design):
         )
         assert info["split_hashes"] == hashes, (cell, seed)
         # every job ran with the CPU numerics pins (where they apply) and says so
-        from grpo_ablation.numerics import CPU_PINS, _has_avx2
+        from grpo_ablation.numerics import CPU_PINS, has_avx2
 
-        if _has_avx2():
+        if has_avx2():
             assert info["compute"]["cpu_numerics"] == CPU_PINS, (cell, seed)
 
 

@@ -28,7 +28,8 @@ class DesignError(ValueError):
     """The ablation design in the config is inconsistent (named in the message)."""
 
 
-# How a value enters the training section: (section being built, the shared section, value).
+# How a value enters the training section: (section being built, the shared section with every
+# option at its value or declared default, value).
 Enter = Callable[[dict[str, Any], dict[str, Any], Any], None]
 
 
@@ -108,8 +109,7 @@ def _update_epochs(training: dict[str, Any], shared: dict[str, Any], mu: int) ->
     """μ optimizer steps per generation batch at a fixed number of generation batches: the run
     samples as many completions as at the shared μ and takes μ times the optimizer steps;
     checkpoints fall at the same completion counts."""
-    mu0 = int(shared.get("num_iterations", 1))
-    steps, save = int(shared["max_steps"]), int(shared.get("save_steps", 50))
+    mu0, steps, save = (int(shared[k]) for k in ("num_iterations", "max_steps", "save_steps"))
     if steps % mu0 or save % mu0:
         raise DesignError(
             f"training.max_steps={steps} and training.save_steps={save} must be multiples of "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablation import commands
+from grpo_ablation.layout import BASE_INFO, CHECKPOINTS, checkpoint, checkpoint_step
 
 if TYPE_CHECKING:
     from grpo_ablation.design import Design
@@ -72,7 +73,7 @@ def cmd_base_policy(a: argparse.Namespace) -> None:
         a.out / "model",
         ComputeConfig.of(json.loads(a.compute)),
     )
-    (a.out / "base_policy.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    (a.out / BASE_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def _base_model(path: Path) -> tuple[str, str | None]:
@@ -184,13 +185,11 @@ def cmd_push(a: argparse.Namespace) -> None:
 
     commands.bootstrap(threads=a.threads)
     training, push = json.loads(a.training), json.loads(a.push)
-    final = last_checkpoint(a.run / "checkpoints")
-    steps = push.get("steps") or [0, int(final.name.split("-")[1])]
+    final = last_checkpoint(a.run / CHECKPOINTS)
+    steps = push.get("steps") or [0, checkpoint_step(final)]
     policies = []
     for step in steps:
-        path = (
-            Path(_base_model(a.base)[0]) if step == 0 else a.run / f"checkpoints/checkpoint-{step}"
-        )
+        path = Path(_base_model(a.base)[0]) if step == 0 else checkpoint(a.run, step)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"push.steps names step {step}, but {path} holds no model")
         policies.append((step, path))

@@ -3,9 +3,8 @@
 A ``Command`` names its help, where its arguments and its job live, whether the local job worker
 may serve it and whether it works offline. The CLI (``python -m grpo_ablation.cli``), the job
 worker and ``python -m grpo_ablation.training.train`` are built from ``COMMANDS``, and each calls
-``bootstrap`` before anything imports torch. (Developer tools that import torch at module level,
-``python -m grpo_ablation.policy.base_policy`` and the like, keep their own small mains: pinning
-there would come after torch's import.) Library use (a notebook) calls ``bootstrap()`` first.
+``bootstrap`` before anything imports torch; no other module has a main (one that imports torch at
+module level could not pin before it). Library use (a notebook) calls ``bootstrap()`` first.
 
 Importable without torch: jobs and arguments are named as ``"module:function"`` and imported when
 a command runs.

@@ -321,6 +321,11 @@ class Design:
         """The shared training section with every option it leaves out at its declared default."""
         return {**TRAINING_DEFAULTS, **self.sections["training"]}
 
+    @cached_property
+    def shared_config(self) -> TrainingConfig:
+        """The shared training section as a config (its batch and budget arithmetic)."""
+        return from_dict(TrainingConfig, self.sections["training"], "training")
+
     # -- cells -------------------------------------------------------------------------------------
     @cached_property
     def baseline_values(self) -> dict[str, Any]:
@@ -399,10 +404,6 @@ class Design:
         return sorted(paths)
 
     # -- runs --------------------------------------------------------------------------------------
-    def completions_per_step(self) -> int:
-        t = self.shared_training
-        return int(t["prompts_per_step"]) * int(t["group_size"])
-
     def training_config(self, cell: Cell, seed: int, draw: int | None = None) -> TrainingConfig:
         """The full TrainingConfig of one run: the shared section, each axis's value entered as
         its declaration says (G and μ keep the completion budget matched), the run seed."""
@@ -492,12 +493,11 @@ class Design:
                 else a.spell(value)
             )
             held.append(f"{a.label} {text}")
-        t = self.shared_training
+        t, c = self.shared_training, self.shared_config
         rest = (
             f"std ε={t['std_eps']}, clip ε=({t['clip_eps_low']}, {t['clip_eps_high']}), "
-            f"max completion length {t['max_completion_length']}, {self.completions_per_step()} "
-            f"completions per step over {t['max_steps'] // int(t['num_iterations'])} generation "
-            "steps"
+            f"max completion length {t['max_completion_length']}, {c.generation_batch_size} "
+            f"completions per step over {c.max_steps // c.num_iterations} generation steps"
         )
         reference = " / ".join(BY_NAME[ax].spell(v) for ax, v in s.reference_values.items())
         return f"{varied} (reference {reference}); {', '.join(held)}, {rest}"

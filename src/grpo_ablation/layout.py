@@ -33,10 +33,39 @@ from typing import Any
 
 # Not reading.rst: the report keeps one file per name, and each draw has its reading.rst.
 POOLED_READING = "pooled_reading.rst"
-# What the evaluation job writes in its folder (``Evaluation``).
+# What the pooled job writes in pooled/tables/ (``analysis.draws``); the DAG declares the same.
+POOLED_TABLES = (
+    "results.csv",
+    "results.md",
+    "hypotheses.csv",
+    "hypotheses.md",
+    "draws.csv",
+    "agreement.csv",
+    "agreement.md",
+    "effects.csv",
+    "efficiency.csv",
+    "efficiency.md",
+)
+# What the evaluation job writes in its folder (``Evaluation``); the diagnostics job's summary
+# has the same name in its folder.
 SUMMARY = "summary.json"
 CALIBRATION = "calibration.json"
 CURVE = "curve.json"
+# What a training run writes in its folder (``Tree.run``); checkpoint-<step> is TRL's name.
+RUN_INFO = "run_info.json"
+OBJECTIVE = "objective.json"
+OBJECTIVE_TEXT = "objective.md"
+BUDGET = "budget.json"
+METRICS = "metrics.jsonl"
+ROLLOUTS = "rollouts"
+CHECKPOINTS = "checkpoints"
+CURVE_POLICIES = "curve"  # the weights-only policies of the efficiency curve
+CHECKPOINT_PREFIX = "checkpoint-"
+# The diagnostics job's per-step table (beside its summary); a split folder's and a task folder's
+# manifest; the base-policy job's record.
+STEPS = "steps.csv"
+MANIFEST = "manifest.json"
+BASE_INFO = "base_policy.json"
 
 
 def run_key(cell: str, seed: Any) -> str:
@@ -67,6 +96,18 @@ class Evaluation:
         return f"{self.curve_folder()}/{CURVE}"
 
 
+def checkpoint(run: str | Path, step: Any) -> Path:
+    """A run folder's checkpoint of ``step`` (``checkpoints/checkpoint-<step>``)."""
+    return Path(run) / CHECKPOINTS / f"{CHECKPOINT_PREFIX}{step}"
+
+
+def checkpoint_step(path: str | Path) -> int | None:
+    """The step of a ``checkpoint-<step>`` folder, else None."""
+    name = Path(path).name
+    tail = name.removeprefix(CHECKPOINT_PREFIX)
+    return int(tail) if tail != name and tail.isdigit() else None
+
+
 @dataclass(frozen=True)
 class Tree:
     """The results tree under ``folder``: a draw's folder, or the experiment folder for what the
@@ -82,7 +123,7 @@ class Tree:
         return self.at("data", name)
 
     def task_manifest(self, split: str) -> str:
-        return self.at("tasks", split, "manifest.json")
+        return self.at("tasks", split, MANIFEST)
 
     def calculations(self, name: str) -> str:
         return self.at("calculations", name)
@@ -101,22 +142,26 @@ class Tree:
     def pooled(self) -> str:
         return self.at("pooled")
 
+    def pooled_tables(self) -> list[str]:
+        """In the pooled folder: its tables (``POOLED_TABLES``)."""
+        return [self.at("tables", name) for name in POOLED_TABLES]
+
     def pooled_reading(self) -> str:
         """In the pooled folder: its reading."""
         return self.at(POOLED_READING)
 
     # -- one draw --------------------------------------------------------------------------------
     def base_policy(self) -> str:
-        return self.at("base", "base_policy.json")
+        return self.at("base", BASE_INFO)
 
     def run(self, cell: str, seed: Any) -> str:
         return self.at("runs", run_key(cell, seed))
 
     def run_info(self, cell: str, seed: Any) -> str:
-        return f"{self.run(cell, seed)}/run_info.json"
+        return f"{self.run(cell, seed)}/{RUN_INFO}"
 
     def objective(self, cell: str, seed: Any) -> str:
-        return f"{self.run(cell, seed)}/objective.json"
+        return f"{self.run(cell, seed)}/{OBJECTIVE}"
 
     def evaluation(self, cell: str, seed: Any) -> str:
         return self.at("eval", run_key(cell, seed))
@@ -133,8 +178,15 @@ class Tree:
     def curve(self, cell: str, seed: Any) -> str:
         return Evaluation(self.evaluation(cell, seed)).curve()
 
-    def diagnostics(self, cell: str, seed: Any, name: str) -> str:
-        return self.at("diagnostics", run_key(cell, seed), name)
+    def diagnostics(self, cell: str, seed: Any) -> str:
+        return self.at("diagnostics", run_key(cell, seed))
+
+    def steps(self, cell: str, seed: Any) -> str:
+        """The diagnostics job's per-step table of a run."""
+        return f"{self.diagnostics(cell, seed)}/{STEPS}"
+
+    def diagnostics_summary(self, cell: str, seed: Any) -> str:
+        return f"{self.diagnostics(cell, seed)}/{SUMMARY}"
 
     def selection(self, stage: str) -> str:
         return self.at("selection", f"{stage}.json")

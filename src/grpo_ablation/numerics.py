@@ -26,7 +26,7 @@ CPU_PINS = {
 }
 
 
-def _has_avx2() -> bool:
+def has_avx2() -> bool:
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line.split() for line in f if line.startswith("flags")), [])
@@ -44,7 +44,7 @@ def pin_cpu_numerics() -> dict[str, str]:
         return {}
     if "torch" in sys.modules:
         print(f"warning: {__name__}.pin_cpu_numerics() after torch's import", file=sys.stderr)
-    if platform.machine().lower() not in ("x86_64", "amd64") or not _has_avx2():
+    if platform.machine().lower() not in ("x86_64", "amd64") or not has_avx2():
         return {}  # other wheels and CPUs: nothing here applies (ATen would fault on avx2)
     for key, value in CPU_PINS.items():
         os.environ.setdefault(key, value)

@@ -18,6 +18,7 @@ from grpo_ablation.design import (
     listed_draws,
     reference_of,
 )
+from grpo_ablation.evaluation import answer_rules
 from grpo_ablation.layout import Tree
 from grpo_ablation.tasks import get_task
 from grpo_ablation.training.options import TrainingConfig
@@ -121,16 +122,18 @@ def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def sampled_metric(config: dict[str, Any]) -> str:
-    """``exact`` or ``mean_at_k``: exact needs a task that declares its accepted completions
-    enumerable and the local base's character tokenizer (one token per character)."""
+    """``exact`` or ``mean_at_k``: exact needs a task whose answer rule's accepted completions
+    can be enumerated (``answer_rules.ENUMERABLE``) and the local base's character tokenizer (one
+    token per character)."""
     asked = config["evaluation"].get("sampled_metric", "auto")
     task, base = get_task(config["task"]), config["base_policy"].get("kind", "local")
-    possible = task.enumerable and base == "local" and not config.get("stand_in")
+    enumerable = task.answer_rule in answer_rules.ENUMERABLE
+    possible = enumerable and base == "local" and not config.get("stand_in")
     if asked == "exact" and not possible:
         raise DesignError(
             f"evaluation.sampled_metric=exact: task {task.kind!r} with base_policy.kind {base!r} "
-            "cannot enumerate its accepted completions (needs an enumerable task and the local "
-            "character tokenizer); use mean_at_k"
+            f"cannot enumerate its accepted completions (needs an answer rule in "
+            f"{list(answer_rules.ENUMERABLE)} and the local character tokenizer); use mean_at_k"
         )
     exact = asked == "exact" or (asked == "auto" and possible)
     ev = config["evaluation"]
@@ -208,7 +211,7 @@ def report_inputs(
     files: dict[str, Any] = {
         "evals": [tree.summary(c, s) for c, s in runs],
         "diagnostics": [
-            tree.diagnostics(c, s, f) for c, s in runs for f in ("steps.csv", "summary.json")
+            f for c, s in runs for f in (tree.steps(c, s), tree.diagnostics_summary(c, s))
         ],
         "calibration": [tree.calibration(c, s) for c, s in runs],
         "curves": [tree.curve(c, s) for c, s in runs],

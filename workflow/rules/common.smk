@@ -10,7 +10,7 @@ from grpo_ablation import pipeline
 from grpo_ablation.axes import path_regex
 from grpo_ablation.compute import ComputeConfig
 from grpo_ablation.design import Design
-from grpo_ablation.layout import Tree
+from grpo_ablation.layout import MANIFEST, Tree
 
 
 # `--config 'seeds=[0,1,2,3,4]'` hands the seeds over as strings.

@@ -25,7 +25,7 @@ rule splits:
         train=SHARED.data("train.jsonl"),
         validation=SHARED.data("validation.jsonl"),
         test=SHARED.data("test.jsonl"),
-        manifest=SHARED.data("manifest.json"),
+        manifest=SHARED.data(MANIFEST),
     params:
         cli=CLI,
         task=TASK,
@@ -99,7 +99,7 @@ rule design:
     # The design the jobs read (select, tables, figures, pooled): rewritten when its sections or
     # the code that derives cells, titles and captions from them change.
     input:
-        code=[str(SRC / n) for n in ("design.py", "axes.py", "choices.py")],
+        code=[str(SRC / n) for n in ("design.py", "axes.py", "choices.py", "training/options.py")],
     output:
         SHARED.design(),
     params:

@@ -41,8 +41,8 @@ rule diagnostics:
     input:
         run=TREE.run_info("{cell}", "{seed}"),
     output:
-        steps=TREE.diagnostics("{cell}", "{seed}", "steps.csv"),
-        summary=TREE.diagnostics("{cell}", "{seed}", "summary.json"),
+        steps=TREE.steps("{cell}", "{seed}"),
+        summary=TREE.diagnostics_summary("{cell}", "{seed}"),
     params:
         cli=CLI,
         run=folder("run", of="input"),
@@ -257,10 +257,7 @@ report_targets = lambda: [
 
 # Pooled over base-policy draws (base_policy.draws): the draw as the unit, verdicts first.
 POOLED = Tree(DESIGN.pooled_dir())
-POOLED_OUTPUTS = [
-    POOLED.table(name) for name in ("results.csv", "results.md", "hypotheses.csv", "hypotheses.md",
-                                     "draws.csv", "agreement.csv", "agreement.md", "effects.csv")
-] + [POOLED.pooled_reading()]
+POOLED_OUTPUTS = [*POOLED.pooled_tables(), POOLED.pooled_reading()]
 
 
 rule pooled:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_ablation.layout import Tree
+from grpo_ablation.layout import OBJECTIVE, ROLLOUTS, Tree
 from grpo_ablation.training.rollout_log import read_rollouts
 
 KEY = ["step", "group_index", "completion_index"]
@@ -85,8 +85,8 @@ def load_coupling(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -
         # Steps as generation indices: a cell with mu update epochs generates every mu steps.
         if (cell, seed) not in cache:
             run = Path(Tree(exp).run(cell, seed))
-            frame = read_rollouts(run / "rollouts")
-            record = run / "objective.json"
+            frame = read_rollouts(run / ROLLOUTS)
+            record = run / OBJECTIVE
             mu = json.loads(record.read_text())["num_iterations"] if record.exists() else 1
             cache[(cell, seed)] = frame.assign(step=frame["step"] // mu)
         return cache[(cell, seed)]

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from grpo_ablation.layout import BUDGET, METRICS, OBJECTIVE, ROLLOUTS, STEPS, SUMMARY
 from grpo_ablation.objective.formulas import (
     GROUP_CATEGORIES,
     completion_coefficients,
@@ -253,10 +254,8 @@ def run_diagnostics(run: Path) -> pd.DataFrame:
     """``step_diagnostics`` of the run directory ``run``."""
     from grpo_ablation.training.rollout_log import read_rollouts
 
-    objective = json.loads((run / "objective.json").read_text())
-    return step_diagnostics(
-        read_rollouts(run / "rollouts"), read_metrics(run / "metrics.jsonl"), objective
-    )
+    objective = json.loads((run / OBJECTIVE).read_text())
+    return step_diagnostics(read_rollouts(run / ROLLOUTS), read_metrics(run / METRICS), objective)
 
 
 def _clean(value: Any) -> Any:
@@ -267,9 +266,9 @@ def write_run_diagnostics(run: Path, out: Path) -> list[Path]:
     """``out/steps.csv`` (one row per generation step) and ``out/summary.json`` (the run)."""
     out.mkdir(parents=True, exist_ok=True)
     steps = run_diagnostics(run)
-    steps.to_csv(out / "steps.csv", index=False)
+    steps.to_csv(out / STEPS, index=False)
     summary = {k: _clean(v) for k, v in run_summary(steps).items()}
-    summary["objective"] = json.loads((run / "objective.json").read_text())
-    summary["budget"] = json.loads((run / "budget.json").read_text())
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return [out / "steps.csv", out / "summary.json"]
+    summary["objective"] = json.loads((run / OBJECTIVE).read_text())
+    summary["budget"] = json.loads((run / BUDGET).read_text())
+    (out / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return [out / STEPS, out / SUMMARY]

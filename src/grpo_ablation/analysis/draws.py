@@ -24,7 +24,7 @@ import pandas as pd
 from grpo_ablation.analysis import efficiency, hypotheses, loading, reading, render, tables
 from grpo_ablation.analysis.stats import paired_interval
 from grpo_ablation.design import Design, cell_label, read_winners
-from grpo_ablation.layout import POOLED_READING, Tree
+from grpo_ablation.layout import POOLED_READING, POOLED_TABLES, Tree
 
 UNIT = "draw"
 READING = POOLED_READING
@@ -240,17 +240,3 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
     text = text.rstrip("\n") + "\n\n" + efficiency.efficiency_reading(curves, UNIT)
     (out / READING).write_text(text.rstrip("\n") + "\n\n" + consistency_reading(agreement))
     return [*(folder / n for n in POOLED_TABLES), out / READING]
-
-
-POOLED_TABLES = (
-    "results.csv",
-    "results.md",
-    "hypotheses.csv",
-    "hypotheses.md",
-    "draws.csv",
-    "agreement.csv",
-    "agreement.md",
-    "effects.csv",
-    "efficiency.csv",
-    "efficiency.md",
-)

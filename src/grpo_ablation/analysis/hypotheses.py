@@ -305,7 +305,7 @@ def manipulation_predictions(
             predicted = [
                 PREDICTIONS[(ax, q)](
                     *(
-                        json.loads(Path(Tree(exp).diagnostics(c, s, "summary.json")).read_text())
+                        json.loads(Path(Tree(exp).diagnostics_summary(c, s)).read_text())
                         for c in (r["reference"], r["cell"])
                     ),
                     ref[ax],

@@ -15,7 +15,7 @@ import pandas as pd
 
 from grpo_ablation.analysis.efficiency import compute_at_steps, run_efficiency
 from grpo_ablation.design import cell_label, cell_recipe
-from grpo_ablation.layout import Tree
+from grpo_ablation.layout import OBJECTIVE, OBJECTIVE_TEXT, Tree
 
 ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_accuracy"}
 # lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
@@ -76,10 +76,10 @@ def load_efficiency_points(
     for r in rows:
         for seed in seeds:
             curve = json.loads(Path(tree.curve(r["cell"], seed)).read_text())
-            summary = Path(tree.diagnostics(r["cell"], seed, "summary.json"))
+            summary = Path(tree.diagnostics_summary(r["cell"], seed))
             group_size = json.loads(summary.read_text())["objective"]["group_size"]
             points = pd.DataFrame(curve["points"]).sort_values("step")
-            steps = pd.read_csv(tree.diagnostics(r["cell"], seed, "steps.csv"))
+            steps = pd.read_csv(tree.steps(r["cell"], seed))
             at = compute_at_steps(steps, int(group_size), points["step"].tolist())
             frames.append(
                 at.assign(
@@ -97,7 +97,7 @@ def load_steps(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> p
     tree, frames = Tree(exp), []
     for r in rows:
         for seed in seeds:
-            f = pd.read_csv(tree.diagnostics(r["cell"], seed, "steps.csv"))
+            f = pd.read_csv(tree.steps(r["cell"], seed))
             frames.append(f.assign(stage=r["stage"], cell=r["cell"], seed=int(seed)))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -110,7 +110,7 @@ def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd
     for r in rows:
         for seed in seeds:
             ckpts = _checkpoints(Path(tree.summary(r["cell"], seed)))
-            diag = json.loads(Path(tree.diagnostics(r["cell"], seed, "summary.json")).read_text())
+            diag = json.loads(Path(tree.diagnostics_summary(r["cell"], seed)).read_text())
             final = max(ckpts, key=lambda c: c["step"])
             row: dict[str, Any] = {**r, "seed": int(seed), "final_step": int(final["step"])}
             for name, key in ACCURACY.items():
@@ -132,7 +132,7 @@ def _efficiency(exp: Path, cell: str, seed: int, diag: dict[str, Any], R0: float
     policy's sampled accuracy) and the compute its diagnostics count."""
     tree = Tree(exp)
     curve = json.loads(Path(tree.curve(cell, seed)).read_text())
-    steps = pd.read_csv(tree.diagnostics(cell, seed, "steps.csv"))
+    steps = pd.read_csv(tree.steps(cell, seed))
     group_size = int(diag["objective"]["group_size"])
     return run_efficiency(curve["points"], steps, group_size, R0)
 
@@ -164,14 +164,14 @@ def objectives_table(exp: Path, cells: Iterable[str], seeds: Iterable[int]) -> p
     out = []
     for cell in dict.fromkeys(cells):
         runs = [Path(Tree(exp).run(cell, s)) for s in seeds]
-        records = {(r / "objective.json").read_text() for r in runs}
+        records = {(r / OBJECTIVE).read_text() for r in runs}
         out.append(
             {
                 "cell": cell,
                 "label": cell_label(cell),
                 "recipe": f"{r.name}: {r.source}" if (r := cell_recipe(cell)) else "",
                 "same_across_seeds": len(records) == 1,
-                "objective": (runs[0] / "objective.md").read_text().strip(),
+                "objective": (runs[0] / OBJECTIVE_TEXT).read_text().strip(),
             }
         )
     return pd.DataFrame(out)

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.evaluation.evaluate import exact_probabilities
-from grpo_ablation.evaluation.task_folders import MANIFEST, write_task
-from grpo_ablation.layout import CALIBRATION
+from grpo_ablation.evaluation.task_folders import write_task
+from grpo_ablation.layout import CALIBRATION, MANIFEST, ROLLOUTS, RUN_INFO, checkpoint
 
 OUT = CALIBRATION
 
 
 def read_rollouts(run: Path) -> Iterator[dict[str, Any]]:
-    for path in sorted((Path(run) / "rollouts").glob("rank*.jsonl.gz")):
+    for path in sorted((Path(run) / ROLLOUTS).glob("rank*.jsonl.gz")):
         with gzip.open(path, "rt") as f:
             yield from (json.loads(line) for line in f if line.strip())
 
@@ -73,9 +73,9 @@ def measure(
         }
         (out / OUT).write_text(json.dumps(record, indent=2) + "\n")
         return record
-    info = json.loads((Path(run) / "run_info.json").read_text())
+    info = json.loads((Path(run) / RUN_INFO).read_text())
     policies: dict[int, Path | str] = {0: base_model}
-    policies |= {int(s): Path(run) / "checkpoints" / f"checkpoint-{s}" for s in info["checkpoints"]}
+    policies |= {int(s): checkpoint(run, s) for s in info["checkpoints"]}
     groups = policy_groups(read_rollouts(run), set(policies))
     # The training prompts: the split file next to the test split the tasks were written from.
     train = Path(manifest["test"]).with_name("train.jsonl")

@@ -56,8 +56,8 @@ from grpo_ablation.evaluation.scoring import (
     score_exact,
     score_tasks,
 )
-from grpo_ablation.evaluation.task_folders import EXACT_MODULE, MANIFEST, load_rule
-from grpo_ablation.layout import CURVE, SUMMARY
+from grpo_ablation.evaluation.task_folders import EXACT_MODULE, load_rule
+from grpo_ablation.layout import CURVE, MANIFEST, SUMMARY
 from grpo_ablation.sampling import (
     sampler_description,
 )

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from grpo_ablation.layout import Evaluation
+from grpo_ablation.layout import RUN_INFO, Evaluation, checkpoint
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,8 +40,8 @@ def run(a: argparse.Namespace) -> None:
         model, revision = info["model"], info.get("revision")
         checkpoints: list[tuple[int, Path | str]] = [(0, model)]
     else:
-        info = json.loads((a.run / "run_info.json").read_text())
-        checkpoints = [(s, a.run / "checkpoints" / f"checkpoint-{s}") for s in info["checkpoints"]]
+        info = json.loads((a.run / RUN_INFO).read_text())
+        checkpoints = [(s, checkpoint(a.run, s)) for s in info["checkpoints"]]
     options = dict(
         batch_size=ev["batch_size"],
         device=resolve_device(ev["device"]),

@@ -35,6 +35,7 @@ from typing import Any
 
 from grpo_ablation.evaluation import answer_rules
 from grpo_ablation.evaluation import exact as exact_module
+from grpo_ablation.layout import MANIFEST
 from grpo_ablation.sampling import (
     check_sampler,
     generate_kwargs,
@@ -42,11 +43,9 @@ from grpo_ablation.sampling import (
 )
 
 FALLBACK = "[invalid]"
-MANIFEST = "manifest.json"
 METRICS_MODULE = "grpo_answer"
 EXACT_MODULE = "grpo_exact"  # a copy of grpo_ablation/evaluation/exact.py
-# The answer rules whose accepted completions grpo_exact enumerates.
-ENUMERABLE_RULES = ("full_match_digits",)
+ENUMERABLE_RULES = answer_rules.ENUMERABLE
 
 # The declared answer rules, implemented for lm-eval (grpo_ablation/evaluation/answer_rules).
 ANSWER_RULES = answer_rules.RULES

@@ -1,11 +1,10 @@
-"""The worked numbers, computed by the library: ``python -m grpo_ablation.objective.calculations OUT_DIR``.
+"""The worked numbers, computed by the library: ``grpo-ablation calculations OUT_DIR``.
 
 Writes ``calculations.md`` and ``calculations.csv`` so users see the conventions side by side.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 from pathlib import Path
 
@@ -217,14 +216,3 @@ def write_sheet(out_dir: Path) -> tuple[Path, Path]:
         lines.append(f"| {row['case']} | {row['convention']} | {row['value']} |")
     md_path.write_text("\n".join(lines) + "\n")
     return md_path, csv_path
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir", type=Path, nargs="?", default=Path("results/calculations"))
-    for path in write_sheet(parser.parse_args().out_dir):
-        print(path)
-
-
-if __name__ == "__main__":
-    main()

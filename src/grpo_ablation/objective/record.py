@@ -15,6 +15,7 @@ from typing import Any
 
 from grpo_ablation.axes import check_choices
 from grpo_ablation.choices import EMPTY_COMPLETION_RULE
+from grpo_ablation.layout import OBJECTIVE, OBJECTIVE_TEXT
 from grpo_ablation.objective.conventions import (
     length_aggregation,
     std_scaling,
@@ -162,5 +163,5 @@ class ObjectiveRecord:
 
     def write(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "objective.json").write_text(self.to_json() + "\n")
-        (directory / "objective.md").write_text(self.describe() + "\n")
+        (directory / OBJECTIVE).write_text(self.to_json() + "\n")
+        (directory / OBJECTIVE_TEXT).write_text(self.describe() + "\n")

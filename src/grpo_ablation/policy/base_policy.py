@@ -26,7 +26,6 @@ completion length barely varies. ``max_pad_shift`` adds random extra left paddin
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import time
@@ -38,6 +37,7 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+from grpo_ablation.layout import BASE_INFO
 from grpo_ablation.policy.tokenizer import build_char_tokenizer
 from grpo_ablation.sampling import generate_kwargs, protocol
 from grpo_ablation.tasks.addition import (
@@ -352,29 +352,5 @@ def warm_start(
         "completion_length_histogram": sampled["completion_length_histogram"],
         "splits_dir": str(splits_dir),
     }
-    (out_dir / "base_policy.json").write_text(json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    (out_dir / BASE_INFO).write_text(json.dumps(stats, indent=2, sort_keys=True) + "\n")
     return stats
-
-
-def _main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="Warm-start the base policy by SFT on the train split.")
-    p.add_argument(
-        "--splits", type=Path, required=True, help="directory with train/validation.jsonl"
-    )
-    p.add_argument("--out", type=Path, required=True, help="output HF model directory")
-    p.add_argument("--config-json", default="{}", help="BasePolicyConfig fields as a JSON object")
-    args = p.parse_args(argv)
-    stats = warm_start(
-        BasePolicyConfig.from_dict(json.loads(args.config_json)), args.splits, args.out
-    )
-    keep = (
-        "sft_seconds",
-        "greedy_accuracy",
-        "sampled_accuracy_by_difficulty",
-        "completion_length_mean",
-    )
-    print(json.dumps({k: stats[k] for k in keep}, indent=2))
-
-
-if __name__ == "__main__":
-    _main()

@@ -40,9 +40,6 @@ class Task(Protocol):
     local_base: bool
     # Whether its data come from the hub (or a local folder in the hub's layout): prefetch first.
     hub_data: bool
-    # Whether the completions its answer rule accepts can be enumerated (with a tokenizer of one
-    # token per character), so evaluation computes the expected sampled accuracy exactly.
-    enumerable: bool
 
     # Writes the splits and their manifest; ``fetched`` is what ``prefetch`` recorded (the source
     # files' hashes), which the files read now must match.
@@ -59,6 +56,10 @@ class Task(Protocol):
     def sft_pairs(self, rows: list[dict[str, Any]]) -> list[tuple[Prompt, str]]: ...
 
     def to_dict(self) -> dict[str, Any]: ...
+
+    # The task of the config's ``task`` section (``kind`` removed): ``get_task`` calls it.
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Task: ...
 
 
 def get_task(config: dict[str, Any] | None) -> Task:

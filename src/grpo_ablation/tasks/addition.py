@@ -19,7 +19,6 @@ TRL reward function returns ``None`` for that completion.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import random
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from grpo_ablation import settings
+from grpo_ablation.layout import MANIFEST
 from grpo_ablation.tasks import Prompt
 from grpo_ablation.tasks.splits import check_disjoint, sha256, write_split_files
 
@@ -51,7 +51,6 @@ class AdditionTask:
     kind: ClassVar[str] = "addition"
     answer_rule: ClassVar[str] = "full_match_digits"
     chat_template: ClassVar[bool] = False  # the character tokenizer has none
-    enumerable: ClassVar[bool] = True
     hub_data: ClassVar[bool] = False
     local_base: ClassVar[bool] = True
     # Seed of the split generator; the same config always writes byte-identical files.
@@ -202,7 +201,7 @@ def write_splits(cfg: AdditionTask, out_dir: Path) -> dict[str, Any]:
         "answer_extraction": "strip whitespace; fullmatch r'\\.*(\\d+)'; digits compared as strings",
         "splits": files,
     }
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 
 
@@ -252,16 +251,3 @@ def make_reward_function(cfg: AdditionTask) -> Callable[..., list[float | None]]
 
     addition_reward.__name__ = f"addition_{cfg.reward_kind}"
     return addition_reward
-
-
-def _main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, required=True, help="directory for the splits and manifest")
-    p.add_argument("--config-json", default="{}", help="AdditionTask fields as a JSON object")
-    args = p.parse_args(argv)
-    manifest = write_splits(AdditionTask.from_dict(json.loads(args.config_json)), args.out)
-    print(json.dumps({s: v["count"] for s, v in manifest["splits"].items()}))
-
-
-if __name__ == "__main__":
-    _main()

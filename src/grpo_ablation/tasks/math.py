@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from grpo_ablation import settings
+from grpo_ablation.layout import MANIFEST
 from grpo_ablation.tasks import Prompt, chat_prompt
 from grpo_ablation.tasks.source import Source, SourceFile
 from grpo_ablation.tasks.splits import sha256
@@ -60,7 +61,6 @@ class MathTask:
 
     kind: ClassVar[str] = "math"
     answer_rule: ClassVar[str] = "math_verify"
-    enumerable: ClassVar[bool] = False
     hub_data: ClassVar[bool] = True
     local_base: ClassVar[bool] = False
 
@@ -287,7 +287,7 @@ def write_splits(
         "answer_extraction": "math-verify parse of the completion vs \\boxed{answer}; equivalence by verify",
         "splits": written,
     }
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest
 
 

@@ -29,8 +29,8 @@ import yaml
 from grpo_ablation import pipeline
 from grpo_ablation.compute import ComputeConfig
 from grpo_ablation.design import Design
-
-SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+from grpo_ablation.layout import CHECKPOINTS
+from grpo_ablation.schema import SCHEMA
 
 
 @dataclass(frozen=True)
@@ -194,7 +194,7 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     wall = time.perf_counter() - started
     runtime = float(summary["budget"]["wall_time_s"])  # trainer.train() alone
     step_s = runtime / steps
-    ckpt = last_checkpoint(work / "run" / "checkpoints")
+    ckpt = last_checkpoint(work / "run" / CHECKPOINTS)
     state = {"optimizer.pt", "scheduler.pt"}
     weights = sum(f.stat().st_size for f in ckpt.iterdir() if f.is_file() and f.name not in state)
     optimizer = sum((ckpt / f).stat().st_size for f in state if (ckpt / f).exists())

@@ -51,12 +51,12 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from grpo_ablation.compute import OPTIMIZER_STATE_POLICIES
+from grpo_ablation.layout import checkpoint_step
 
 logger = logging.getLogger(__name__)
 
 POLICIES = OPTIMIZER_STATE_POLICIES
 TRAINER_STATE = "trainer_state.json"  # written last by Trainer._save_checkpoint: marks "complete"
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 # Optimizer / scheduler state written by Trainer._save_optimizer_and_scheduler and accelerate.
 _STATE_FILES = re.compile(
     r"^(optimizer\.pt|scheduler\.pt|optimizer\.bin|optimizer_\d+\.bin|optimizer_\d+_rank\d+\.bin"
@@ -74,8 +74,8 @@ ADAMW_MOMENTS = 2  # exp_avg and exp_avg_sq, each shaped and typed like the para
 
 
 def _step(path: Path) -> int | None:
-    m = _CHECKPOINT.match(path.name)
-    return int(m.group(1)) if m and path.is_dir() else None
+    step = checkpoint_step(path)
+    return step if step is not None and path.is_dir() else None
 
 
 def optimizer_state_paths(checkpoint: Path) -> list[Path]:

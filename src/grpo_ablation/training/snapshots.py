@@ -20,7 +20,9 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-FOLDER = "curve"
+from grpo_ablation.layout import CURVE_POLICIES
+
+FOLDER = CURVE_POLICIES
 _SNAPSHOT = re.compile(r"^step-(\d+)$")
 
 

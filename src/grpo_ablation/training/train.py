@@ -18,6 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.compute import ComputeConfig
+from grpo_ablation.layout import (
+    BUDGET,
+    CHECKPOINT_PREFIX,
+    CHECKPOINTS,
+    CURVE_POLICIES,
+    MANIFEST,
+    METRICS,
+    ROLLOUTS,
+    RUN_INFO,
+    checkpoint_step,
+)
 from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config
 from grpo_ablation.settings import config_hash, weight_files
@@ -41,8 +52,13 @@ def git_commit() -> str:
 
 def last_checkpoint(checkpoints: Path) -> Path | None:
     """The newest checkpoint whose save completed (trainer_state.json is written last)."""
-    done = [p for p in checkpoints.glob("checkpoint-*") if (p / "trainer_state.json").exists()]
-    return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
+    done = [p for p in saved_checkpoints(checkpoints) if (p / "trainer_state.json").exists()]
+    return max(done, key=checkpoint_step, default=None)
+
+
+def saved_checkpoints(checkpoints: Path) -> list[Path]:
+    """Every ``checkpoint-<step>`` folder under ``checkpoints``, complete or not."""
+    return [p for p in checkpoints.glob(f"{CHECKPOINT_PREFIX}*") if checkpoint_step(p) is not None]
 
 
 def peak_memory() -> dict[str, float | None]:
@@ -86,7 +102,7 @@ def _build_args(
     from trl import GRPOConfig
 
     return GRPOConfig(
-        output_dir=str(out / "checkpoints"),
+        output_dir=str(out / CHECKPOINTS),
         per_device_train_batch_size=cfg.per_device_batch_size(num_processes),
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         num_generations=cfg.group_size,
@@ -218,23 +234,23 @@ def train(
     if reward_func is None:
         reward_func = task.reward_function()
 
-    resume = last_checkpoint(out / "checkpoints")
+    resume = last_checkpoint(out / CHECKPOINTS)
     if resume is not None:
-        step = int(resume.name.split("-")[1])
+        step = checkpoint_step(resume)
         if state.is_main_process:
-            _truncate_jsonl(out / "metrics.jsonl", step)
+            _truncate_jsonl(out / METRICS, step)
             # Checkpoints newer than the resume point are incomplete: never take them for done.
-            for partial in (out / "checkpoints").glob("checkpoint-*"):
-                if int(partial.name.split("-")[1]) > step:
+            for partial in saved_checkpoints(out / CHECKPOINTS):
+                if checkpoint_step(partial) > step:
                     shutil.rmtree(partial)
             for later, snapshot in snapshots(out):  # written again as the run gets there
                 if later > step:
                     shutil.rmtree(snapshot)
         from grpo_ablation.training.rollout_log import RolloutLog
 
-        RolloutLog(out / "rollouts", state.process_index).truncate_after(step)
+        RolloutLog(out / ROLLOUTS, state.process_index).truncate_after(step)
     else:
-        for stale in ("metrics.jsonl", "rollouts", SNAPSHOTS):
+        for stale in (METRICS, ROLLOUTS, SNAPSHOTS):
             path = out / stale
             if state.is_main_process and path.exists():
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -314,15 +330,8 @@ def train(
 IDENTITY = "run_identity.json"
 # What a run folder holds from training (objective.json and run_identity.json are rewritten).
 _RUN_STATE = (
-    "checkpoints",
-    "metrics.jsonl",
-    "rollouts",
-    "curve",
-    "wall_time.json",
-    "budget.json",
-    "run_info.json",
-    "tensorboard",
-)
+    CHECKPOINTS, METRICS, ROLLOUTS, CURVE_POLICIES, "wall_time.json", BUDGET, RUN_INFO, "tensorboard"
+)  # fmt: skip
 
 
 def run_identity(
@@ -383,7 +392,7 @@ def _finish(
     from grpo_ablation.training.rollout_log import read_rollouts
     from grpo_ablation.training.snapshots import snapshots
 
-    rollouts = read_rollouts(out / "rollouts")
+    rollouts = read_rollouts(out / ROLLOUTS)
     attempts_path = out / "wall_time.json"
     attempts = json.loads(attempts_path.read_text()) if attempts_path.exists() else []
     attempts.append(elapsed)
@@ -405,8 +414,8 @@ def _finish(
         "attempts": len(attempts),
         "nominal": cfg.nominal_budget(),
     }
-    (out / "budget.json").write_text(json.dumps(budget, indent=2) + "\n")
-    manifest = data_dir / "manifest.json"
+    (out / BUDGET).write_text(json.dumps(budget, indent=2) + "\n")
+    manifest = data_dir / MANIFEST
     info = {
         "git_commit": git_commit(),
         "training_config": asdict(cfg),
@@ -420,19 +429,17 @@ def _finish(
         "split_hashes": _split_hashes(manifest),
         "library_versions": library_versions(),
         "num_processes": nproc,
-        "checkpoints": sorted(
-            int(p.name.split("-")[1]) for p in (out / "checkpoints").glob("checkpoint-*")
-        ),
+        "checkpoints": sorted(checkpoint_step(p) for p in saved_checkpoints(out / CHECKPOINTS)),
         # The weights-only policies of the efficiency curve (grpo_ablation.training.snapshots).
         "curve_steps": [step for step, _ in snapshots(out)],
         "curve_policies": {str(step): str(p.relative_to(out)) for step, p in snapshots(out)},
         # Read from the newest checkpoint's file: what a launcher preset saved, not what it
         # was asked for (DeepSpeed saves its bf16 module under bf16 mixed precision).
-        "checkpoint_dtypes": checkpoint_dtypes(last_checkpoint(out / "checkpoints")),
+        "checkpoint_dtypes": checkpoint_dtypes(last_checkpoint(out / CHECKPOINTS)),
         # Measured by the process that trained (a job worker's client sees only itself).
         "peak_memory": peak_memory(),
     }
-    (out / "run_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    (out / RUN_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     return {"budget": budget, "run_info": info}
 
 

@@ -37,6 +37,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from grpo_ablation.keyed_sampling import KeyedGumbel, seeded_requests, training_keys
+from grpo_ablation.layout import METRICS, ROLLOUTS
 from grpo_ablation.objective.formulas import (
     GROUP_CATEGORIES,
     completion_coefficients,
@@ -292,8 +293,8 @@ class AblationGRPOTrainer(GRPOTrainer):
             )
         self._keys: list[int] | None = None
         self.run_dir = Path(run_dir)
-        self.rollout_log = RolloutLog(self.run_dir / "rollouts", self.accelerator.process_index)
-        self.metrics_path = self.run_dir / "metrics.jsonl"
+        self.rollout_log = RolloutLog(self.run_dir / ROLLOUTS, self.accelerator.process_index)
+        self.metrics_path = self.run_dir / METRICS
         self._captured: dict[str, Any] = {}
 
     def _get_train_sampler(self, dataset=None):

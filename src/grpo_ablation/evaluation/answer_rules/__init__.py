@@ -14,6 +14,9 @@ RULES: dict[str, Path] = {
     "math_verify": _HERE / "math_verify.py",
 }
 METRIC = _HERE / "metric.py"
+# The rules whose accepted completions evaluation/exact.py enumerates (with a tokenizer of one token
+# per character): a task whose rule is one of them gets the exact sampled accuracy.
+ENUMERABLE: tuple[str, ...] = ("full_match_digits",)
 
 
 def module_text(rule: str) -> str:
