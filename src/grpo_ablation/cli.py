@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from grpo_ablation import commands
-from grpo_ablation.layout import BASE_INFO, CHECKPOINTS, checkpoint, checkpoint_step
+from grpo_ablation.layout import BASE_INFO, checkpoint, checkpoint_step
 
 if TYPE_CHECKING:
     from grpo_ablation.design import Design
@@ -185,7 +185,7 @@ def cmd_push(a: argparse.Namespace) -> None:
 
     commands.bootstrap(threads=a.threads)
     training, push = json.loads(a.training), json.loads(a.push)
-    final = last_checkpoint(a.run / CHECKPOINTS)
+    final = last_checkpoint(a.run)
     steps = push.get("steps") or [0, checkpoint_step(final)]
     policies = []
     for step in steps:

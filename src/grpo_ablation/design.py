@@ -407,7 +407,7 @@ class Design:
     def training_config(self, cell: Cell, seed: int, draw: int | None = None) -> TrainingConfig:
         """The full TrainingConfig of one run: the shared section, each axis's value entered as
         its declaration says (G and μ keep the completion budget matched), the run seed."""
-        shared = {**self.shared_training, "seed": TRAINING_DEFAULTS["seed"]}
+        shared = self.shared_training  # read by the axes, never written
         training = dict(shared)
         for a in AXES:
             a.apply(training, shared, cell[a.name])

@@ -25,8 +25,6 @@ from grpo_ablation.evaluation.evaluate import exact_probabilities
 from grpo_ablation.evaluation.task_folders import write_task
 from grpo_ablation.layout import CALIBRATION, MANIFEST, ROLLOUTS, RUN_INFO, checkpoint
 
-OUT = CALIBRATION
-
 
 def read_rollouts(run: Path) -> Iterator[dict[str, Any]]:
     for path in sorted((Path(run) / ROLLOUTS).glob("rank*.jsonl.gz")):
@@ -62,7 +60,7 @@ def policy_groups(rows: Iterable[dict[str, Any]], steps: set[int]) -> list[dict[
 def measure(
     run: Path, base_model: Path | str, tasks: Path, out: Path, **options: Any
 ) -> dict[str, Any]:
-    """Exact P(correct) of every prompt a saved policy was sampled on, per group (``OUT``)."""
+    """Exact P(correct) of every prompt a saved policy was sampled on, per group (``layout.CALIBRATION``)."""
     manifest = json.loads((Path(tasks) / "test" / MANIFEST).read_text())
     out = Path(out)
     if manifest["sampled_metric"] != "exact":
@@ -71,7 +69,7 @@ def measure(
             "reason": "the task's accepted completions are not enumerable (sampled_metric "
             f"{manifest['sampled_metric']}): no probability measured apart from the groups",
         }
-        (out / OUT).write_text(json.dumps(record, indent=2) + "\n")
+        (out / CALIBRATION).write_text(json.dumps(record, indent=2) + "\n")
         return record
     info = json.loads((Path(run) / RUN_INFO).read_text())
     policies: dict[int, Path | str] = {0: base_model}
@@ -103,5 +101,5 @@ def measure(
             g["p_correct"] = probs[g["prompt_id"]]["p_correct"]
             g["p_unresolved"] = probs[g["prompt_id"]]["p_unresolved"]
     record = {"measured": True, "policy_steps": sorted(policies), "groups": groups}
-    (out / OUT).write_text(json.dumps(record, indent=2) + "\n")
+    (out / CALIBRATION).write_text(json.dumps(record, indent=2) + "\n")
     return record

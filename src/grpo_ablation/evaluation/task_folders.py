@@ -45,7 +45,6 @@ from grpo_ablation.sampling import (
 FALLBACK = "[invalid]"
 METRICS_MODULE = "grpo_answer"
 EXACT_MODULE = "grpo_exact"  # a copy of grpo_ablation/evaluation/exact.py
-ENUMERABLE_RULES = answer_rules.ENUMERABLE
 
 # The declared answer rules, implemented for lm-eval (grpo_ablation/evaluation/answer_rules).
 ANSWER_RULES = answer_rules.RULES
@@ -215,10 +214,10 @@ def write_task(
     (task_dir / f"{METRICS_MODULE}.py").write_text(answer_rules.module_text(answer_rule))
     tasks = {"greedy": greedy, "sampled": sampled}
     if exact is not None:
-        if answer_rule not in ENUMERABLE_RULES or chat_template:
+        if answer_rule not in answer_rules.ENUMERABLE or chat_template:
             raise ValueError(
                 f"exact metric: answer rule {answer_rule!r} (chat template {chat_template}) has no "
-                f"enumeration; enumerable rules: {list(ENUMERABLE_RULES)} without a chat template"
+                f"enumeration; enumerable rules: {list(answer_rules.ENUMERABLE)} without a chat template"
             )
         for role, bounded in (("exact", False), ("exact_bounded", True)):
             tasks[role] = f"{name}_{role}"

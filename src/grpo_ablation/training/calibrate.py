@@ -29,7 +29,6 @@ import yaml
 from grpo_ablation import pipeline
 from grpo_ablation.compute import ComputeConfig
 from grpo_ablation.design import Design
-from grpo_ablation.layout import CHECKPOINTS
 from grpo_ablation.schema import SCHEMA
 
 
@@ -194,7 +193,7 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     wall = time.perf_counter() - started
     runtime = float(summary["budget"]["wall_time_s"])  # trainer.train() alone
     step_s = runtime / steps
-    ckpt = last_checkpoint(work / "run" / CHECKPOINTS)
+    ckpt = last_checkpoint(work / "run")
     state = {"optimizer.pt", "scheduler.pt"}
     weights = sum(f.stat().st_size for f in ckpt.iterdir() if f.is_file() and f.name not in state)
     optimizer = sum((ckpt / f).stat().st_size for f in state if (ckpt / f).exists())

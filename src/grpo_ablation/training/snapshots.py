@@ -22,17 +22,16 @@ from transformers import TrainerCallback
 
 from grpo_ablation.layout import CURVE_POLICIES
 
-FOLDER = CURVE_POLICIES
 _SNAPSHOT = re.compile(r"^step-(\d+)$")
 
 
 def snapshot_dir(run: Path, step: int) -> Path:
-    return Path(run) / FOLDER / f"step-{step}"
+    return Path(run) / CURVE_POLICIES / f"step-{step}"
 
 
 def snapshots(run: Path) -> list[tuple[int, Path]]:
     """(step, folder) of every complete snapshot of ``run``, by step."""
-    root = Path(run) / FOLDER
+    root = Path(run) / CURVE_POLICIES
     found = [(int(m.group(1)), p) for p in root.glob("step-*") if (m := _SNAPSHOT.match(p.name))]
     return sorted(found)
 

@@ -50,15 +50,16 @@ def git_commit() -> str:
         return "unknown"
 
 
-def last_checkpoint(checkpoints: Path) -> Path | None:
-    """The newest checkpoint whose save completed (trainer_state.json is written last)."""
-    done = [p for p in saved_checkpoints(checkpoints) if (p / "trainer_state.json").exists()]
+def last_checkpoint(run: Path) -> Path | None:
+    """The run's newest checkpoint whose save completed (trainer_state.json is written last)."""
+    done = [p for p in saved_checkpoints(run) if (p / "trainer_state.json").exists()]
     return max(done, key=checkpoint_step, default=None)
 
 
-def saved_checkpoints(checkpoints: Path) -> list[Path]:
-    """Every ``checkpoint-<step>`` folder under ``checkpoints``, complete or not."""
-    return [p for p in checkpoints.glob(f"{CHECKPOINT_PREFIX}*") if checkpoint_step(p) is not None]
+def saved_checkpoints(run: Path) -> list[Path]:
+    """Every ``checkpoints/checkpoint-<step>`` folder of the run, complete or not."""
+    found = (run / CHECKPOINTS).glob(f"{CHECKPOINT_PREFIX}*")
+    return [p for p in found if checkpoint_step(p) is not None]
 
 
 def peak_memory() -> dict[str, float | None]:
@@ -198,7 +199,6 @@ def train(
     from grpo_ablation.compute import check_dtype, device_info, resolve_device
     from grpo_ablation.tasks import get_task
     from grpo_ablation.training.retention import KeepOptimizerStateOfNewest
-    from grpo_ablation.training.snapshots import FOLDER as SNAPSHOTS
     from grpo_ablation.training.snapshots import CurveSnapshots, snapshots
     from grpo_ablation.training.trainer import AblationGRPOTrainer
 
@@ -234,13 +234,13 @@ def train(
     if reward_func is None:
         reward_func = task.reward_function()
 
-    resume = last_checkpoint(out / CHECKPOINTS)
+    resume = last_checkpoint(out)
     if resume is not None:
         step = checkpoint_step(resume)
         if state.is_main_process:
             _truncate_jsonl(out / METRICS, step)
             # Checkpoints newer than the resume point are incomplete: never take them for done.
-            for partial in saved_checkpoints(out / CHECKPOINTS):
+            for partial in saved_checkpoints(out):
                 if checkpoint_step(partial) > step:
                     shutil.rmtree(partial)
             for later, snapshot in snapshots(out):  # written again as the run gets there
@@ -250,7 +250,7 @@ def train(
 
         RolloutLog(out / ROLLOUTS, state.process_index).truncate_after(step)
     else:
-        for stale in (METRICS, ROLLOUTS, SNAPSHOTS):
+        for stale in (METRICS, ROLLOUTS, CURVE_POLICIES):
             path = out / stale
             if state.is_main_process and path.exists():
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -429,13 +429,13 @@ def _finish(
         "split_hashes": _split_hashes(manifest),
         "library_versions": library_versions(),
         "num_processes": nproc,
-        "checkpoints": sorted(checkpoint_step(p) for p in saved_checkpoints(out / CHECKPOINTS)),
+        "checkpoints": sorted(checkpoint_step(p) for p in saved_checkpoints(out)),
         # The weights-only policies of the efficiency curve (grpo_ablation.training.snapshots).
         "curve_steps": [step for step, _ in snapshots(out)],
         "curve_policies": {str(step): str(p.relative_to(out)) for step, p in snapshots(out)},
         # Read from the newest checkpoint's file: what a launcher preset saved, not what it
         # was asked for (DeepSpeed saves its bf16 module under bf16 mixed precision).
-        "checkpoint_dtypes": checkpoint_dtypes(last_checkpoint(out / CHECKPOINTS)),
+        "checkpoint_dtypes": checkpoint_dtypes(last_checkpoint(out)),
         # Measured by the process that trained (a job worker's client sees only itself).
         "peak_memory": peak_memory(),
     }
