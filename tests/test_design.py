@@ -130,12 +130,12 @@ def test_the_update_epochs_stage_matches_completions_not_optimizer_steps():
     mu = cells(config, stage)
     runs = [Design.of(config).training_config(c, 0) for c in mu]
     assert [(r.num_iterations, r.max_steps, r.save_steps) for r in runs] == [
-        (1, 200, 50),
-        (2, 400, 100),
-        (4, 800, 200),
+        (1, 100, 100),
+        (2, 200, 200),
+        (4, 400, 400),
     ]
     budget = Design.of(config).check_matched_budgets(stage, mu)
-    assert budget["completions"] == 200 * 32 and "optimizer_steps" not in budget
+    assert budget["completions"] == 100 * 32 and "optimizer_steps" not in budget
 
 
 def test_the_stage_one_winner_is_chosen_on_validation_with_ties_to_the_first():
@@ -150,7 +150,7 @@ def test_every_run_of_a_stage_has_the_same_nominal_budget_and_its_own_seed():
     for name in ("std_scaling", "aggregation", "kl"):
         stage = Design.of(config).stage(name)
         budget = Design.of(config).check_matched_budgets(stage, cells(config, stage))
-        assert budget["completions"] == 200 * 32 and budget["optimizer_steps"] == 200
+        assert budget["completions"] == 100 * 32 and budget["optimizer_steps"] == 100
     assert Design.of(config).training_config(cells(config, "kl")[0], seed=2).seed == 2
 
 
@@ -311,7 +311,7 @@ def test_resampling_and_sharded_curve_policies_need_their_process_layout():
     del config["stages"]["dynamic_sampling"]
     config["hypotheses"] = [h for h in config["hypotheses"] if h["stage"] != "dynamic_sampling"]
     config["compute"].update(processes_per_train_job=2, accelerate_config="fsdp")
-    with pytest.raises(DesignError, match="curve_points=8 saves curve policies from rank 0"):
+    with pytest.raises(DesignError, match="curve_points=6 saves curve policies from rank 0"):
         pipeline.check_design(config)
     config["compute"]["accelerate_config"] = "zero2"
     pipeline.check_design(config)  # zero2 shards optimizer state only: allowed

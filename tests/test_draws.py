@@ -14,7 +14,7 @@ from conftest import LANDING, in_chromium, rendered, snakemake
 from scipy import stats as scipy_stats
 
 from grpo_ablation import pipeline
-from grpo_ablation.analysis import draws, hypotheses
+from grpo_ablation.analysis import draws, hypotheses, tables
 from grpo_ablation.analysis.tables import PAIRED, results_table
 from grpo_ablation.design import Design, DesignError, run_seed
 from grpo_ablation.layout import POOLED_TABLES
@@ -99,8 +99,10 @@ def test_an_unidentified_efficiency_fit_blanks_only_its_own_cell():
     assert table.loc["b", "efficiency_A_diff_n"] == 2
     assert table.loc["b", "efficiency_A_diff_mean"] == pytest.approx(0.1)
     assert table.loc["c", "efficiency_A_diff_n"] == 1
-    # the other paired quantities keep the stage-wide pairing: draw 0 is dropped for every cell
+    # the other paired quantities keep the stage-wide pairing: draw 0 is dropped for every cell,
+    # the fit-free late accuracy (defined for every run) among them
     assert table.loc["b", "greedy_final_diff_n"] == 1
+    assert table.loc["b", "efficiency_late_diff_n"] == 1
 
 
 def test_each_draw_trains_its_seeds_with_seeds_of_its_own():
@@ -170,9 +172,50 @@ def test_a_contrast_holds_across_draws_only_if_every_draw_agrees():
     table = draws.consistency(effects, within).set_index("cell")
     assert table["holds_across_draws"].to_dict() == {"a": True, "b": False, "c": False}
     assert table["same_sign"].to_dict() == {"a": 3, "b": 2, "c": 3}
+    # one seed a draw: no interaction test, and no claim that a sign change would not carry
+    assert table["interaction_p"].isna().all() and (table["seeds_per_draw"] == 1).all()
     text = draws.consistency_reading(table.reset_index())
-    assert "1 holds across draws" in text and "1 agree in sign" in text and "1 change sign" in text
+    assert "1 holds across draws" in text and "1 agrees in sign" in text
+    assert "cannot separate draw-to-draw differences from seed noise" in text
+    assert "change sign" not in text and "would not carry" not in text
     assert "+0.1 [+0.05, +0.15] (manipulation check)" in text
+
+
+def test_the_interaction_f_test_by_hand():
+    # d0: [1, 3], d1: [5, 7]: grand mean 4, MS_between = 2 (2-4)² + 2 (6-4)² over 1 = 16,
+    # MS_within = (2 + 2) / 2 = 2, F = 8 on (1, 2) degrees of freedom.
+    test = draws.interaction_test({0: [1.0, 3.0], 1: [5.0, 7.0]})
+    assert test["F"] == pytest.approx(8.0)
+    assert (test["df_between"], test["df_within"]) == (1, 2)
+    assert test["p"] == pytest.approx(scipy_stats.f.sf(8, 1, 2))
+    assert test["p"] == pytest.approx(0.1056, abs=1e-4)
+    # unbalanced: the usual one-way ANOVA
+    groups = {0: [0.1, 0.3, 0.2], 1: [0.5, 0.4], 2: [0.0, 0.1, -0.1, 0.05]}
+    expected = scipy_stats.f_oneway(*groups.values())
+    test = draws.interaction_test(groups)
+    assert (test["F"], test["p"]) == pytest.approx((expected.statistic, expected.pvalue))
+    # one seed in a draw, one draw, or no spread within draws: no test
+    assert math.isnan(draws.interaction_test({0: [1.0], 1: [5.0, 7.0]})["p"])
+    assert math.isnan(draws.interaction_test({0: [1.0, 3.0]})["p"])
+    assert math.isnan(draws.interaction_test({0: [1.0, 1.0], 1: [5.0, 5.0]})["p"])
+
+
+def test_with_two_seeds_a_draw_the_reading_tests_the_draw_by_cell_interaction():
+    # SMALL: differences (0.10, 0.30) in draw 0, (0.05, -0.05) in draw 1: means 0.2 and 0.0,
+    # MS_between = 2 (0.1² + 0.1²) = 0.04, MS_within = (0.02 + 0.005) / 2 = 0.0125, F = 3.2.
+    runs = _runs(SMALL)
+    table = results_table(draws.draw_means(runs), {"greedy": 0.1, "sampled": 0.1})
+    within = draws.per_draw_contrasts(runs)
+    assert within.set_index(["quantity", "draw"]).loc[("greedy_final", 0), "sd"] == pytest.approx(
+        math.sqrt(0.02)
+    )
+    agreement = draws.consistency(tables.effects_table(table), within)
+    assert len(agreement) == len(tables.EFFECTS) and (agreement["seeds_per_draw"] == 2).all()
+    assert agreement["interaction_p"].to_numpy() == pytest.approx(scipy_stats.f.sf(3.2, 1, 2))
+    text = draws.consistency_reading(agreement)
+    assert "Draw × cell interaction" in text
+    assert f"0 of {len(tables.EFFECTS)} contrasts at α = 0.05, 0.25 expected by chance" in text
+    assert "cannot separate" not in text and "would not carry" not in text
 
 
 @pytest.mark.parametrize(

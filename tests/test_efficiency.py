@@ -11,10 +11,13 @@ import pytest
 from grpo_ablation.analysis.efficiency import (
     FAILED,
     FIT,
+    FIT_PARAMETERS,
     NOT_IDENTIFIED,
+    OUTCOME_DEPENDENT,
     area_under_curve,
     compute_at_steps,
     fit_scalerl,
+    late_accuracy,
     run_efficiency,
     scalerl_curve,
 )
@@ -121,6 +124,7 @@ def _results_and_runs():
                 "efficiency_C_mid": 1000.0 if ok else math.nan,
                 "efficiency_log10_C_mid": 3.0 + 0.01 * seed if ok else math.nan,
                 "efficiency_auc": 0.6 + shift + 0.001 * seed,
+                "efficiency_late": 0.65 + shift + (0.01 * seed if cell == "other" else 0.0),
             })  # fmt: skip
     runs = pd.DataFrame(runs)
     for q in tables.PAIRED:
@@ -140,11 +144,60 @@ def test_the_efficiency_table_counts_fits_and_pairs_identified_ones_only():
     assert other["efficiency_A_diff_n"] == 2  # seed 2 has no reference fit
     assert other["efficiency_A_diff_mean"] == pytest.approx(0.05)
     assert other["efficiency_auc_diff_n"] == 3  # fit-free: every seed
+    assert other["efficiency_late_diff_n"] == 3  # defined for every run
+    assert other["efficiency_late_diff_mean"] == pytest.approx(0.06)
     text = efficiency_reading(table)
     assert "5 of 6 runs have an identified fit" in text
     assert "no saturation within the run: 1" in text
-    # A: +0.05 on both pairs (no spread) -> a zero-width interval that excludes zero; C_mid: 0
-    assert "Of these 2 intervals 1 exclude zero, 0.10 expected by chance" in text
+    # late accuracy: differences 0.05, 0.06, 0.07 -> 0.06 ± t(2) 4.303 * 0.01 / sqrt(3) = 0.0248
+    assert "late accuracy +0.060 [+0.035, +0.085] (3 pairs, excludes zero)" in text
+    # Only the late accuracy is counted against chance; A and log10 C_mid describe (A: +0.05 on
+    # both pairs, a zero-width interval, which would not count as excluding zero anyway).
+    assert (
+        "Of these 1 distinct exploratory late-accuracy intervals 1 exclude zero, 0.05 expected by chance"
+        in text
+    )
+    assert "A +0.050 [+0.050, +0.050] (2 pairs)," in text
+    assert "depends on the outcome" in text
+
+
+def test_the_late_accuracy_is_the_mean_of_the_last_half_of_the_curve_points():
+    # 5 points: the last ceil(5/2) = 3, (0.7 + 0.8 + 0.9) / 3 = 0.8; 4 points: the last 2.
+    assert late_accuracy([0.5, 0.6, 0.7, 0.8, 0.9]) == pytest.approx(0.8)
+    assert late_accuracy([0.5, 0.6, 0.7, 0.8]) == pytest.approx(0.75)
+    assert late_accuracy([0.4]) == pytest.approx(0.4)
+    assert math.isnan(late_accuracy([]))
+    # in a run's summary, in step order whatever the order of the points, fit or no fit
+    steps = pd.DataFrame({"step": range(50), "groups": 4, "generated_tokens": [100] * 50})
+    curve = [{"step": s, "accuracy": a} for s, a in zip([50, 10, 40, 20, 30], [0.9, 0.5, 0.8,
+             0.6, 0.7], strict=True)]  # fmt: skip
+    out = run_efficiency(curve, steps, group_size=8, R0=0.5)
+    assert out["efficiency_late"] == pytest.approx(0.8)
+    flat = run_efficiency([{**p, "accuracy": 0.5} for p in curve], steps, group_size=8, R0=0.5)
+    assert flat["efficiency_status"] != FIT and flat["efficiency_late"] == pytest.approx(0.5)
+
+
+def test_the_fit_parameters_are_the_outcome_dependent_quantities():
+    from grpo_ablation.analysis import tables
+
+    assert OUTCOME_DEPENDENT == FIT_PARAMETERS == ("efficiency_A", "efficiency_log10_C_mid")
+    assert "efficiency_late" in tables.PAIRED and "efficiency_late" in tables.RUN_QUANTITIES
+    assert "efficiency_late" not in OUTCOME_DEPENDENT and "efficiency_late" not in tables.EFFECTS
+
+
+def test_an_asymptote_beyond_the_metrics_range_ends_on_its_bound():
+    from grpo_ablation.analysis.efficiency import A_MAX
+
+    # A true asymptote of 1.4 with accuracies up to exactly 1.0 (at C = 6000, twice C_mid): the
+    # fit of the old box [-1, 2] gave back 1.4; A is bounded to the metric's range [0, 1] now.
+    C_ = np.geomspace(100, 6_000, 20)
+    R = scalerl_curve(C_, 0.2, 1.4, 1.0, 3_000.0)
+    assert R.max() == pytest.approx(1.0)
+    fit = fit_scalerl(C_, R, 0.2)
+    assert A_MAX == 1.0
+    assert fit.A <= A_MAX
+    assert abs(fit.A - A_MAX) < 1e-4
+    assert fit.status == NOT_IDENTIFIED and "A at the bound" in fit.reason
 
 
 def test_a_fit_that_ends_on_the_bound_of_its_steepness_is_not_identified():

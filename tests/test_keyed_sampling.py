@@ -1,11 +1,10 @@
 """Keyed sampling: the draw is softmax(logits / T), and it is a function of the completion's key
 alone, so cells with one seed share their random numbers whatever else consumed some."""
 
-import math
-
 import pytest
 import torch
 from conformance import G, digit_reward
+from scipy import stats as scipy_stats
 from transformers import GPT2Config, GPT2LMHeadModel, TrainerCallback
 
 from grpo_ablation.keyed_sampling import (
@@ -36,39 +35,87 @@ def test_the_tensor_hash_is_the_reference_hash_and_a_bijection():
     assert len(set(hash32(torch.arange(200_000)).tolist())) == 200_000
 
 
+MIN_EXPECTED = 5.0  # the chi-square approximation's rule of thumb, per bin
+LOGITS = torch.tensor([3.0, 2.2, 1.0, 0.0, -0.5, -1.0, -2.0, -3.5])
+
+
+def pooled(counts: torch.Tensor, probs: torch.Tensor) -> tuple[list[float], list[float]]:
+    """Observed and expected counts with the rarest categories pooled, from the least probable
+    up, until every bin expects at least MIN_EXPECTED draws (a remainder joins the last bin)."""
+    n = float(counts.sum())
+    observed: list[float] = []
+    expected: list[float] = []
+    o = e = 0.0
+    for i in torch.argsort(probs).tolist():  # rarest first
+        o, e = o + float(counts[i]), e + n * float(probs[i])
+        if e >= MIN_EXPECTED:
+            observed.append(o)
+            expected.append(e)
+            o = e = 0.0
+    if e > 0:
+        observed[-1] += o
+        expected[-1] += e
+    return observed, expected
+
+
 def chi_square_p(counts: torch.Tensor, probs: torch.Tensor) -> float:
-    """Upper tail of Pearson's chi-square (Wilson-Hilferty normal approximation)."""
-    n = counts.sum()
-    expected = n * probs
-    stat = float(((counts - expected) ** 2 / expected).sum())
-    df = len(probs) - 1
-    z = ((stat / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))
-    return 0.5 * math.erfc(z / math.sqrt(2))
+    """Upper tail of Pearson's chi-square over the pooled bins (scipy's chi-square distribution,
+    len(bins) - 1 degrees of freedom)."""
+    observed, expected = pooled(counts.double(), probs.double())
+    assert len(expected) >= 2 and min(expected) >= MIN_EXPECTED, expected
+    return float(scipy_stats.chisquare(observed, expected).pvalue)
+
+
+def keyed_counts(temperature: float, n: int, name: str) -> torch.Tensor:
+    keys = [completion_key(name, temperature, i) for i in range(n)]
+    chosen = gumbel_choice(LOGITS.expand(n, -1), keys, position=4, temperature=temperature)
+    return torch.bincount(chosen, minlength=len(LOGITS)).double()
+
+
+def test_rare_categories_are_pooled_until_each_bin_expects_five():
+    # At T = 0.5 the two rarest categories expect 0.18 and 3.7 of 100 000 draws: on their own
+    # their chi-square terms would not follow the distribution the p-value is read from.
+    probs = torch.softmax(LOGITS.double() / 0.5, 0)
+    counts = torch.arange(1.0, 9.0).double()
+    observed, expected = pooled(counts * 1000, probs)
+    total = float(counts.sum()) * 1000
+    assert min(expected) >= MIN_EXPECTED and sum(expected) == pytest.approx(total)
+    assert sum(observed) == total and len(expected) < len(probs)
+    assert sorted(expected) == expected  # the bins run from rarest to most probable
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.5, 1.7])
 def test_the_keyed_draw_is_softmax_of_logits_over_temperature(temperature):
     # Probabilities from 0.5 down to ~1e-3: the tails are where a biased noise would show.
-    logits = torch.tensor([3.0, 2.2, 1.0, 0.0, -0.5, -1.0, -2.0, -3.5])
-    probs = torch.softmax(logits.double() / temperature, 0)
+    probs = torch.softmax(LOGITS.double() / temperature, 0)
     n = 100_000
     keys = [completion_key("chi2", temperature, i) for i in range(n)]
-    chosen = gumbel_choice(logits.expand(n, -1), keys, position=4, temperature=temperature)
-    counts = torch.bincount(chosen, minlength=len(logits)).double()
+    chosen = gumbel_choice(LOGITS.expand(n, -1), keys, position=4, temperature=temperature)
+    counts = torch.bincount(chosen, minlength=len(LOGITS)).double()
+    assert torch.equal(counts, keyed_counts(temperature, n, "chi2"))
     assert chi_square_p(counts, probs) > 1e-3, (counts / n, probs)
     # The same keys at another position are another, independent draw.
-    again = gumbel_choice(logits.expand(n, -1), keys, position=5, temperature=temperature)
+    again = gumbel_choice(LOGITS.expand(n, -1), keys, position=5, temperature=temperature)
     agree = (again == chosen).double().mean().item()
     assert agree == pytest.approx(float((probs**2).sum()), abs=0.01)
 
 
-def test_the_test_sees_a_wrong_temperature():
-    # The check above can fail: draws at T = 1 judged against softmax(logits / 0.5).
-    logits = torch.tensor([1.0, 0.5, 0.0, -0.5])
-    n = 20_000
-    keys = [completion_key("wrong", i) for i in range(n)]
-    counts = torch.bincount(gumbel_choice(logits.expand(n, -1), keys, 0, 1.0), minlength=4)
-    assert chi_square_p(counts.double(), torch.softmax(logits.double() / 0.5, 0)) < 1e-6
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 1.7])
+@pytest.mark.parametrize("off", [0.9, 1.1])
+def test_the_test_sees_a_wrong_temperature(temperature, off):
+    # The check above can fail: the same draws judged against softmax(logits / (T · 0.9 or 1.1)).
+    counts = keyed_counts(temperature, 100_000, "chi2")
+    wrong = torch.softmax(LOGITS.double() / (temperature * off), 0)
+    assert chi_square_p(counts, wrong) < 1e-6
+
+
+def test_the_test_sees_a_wrong_tail():
+    # Only the three rarest categories of T = 1 wrong (their mass, 0.57%, moved to the mode).
+    probs = torch.softmax(LOGITS.double(), 0)
+    wrong = probs.clone()
+    wrong[-3:] *= 0.5
+    wrong[0] += 1 - float(wrong.sum())
+    assert chi_square_p(keyed_counts(1.0, 100_000, "chi2"), wrong) < 1e-6
 
 
 def test_noise_depends_on_the_key_position_and_token_only():

@@ -68,7 +68,7 @@ def run_rows(greedy: dict[str, list[float]]) -> pd.DataFrame:
             row.update({f"fraction_{c}": 0.25 for c in GROUP_CATEGORIES})
             row["fraction_mixed"] = 0.3 + g / 10
             row.update(efficiency_auc=0.4 + g / 4, efficiency_A=0.5 + g / 2,
-                       efficiency_log10_C_mid=3.0 - g)  # fmt: skip
+                       efficiency_log10_C_mid=3.0 - g, efficiency_late=0.45 + g / 3)  # fmt: skip
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -315,6 +315,36 @@ def test_effects_are_the_results_tables_paired_differences():
     assert set(ref["cell"]) == {REF} and (ref["mean"] == 0).all() and not ref["excludes_zero"].any()
 
 
+def test_an_interval_of_zero_width_never_excludes_zero():
+    from grpo_ablation.analysis.stats import Interval
+
+    assert not Interval(0.05, 0.05, 0.05, 3).excludes_zero()
+    assert Interval(0.05, 0.01, 0.09, 3).excludes_zero()
+    # every seed's greedy difference is +0.1 exactly: a zero-width interval, not "excludes zero"
+    runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.7]})
+    effects = tables.effects_table(tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}))
+    greedy = effects[(effects["cell"] == OTHER) & (effects["quantity"] == "greedy_final")].iloc[0]
+    assert greedy["low"] == pytest.approx(greedy["high"]) == pytest.approx(0.1)
+    assert not greedy["excludes_zero"]
+
+
+def test_the_results_table_has_the_columns_its_schema_lists():
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    columns = json.loads((Path(__file__).parent / "schemas/csv_columns.schema.json").read_text())
+    schema = columns["properties"]["tables/results.csv"]
+    runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.75]})
+    table = tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+    jsonschema.validate(list(table.columns), schema)
+    # the late accuracy, defined for every run, is paired like any other quantity: +0.1/3 + ...
+    other = table.set_index("cell").loc[OTHER]
+    assert other["efficiency_late_diff_n"] == 3
+    assert other["efficiency_late_diff_mean"] == pytest.approx((0.1 + 0.1 + 0.15) / 3 / 3)
+
+
 def effect_row(
     cell: str, quantity: str, mean: float, low: float, high: float, n: int = 3, **more
 ) -> dict:
@@ -358,7 +388,9 @@ def test_the_reading_names_the_intervals_that_exclude_zero_and_counts_the_others
     # one stage, one paragraph; then the count over all stages next to the chance rate
     stage, overall = text.strip().split("\n\n")
     assert "(0.10 expected by chance with no effect at all)" in stage
-    assert overall.startswith("**Exploratory contrasts in all**: 1 of 2 exclude zero, 0.10")
+    assert overall.startswith(
+        "**Exploratory contrasts in all**: 1 of 2 distinct contrasts exclude zero, 0.10"
+    )
 
 
 def test_the_reading_says_when_nothing_can_be_read():

@@ -130,6 +130,44 @@ def cmd_calculations(a: argparse.Namespace) -> None:
         print(path)
 
 
+def cmd_plan(a: argparse.Namespace) -> None:
+    import math
+
+    from grpo_ablation.analysis.hypotheses import Plan, plan_table
+    from grpo_ablation.analysis.render import to_markdown
+    from grpo_ablation.design import Design
+    from grpo_ablation.training.calibrate import load_config
+
+    design = Design.of(load_config(a.configfile))
+    gpu_per_unit = math.nan
+    if a.calibration:
+        # The cost calibration of a GPU node (calibrate --out): GPU-hours of its DAG per unit.
+        record = json.loads(a.calibration.read_text())
+        dag = record["dag"]
+        units = dag["base_policies"] if dag["base_policies"] > 1 else dag["runs"] // dag["cells"]
+        gpu_per_unit = record["projection"]["gpu_hours"] / units
+    plan = Plan.of(design)
+    text = (
+        f"Power of the declared hypotheses at {plan.units} {plan.unit}s, from the SDs the config "
+        f"declares ({plan.source or 'no source given'}); 80% power; one-sided level = Holm's "
+        "first step over the support and refute tests of every hypothesis. mde: directional, the "
+        "true effect detected; equivalence, the smallest margin shown at the expected Δ.\n\n"
+        + to_markdown(plan_table(design, gpu_per_unit).map(_significant))
+        + "\n"
+    )
+    print(text)
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(text + "\n")
+
+
+def _significant(x: Any) -> Any:
+    """A float for people: three significant digits; blank where unknown."""
+    if isinstance(x, float):
+        return "" if x != x else f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+    return x
+
+
 def _report_inputs(a: argparse.Namespace) -> tuple[Design, dict[str, Any]]:
     from grpo_ablation.design import Design, read_winners
 
@@ -264,6 +302,14 @@ def args_select(p: argparse.ArgumentParser) -> None:
 
 def args_calculations(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", type=Path)
+
+
+def args_plan(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--configfile", type=Path, required=True, help="the config to plan")
+    p.add_argument(
+        "--calibration", type=Path, help="a GPU node's `calibrate --out` JSON: GPU-hours per unit"
+    )
+    p.add_argument("--out", type=Path, help="also write the table (Markdown) here")
 
 
 def _args_analysis(p: argparse.ArgumentParser) -> None:

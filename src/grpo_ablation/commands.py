@@ -85,6 +85,7 @@ COMMANDS: dict[str, Command] = {
         _cli("base-policy", "build and warm-start the base policy (or name a hub model)"),
         _cli("eval-tasks", "write the lm-eval task YAMLs for test and validation"),
         _cli("calculations", "write the worked-numbers sheet (Markdown and CSV)"),
+        _cli("plan", "the power and cost of every declared hypothesis, before any run"),
         _job(
             "train",
             "train one (cell, seed) run; resumes if interrupted",

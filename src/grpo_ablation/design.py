@@ -38,7 +38,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrainingC
 SELECTION_METRICS = ("greedy_accuracy", "sampled_mean_at_k")
 # The config sections the design is made of (with the draws of base_policy): what design.json
 # holds. Not the results folder: design.json lies in the experiment folder, which it then names.
-SECTIONS = ("seeds", "training", "stages", "hypotheses")
+SECTIONS = ("seeds", "training", "stages", "hypotheses", "power")
 # Seeds below this under base-policy draws, so that every (draw, seed) gets its own run seed.
 SEEDS_PER_DRAW = 1000
 

@@ -6,6 +6,7 @@ torch nor matplotlib.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from grpo_ablation.axes import DesignError
@@ -68,6 +69,8 @@ def check_design(config: dict[str, Any]) -> Design:
                 reference_of(s, cell, cells)
                 check_run_layout(config, design.training_config(cell, 0))
     hypotheses.declared(design)
+    for line in hypotheses.power_warnings(design):
+        print(line, file=sys.stderr)
     return design
 
 

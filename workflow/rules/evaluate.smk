@@ -1,6 +1,8 @@
 # Independent evaluation with lm-eval: every saved checkpoint of every run on the test split, the
 # base policy as step 0, the final checkpoint on the validation split (used for selection
-# between stages only), and the run's efficiency curve (its curve policies, headline metric only). One job per run evaluates all its checkpoints (imports paid once); on a
+# between stages only), and the run's efficiency curve (its curve policies, headline metric only).
+# A run is evaluated under a seed keyed by its run seed, a draw's base policy by its draw
+# (evaluation.job.evaluation_seed). One job per run evaluates all its checkpoints (imports paid once); on a
 # workstation the job hands its work to the local job worker, which pays the imports once
 # per machine (src/grpo_ablation/worker.py; GRPO_WORKER=off to evaluate in the job).
 
@@ -46,6 +48,8 @@ rule evaluate_base:
         evaluation=EVALUATION,
         tasks=folder("tasks", up=2, of="input"),
         out=folder("test", up=2),
+        # a draw's base policy is evaluated under a seed of its own (evaluation.job.evaluation_seed)
+        draw=lambda wc: "" if draw_of(wc) is None else f"--draw {draw_of(wc)}",
     threads: THREADS
     resources:
         runtime=config["resources"]["eval_runtime"],
@@ -62,7 +66,7 @@ rule evaluate_base:
         TREE.benchmark("evaluate", "base")
     shell:
         "python {params.cli} evaluate --base {input.base} --tasks {params.tasks} --out {params.out}"
-        " --evaluation {params.evaluation:q} --threads {threads} > {log} 2>&1"
+        " --evaluation {params.evaluation:q} --threads {threads} {params.draw} > {log} 2>&1"
 
 
 rule evaluate:

@@ -10,11 +10,18 @@ of the draw means over D estimates σ_u²/D + σ_e²/(D·S) without bias, with D
 freedom. It carries the between-draw variation that an interval over all D·S runs treated as
 exchangeable would leave out, so an effect it resolves holds beyond the one base policy it was
 found on. The same collapse feeds the declared hypotheses' tests.
+
+Whether a contrast differs between draws (a draw × cell interaction) is tested only where every
+draw has at least two seeds: a one-way ANOVA of the per-(draw, seed) paired differences, the
+between-draw mean square over the within-draw one (``interaction_test``). With one seed a draw
+each draw's difference is a single run, and its spread between draws cannot be told apart from
+seed noise: no claim about it is made.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +29,15 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablation.analysis import efficiency, hypotheses, loading, reading, render, tables
-from grpo_ablation.analysis.stats import paired_interval
+from grpo_ablation.analysis.stats import paired_differences, paired_interval
 from grpo_ablation.design import Design, cell_label, read_winners
 from grpo_ablation.layout import POOLED_READING, POOLED_TABLES, Tree
 
 UNIT = "draw"
 READING = POOLED_READING
+# The level of the draw × cell interaction test (one contrast at a time, no correction: the
+# reading sets the count of contrasts below it next to the count expected by chance).
+ALPHA = 0.05
 
 
 def draw_rows(design: Design, draw: int) -> list[dict[str, Any]]:
@@ -61,7 +71,8 @@ def draw_means(runs: pd.DataFrame) -> pd.DataFrame:
     # With one seed a draw (the default) the efficiency fit's parameters are left out: a fit is
     # missing where it is not identified, which would blank the whole stage, and the results
     # table pairs each cell with its reference draw by draw anyway. With several seeds a draw
-    # they pair stage-wide as every paired quantity does.
+    # they pair stage-wide as every paired quantity does. The fit-free efficiency summaries
+    # (efficiency_auc, efficiency_late) exist for every run and are ordinary paired quantities.
     one_seed = bool((runs.groupby("draw")["seed"].nunique() <= 1).all())
     for q in (q for q in tables.PAIRED if not (one_seed and q in tables.EFFICIENCY)):
         if q in runs:
@@ -90,7 +101,8 @@ def base_means(design: Design) -> dict[str, float]:
 
 def per_draw_contrasts(runs: pd.DataFrame) -> pd.DataFrame:
     """Each contrast of ``tables.EFFECTS`` within each draw: mean [95% t interval] over its seeds
-    (undefined with one seed), one row per (stage, cell, quantity, draw)."""
+    (undefined with one seed) and the standard deviation of its seeds' paired differences (NaN
+    with one), one row per (stage, cell, quantity, draw)."""
     out = []
     for (stage, draw), of in runs.groupby(["stage", "draw"], sort=False):
         for cell, of_cell in of.groupby("cell", sort=False):
@@ -101,6 +113,8 @@ def per_draw_contrasts(runs: pd.DataFrame) -> pd.DataFrame:
             mine = of_cell.set_index("seed")
             for q in tables.EFFECTS:
                 iv = paired_interval(mine[q].to_dict(), ref[q].to_dict())
+                diffs = paired_differences(mine[q].to_dict(), ref[q].to_dict()).values()
+                finite = [d for d in diffs if math.isfinite(d)]
                 out.append(
                     {
                         "stage": stage,
@@ -113,18 +127,62 @@ def per_draw_contrasts(runs: pd.DataFrame) -> pd.DataFrame:
                         "low": iv.low,
                         "high": iv.high,
                         "n": iv.n,
+                        "sd": float(np.std(finite, ddof=1)) if len(finite) > 1 else math.nan,
                     }
                 )
     return pd.DataFrame(out)
 
 
+def anova_from_summaries(groups: Iterable[tuple[float, int, float]]) -> dict[str, float]:
+    """One-way ANOVA F test from each group's (mean, n, standard deviation), groups of unequal
+    size allowed: F = MS_between / MS_within, MS_between = Σ n_g (m_g − m)² / (G − 1) about the
+    grand mean m = Σ n_g m_g / N, MS_within = Σ (n_g − 1) s_g² / (N − G), with (G − 1, N − G)
+    degrees of freedom. NaN (F and p) with fewer than two groups, a group of fewer than two
+    values, or no spread within groups (the ratio is then undefined, and nothing is claimed)."""
+    from scipy import stats as scipy_stats
+
+    groups = [(float(m), float(n), float(sd)) for m, n, sd in groups]
+    if any(not (n >= 2 and math.isfinite(m) and math.isfinite(sd)) for m, n, sd in groups):
+        return {"F": math.nan, "df_between": math.nan, "df_within": math.nan, "p": math.nan}
+    G, N = len(groups), int(sum(n for _, n, _ in groups))
+    out = {"F": math.nan, "df_between": G - 1, "df_within": N - G, "p": math.nan}
+    if G < 2:
+        return out
+    grand = sum(n * m for m, n, _ in groups) / N
+    between = sum(n * (m - grand) ** 2 for m, n, _ in groups) / (G - 1)
+    within = sum((n - 1) * sd**2 for _, n, sd in groups) / (N - G)
+    if within <= 0:
+        return out
+    F = between / within
+    return {**out, "F": F, "p": float(scipy_stats.f.sf(F, G - 1, N - G))}
+
+
+def interaction_test(differences: Mapping[Any, Iterable[float]]) -> dict[str, float]:
+    """The draw × cell interaction of one contrast: the one-way ANOVA (``anova_from_summaries``)
+    of its per-(draw, seed) paired differences, ``differences`` mapping each draw to its seeds'
+    differences (NaN left out). A small p: the contrast differs between draws by more than its
+    seeds vary within a draw."""
+    summaries = []
+    for values in differences.values():
+        xs = [float(v) for v in values if math.isfinite(float(v))]
+        sd = float(np.std(xs, ddof=1)) if len(xs) > 1 else math.nan
+        summaries.append((float(np.mean(xs)) if xs else math.nan, len(xs), sd))
+    return anova_from_summaries(summaries)
+
+
 def consistency(effects: pd.DataFrame, within: pd.DataFrame) -> pd.DataFrame:
     """Per pooled contrast (``tables.effects_table`` rows of the differences): in how many draws
-    the draw's mean difference has the pooled sign, and whether the effect holds across draws
-    (the pooled interval excludes zero and every draw agrees in sign)."""
+    the draw's mean difference has the pooled sign, whether the effect holds across draws (the
+    pooled interval excludes zero and every draw agrees in sign), the fewest seeds of a draw, and
+    the p-value of the draw × cell interaction (``anova_from_summaries`` on ``within``'s per-draw
+    mean, n and sd; NaN unless every draw has two seeds or more)."""
     out = []
+    role = effects["role"] if "role" in effects else pd.Series(tables.EXPLORATORY, effects.index)
     diffs = effects[
-        ~effects["is_reference"].astype(bool) & effects["quantity"].isin(tables.EFFECTS)
+        ~effects["is_reference"].astype(bool)
+        & effects["quantity"].isin(tables.EFFECTS)
+        # each comparison of the same runs once (the stage that first makes it)
+        & ~role.fillna(tables.EXPLORATORY).str.startswith(tables.REPEAT)
     ]
     for _, e in diffs.iterrows():
         mine = within[
@@ -134,6 +192,9 @@ def consistency(effects: pd.DataFrame, within: pd.DataFrame) -> pd.DataFrame:
         ]
         sign = np.sign(e["mean"])
         agree = int((np.sign(mine["mean"]) == sign).sum()) if sign else 0
+        n = mine["n"] if "n" in mine else pd.Series(1, index=mine.index)
+        sd = mine["sd"] if "sd" in mine else pd.Series(math.nan, index=mine.index)
+        test = anova_from_summaries(zip(mine["mean"], n, sd, strict=True))
         out.append(
             {
                 "stage": e["stage"],
@@ -147,22 +208,25 @@ def consistency(effects: pd.DataFrame, within: pd.DataFrame) -> pd.DataFrame:
                 "draws": len(mine),
                 "same_sign": agree,
                 "holds_across_draws": bool(e["excludes_zero"]) and agree == len(mine),
+                "seeds_per_draw": int(n.min()) if len(mine) else 0,
+                "interaction_p": test["p"],
             }
         )
     return pd.DataFrame(out)
 
 
 def consistency_reading(table: pd.DataFrame) -> str:
-    """Which pooled contrasts hold across draws, which agree in sign without being resolved, and
-    how many change sign between draws."""
+    """Which pooled contrasts hold across draws and how many agree in sign without being
+    resolved; where every draw has two seeds or more, how many show a draw × cell interaction
+    next to the count expected by chance. With one seed a draw, that the design cannot tell
+    draw-to-draw differences from seed noise (and no claim about them)."""
     if table.empty:
         return "**Across draws**: no contrast to compare.\n"
     draws = int(table["draws"].max())
     held = table[table["holds_across_draws"]]
     agree = table[~table["holds_across_draws"] & (table["same_sign"] == table["draws"])]
-    split = len(table) - len(held) - len(agree)
     head = (
-        f"**Across draws** ({draws} base-policy draws, {len(table)} pooled contrasts): "
+        f"**Across draws** ({draws} base-policy draws, {len(table)} distinct pooled contrasts): "
         f"{len(held)} {'holds' if len(held) == 1 else 'hold'} across draws (pooled 95% interval "
         "excludes zero and every draw's mean difference has its sign)"
     )
@@ -173,12 +237,43 @@ def consistency_reading(table: pd.DataFrame) -> str:
             + ("" if r.get("role", tables.EXPLORATORY) == tables.EXPLORATORY else f" ({r['role']})")
             for _, r in held.iterrows()
         )
+    text = (
+        f"{head}. {len(agree)} {'agrees' if len(agree) == 1 else 'agree'} in sign in every draw "
+        "without a resolved pooled difference."
+    )
+    seeds = table["seeds_per_draw"] if "seeds_per_draw" in table else pd.Series(1, table.index)
+    if (seeds < 2).all():
+        text += (
+            " With one seed a draw the design cannot separate draw-to-draw differences from seed "
+            "noise (each draw's difference is one run), so whether an effect varies between base "
+            "policies is not assessed."
+        )
+    else:
+        p = table["interaction_p"]
+        tested = table[p.notna()]
+        hits = tested[tested["interaction_p"] < ALPHA]
+        text += (
+            " Draw × cell interaction (one-way ANOVA of the per-seed paired differences, "
+            "between-draw over within-draw mean square): "
+            f"{len(hits)} of {len(tested)} contrasts at α = {ALPHA:g}, "
+            f"{ALPHA * len(tested):.2f} expected by chance with none (exploratory, no correction "
+            "for multiplicity)"
+        )
+        if not hits.empty:
+            text += ": " + "; ".join(
+                f"``{r['label']}`` ({r['stage']}) on {tables.PAIRED[r['quantity']]}, "
+                f"p = {r['interaction_p']:.3g}"
+                for _, r in hits.iterrows()
+            )
+        text += "."
+        if len(tested) < len(table):
+            text += (
+                f" {len(table) - len(tested)} contrasts have no such test (fewer than two seeds "
+                "in some draw, or no spread within draws)."
+            )
     return (
-        f"{head}. {len(agree)} agree in sign in every draw without a resolved pooled "
-        f"difference; {split} change sign between draws, where one draw's result would not "
-        "carry to another base policy. A declared hypothesis is judged above by its own test "
-        "(Holm's correction, the minimum effect), not by this count; a manipulation check moves "
-        "by construction.\n"
+        f"{text} A declared hypothesis is judged above by its own test (Holm's correction, the "
+        "minimum effect), not by this count; a manipulation check moves by construction.\n"
     )
 
 
@@ -237,6 +332,7 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
     curves = efficiency.efficiency_table(table, runs)
     tables.write_efficiency(curves, folder, f"{caption} {tables.EFFICIENCY_CAPTION}")
     text = reading.effects_reading(effects, hypotheses.verdicts_reading(verdicts, UNIT), UNIT)
-    text = text.rstrip("\n") + "\n\n" + efficiency.efficiency_reading(curves, UNIT)
+    late = efficiency.efficiency_reading(curves, UNIT, declared=hypotheses.declared_pairs(verdicts))
+    text = text.rstrip("\n") + "\n\n" + late
     (out / READING).write_text(text.rstrip("\n") + "\n\n" + consistency_reading(agreement))
     return [*(folder / n for n in POOLED_TABLES), out / READING]

@@ -10,8 +10,14 @@ it must converge, its covariance must be finite, its gain A − R0 (or loss: a r
 must exceed two standard errors (without one B and C_mid mean nothing), no parameter may end on
 the bound of the fit, and C_mid must lie within the evaluated compute (a curve
 still rising at the last point extrapolates its asymptote; one that is up before the first point
-says nothing of its steepness): otherwise "not identified". The area under
-the curve, normalised to the compute range, is a fit-free summary beside it.
+says nothing of its steepness): otherwise "not identified". A is bounded to the metric's range
+[0, 1], so an asymptote the data would put outside it ends on the bound: not identified.
+
+Identification depends on the outcome (a run with no gain has none), so the fitted parameters
+exist for a selection of runs chosen by their results: they describe, and a confirmatory test
+must not use them (``OUTCOME_DEPENDENT``). The summaries defined for every run are the area under
+the curve, normalised to the compute range, and the late accuracy, the mean accuracy over the last
+half of the curve points (``late_accuracy``): the primary late-training endpoint.
 """
 
 from __future__ import annotations
@@ -23,10 +29,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from grpo_ablation.analysis.stats import Interval
+
 FIT, NOT_IDENTIFIED, FAILED = "fit", "not identified", "failed"
 # The fit's box for the steepness B: a fit that ends on it is not identified (its standard error
 # means nothing there).
 B_MIN, B_MAX = 1e-3, 20.0
+# The fit's box for the asymptote A: the metric's range (an accuracy). A fit that ends on it is
+# not identified: its data put the asymptote outside what the metric can reach.
+A_MIN, A_MAX = 0.0, 1.0
+# The late accuracy averages the last LATE_FRACTION of a run's curve points (ceil(n · fraction)
+# of n, the last point included): one point is a single noisy evaluation, and the last half is
+# the part of the curve past its early rise (the curve's steps are spaced evenly in log-step, so
+# its last half covers the latter part of training) while still averaging several evaluations.
+LATE_FRACTION = 0.5
 
 
 def scalerl_curve(
@@ -44,6 +60,15 @@ def area_under_curve(C: np.ndarray, R: np.ndarray) -> float:
     if len(C) < 2 or C[-1] == C[0]:
         return float("nan")
     return float(np.sum((R[1:] + R[:-1]) / 2 * np.diff(C)) / (C[-1] - C[0]))
+
+
+def late_accuracy(R: np.ndarray | list[float]) -> float:
+    """Mean of the last ceil(n · LATE_FRACTION) of the n values ``R`` (in step order); NaN for
+    none. Defined for every run, whatever its curve looks like."""
+    R = np.asarray(R, dtype=float)
+    if len(R) == 0:
+        return float("nan")
+    return float(np.mean(R[-math.ceil(len(R) * LATE_FRACTION) :]))
 
 
 @dataclass(frozen=True)
@@ -72,8 +97,8 @@ def fit_scalerl(C: np.ndarray, R: np.ndarray, R0: float) -> CurveFit:
     def model(c, A, B, log_c_mid):
         return scalerl_curve(c, R0, A, B, math.exp(log_c_mid))
 
-    start = (float(R.max()), 1.0, float(np.log(np.median(C))))
-    bounds = ([-1.0, B_MIN, np.log(C.min()) - 10], [2.0, B_MAX, np.log(C.max()) + 10])
+    start = (float(np.clip(R.max(), A_MIN, A_MAX)), 1.0, float(np.log(np.median(C))))
+    bounds = ([A_MIN, B_MIN, np.log(C.min()) - 10], [A_MAX, B_MAX, np.log(C.max()) + 10])
     try:
         params, cov = curve_fit(model, C, R, p0=start, bounds=bounds, maxfev=20000)
     except (RuntimeError, ValueError) as err:
@@ -96,8 +121,8 @@ def fit_scalerl(C: np.ndarray, R: np.ndarray, R0: float) -> CurveFit:
         return CurveFit(NOT_IDENTIFIED, "no gain: A - R0 within two standard errors of zero", **out)
     at_bound = [
         name
-        for name, value, (low, high) in (("A", A, (-1.0, 2.0)), ("B", B, (B_MIN, B_MAX)))
-        if not low + 1e-6 * abs(low) < value < high - 1e-6 * abs(high)
+        for name, value, (low, high) in (("A", A, (A_MIN, A_MAX)), ("B", B, (B_MIN, B_MAX)))
+        if not low + 1e-6 * (high - low) < value < high - 1e-6 * (high - low)
     ]
     if at_bound:
         return CurveFit(NOT_IDENTIFIED, f"{' and '.join(at_bound)} at the bound of the fit", **out)
@@ -139,9 +164,10 @@ def run_efficiency(
     curve: list[dict[str, Any]], steps: pd.DataFrame, group_size: int, R0: float
 ) -> dict[str, Any]:
     """One run's efficiency summary: the ScaleRL fit against generated tokens (A, B, C_mid, and
-    log10 C_mid, the scale on which cells are compared), C_mid against completions, and the
-    fit-free area under the curve over completions from the base policy (0, R0) on. Parameters of
-    a fit that is not identified or failed are NaN; its status and reason say why."""
+    log10 C_mid, the scale on which cells are compared), C_mid against completions, and two
+    fit-free summaries defined for every run: the area under the curve over completions from the
+    base policy (0, R0) on, and the late accuracy (``late_accuracy`` of the curve's points).
+    Parameters of a fit that is not identified or failed are NaN; its status and reason say why."""
     points = sorted(curve, key=lambda p: p["step"])
     at = compute_at_steps(steps, group_size, [int(p["step"]) for p in points])
     R = np.array([float(p["accuracy"]) for p in points])
@@ -161,6 +187,7 @@ def run_efficiency(
             fits["completions"].C_mid if fits["completions"].status == FIT else math.nan
         ),
         "efficiency_auc": area_under_curve(completions, np.concatenate([[R0], R])),
+        "efficiency_late": late_accuracy(R),
         "efficiency_points": len(points),
     }
 
@@ -169,19 +196,26 @@ def run_efficiency(
 # The efficiency contrasts of a cell with its reference (results-table quantities, paired), and
 # what the reading calls them.
 CONTRASTS = {
+    "efficiency_late": "late accuracy",
     "efficiency_auc": "AUC",
     "efficiency_A": "A",
     "efficiency_log10_C_mid": "log10 C_mid",
 }
-# The contrasts that need a fit (defined for identified fits only); the AUC needs none.
+# The contrasts that need a fit (defined for identified fits only); the AUC and the late accuracy
+# need none.
 FIT_PARAMETERS = ("efficiency_A", "efficiency_log10_C_mid")
+# Quantities that exist only where the outcome allowed them: a fit is identified only when the run
+# gained (or lost) beyond two standard errors and saturated within its compute, so its parameters
+# are defined on runs selected by their results. They describe; a confirmatory test (a declared
+# hypothesis) must not use them: the late accuracy is the endpoint defined for every run.
+OUTCOME_DEPENDENT = FIT_PARAMETERS
 
 
 def efficiency_table(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (stage, cell) from the results table (``tables.results_table``) and its runs
     (``loading.load_runs``): how many fits are identified and why the others are not, the fitted
-    parameters (mean [95% t interval] over the identified runs), the area under the curve, and
-    the paired differences to the cell's reference."""
+    parameters (mean [95% t interval] over the identified runs), the area under the curve, the
+    late accuracy, and the paired differences to the cell's reference."""
     rows = []
     for _, r in table.iterrows():
         if not r.get("reference"):  # the base policy's row
@@ -197,7 +231,13 @@ def efficiency_table(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
             "identified": int((mine["efficiency_status"] == FIT).sum()),
             "not_identified": "; ".join(f"{reason} ({n})" for reason, n in why.items()),
         }
-        for q in ("efficiency_A", "efficiency_B", "efficiency_C_mid", "efficiency_auc"):
+        for q in (
+            "efficiency_A",
+            "efficiency_B",
+            "efficiency_C_mid",
+            "efficiency_auc",
+            "efficiency_late",
+        ):
             for part in ("mean", "low", "high", "n"):
                 row[f"{q}_{part}"] = r.get(f"{q}_{part}", math.nan)
         for q in CONTRASTS:
@@ -217,11 +257,22 @@ def _diff(row: pd.Series, q: str) -> tuple[float, float, float, int]:
     )
 
 
-def efficiency_reading(table: pd.DataFrame, unit: str = "seed", confidence: float = 0.95) -> str:
+def efficiency_reading(
+    table: pd.DataFrame,
+    unit: str = "seed",
+    confidence: float = 0.95,
+    declared: frozenset[tuple[str, str]] = frozenset(),
+) -> str:
     """A paragraph on compute efficiency: identified fits, and per stage each cell's paired
-    differences of A and log10 C_mid to its reference (identified pairs only) with the count of
-    intervals that exclude zero next to the count expected by chance. The AUC's contrasts are
-    read with the other effects (it is one of the effect plot's quantities)."""
+    differences to its reference of the late accuracy (every run) with the count of intervals
+    that exclude zero next to the count expected by chance, and of A and log10 C_mid (identified
+    pairs only) as description, never counted as tests (``OUTCOME_DEPENDENT``). The AUC's
+    contrasts are read with the other effects (it is one of the effect plot's quantities). Each
+    comparison of the same runs (cell, reference) is counted once, in the first stage that makes
+    it; ``declared`` (cell, reference labels) hold a hypothesis on the late accuracy, judged with
+    the verdicts and never counted here."""
+    from grpo_ablation.design import cell_label
+
     if table.empty:
         return ""
     runs, fit = int(table["runs"].sum()), int(table["identified"].sum())
@@ -236,24 +287,42 @@ def efficiency_reading(table: pd.DataFrame, unit: str = "seed", confidence: floa
         "fitted to each run's test sampled accuracy against the tokens it had generated, R0 the "
         f"base policy's): {fit} of {runs} runs have an identified fit"
         + (f" (not identified: {why})" if why else "")
-        + f". Differences of A and log10 C_mid pair identified fits {unit} by {unit}."
+        + ". The late accuracy (mean sampled accuracy over the last half of a run's curve "
+        f"points) is defined for every run and pairs them {unit} by {unit}. A and log10 C_mid "
+        "exist only for identified fits, a selection that depends on the outcome: their "
+        f"differences pair identified fits {unit} by {unit} and describe, they are not tests."
     ]
-    tested = excluded = missing = 0
+    tested = excluded = missing_late = missing_fit = 0
+    first: dict[tuple[str, str], str] = {}
     for stage, of_stage in table.groupby("stage", sort=False):
         texts = []
         for _, r in of_stage[~of_stage["is_reference"].astype(bool)].iterrows():
+            pair = (str(r["cell"]), str(r["reference"]))
+            if first.setdefault(pair, str(stage)) != stage:
+                texts.append(f"``{r['cell']}`` (repeat of {first[pair]}, counted there)")
+                continue
+            counted = (cell_label(pair[0]), cell_label(pair[1])) not in declared
             cell = []
-            for q in FIT_PARAMETERS:
+            for q in ("efficiency_late", *FIT_PARAMETERS):
                 mean, low, high, n = _diff(r, q)
                 if n < 2 or not math.isfinite(low):
-                    missing += 1
+                    if q in FIT_PARAMETERS:
+                        missing_fit += 1
+                    else:
+                        missing_late += 1
                     continue
-                tested += 1
-                hit = low > 0 or high < 0
+                tests = counted and q not in FIT_PARAMETERS
+                hit = tests and Interval(mean, low, high, n).excludes_zero()
+                tested += tests
                 excluded += hit
                 cell.append(
                     f"{CONTRASTS[q]} {mean:+.3f} [{low:+.3f}, {high:+.3f}] ({n} pairs"
                     + (", excludes zero)" if hit else ")")
+                    + (
+                        " (declared, judged above)"
+                        if not counted and q == "efficiency_late"
+                        else ""
+                    )
                 )
             if cell:
                 texts.append(f"``{r['cell']}`` " + ", ".join(cell))
@@ -261,13 +330,19 @@ def efficiency_reading(table: pd.DataFrame, unit: str = "seed", confidence: floa
             parts.append(f"{stage}: " + "; ".join(texts) + ".")
     if tested:
         parts.append(
-            f"Of these {tested} intervals {excluded} exclude zero, "
+            f"Of these {tested} distinct exploratory late-accuracy intervals {excluded} exclude "
+            "zero, "
             f"{(1 - confidence) * tested:.2f} expected by chance with no effect at all "
             "(exploratory, no correction for multiplicity)."
         )
-    if missing:
+    if missing_late:
         parts.append(
-            f"{missing} differences of A or log10 C_mid have no interval (fewer than two "
+            f"{missing_late} differences of the late accuracy have no interval (fewer than two "
+            f"{unit}s)."
+        )
+    if missing_fit:
+        parts.append(
+            f"{missing_fit} differences of A or log10 C_mid have no interval (fewer than two "
             f"{unit}s where both fits are identified)."
         )
     return " ".join(parts) + "\n"

@@ -657,7 +657,14 @@ def write_figures(
     effects = tables.effects_table(
         table,
         titles,
-        hypotheses.contrast_roles(design, rows),
+        # repeats are found against every stage whose winners this job knows
+        hypotheses.contrast_roles(
+            design,
+            rows,
+            design.rows(
+                winners, [s.name for s in design.stages if set(s.sources()) <= set(winners)]
+            ),
+        ),
         hypotheses.manipulation_predictions(exp, design, rows),
     )
     palette = cell_palette(design.all_cells())

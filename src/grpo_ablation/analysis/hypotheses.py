@@ -1,20 +1,30 @@
 """Hypotheses declared in the config before the run, and the report's verdict on each.
 
 A hypothesis compares one cell of a stage with that cell's reference in the stage, on one of the
-paired quantities of the results table, paired by seed (Δ = cell − reference). Two kinds:
+paired quantities of the results table, paired by unit (Δ = cell − reference). Two kinds:
 
 - ``directional``: a predicted direction (``lower`` or ``higher``) and a minimum effect of interest
-  δ ≥ 0. With s the predicted sign: *supported* when the one-sided paired t test of s·Δ > δ
-  rejects at α after Holm's correction across the declared directional hypotheses; *refuted* when
-  the test of s·Δ < δ rejects (Holm likewise): the data rule out an effect of interest in the
-  predicted direction; otherwise *inconclusive*.
-- ``equivalence``: a margin m > 0. *Supported* when the two one-sided tests (TOST) reject at α,
-  i.e. the 90% interval lies inside ±m; *refuted* when the 95% interval lies wholly outside ±m;
-  otherwise *inconclusive*. An interval that includes zero is never read as an equivalence.
+  δ ≥ 0. With s the predicted sign, two one-sided paired t tests: *support* rejects s·Δ ≤ δ,
+  *refute* rejects s·Δ ≥ δ (the data rule out an effect of interest in the predicted direction).
+- ``equivalence``: a margin m > 0. *Support* is TOST (the 90% interval inside ±m at α = 0.05);
+  *refute* rejects |Δ| ≤ m on the side the data lie (its p doubled for the two sides: the 95%
+  interval wholly outside ±m). An interval that includes zero is never read as an equivalence.
+
+The verdict rule: the 2·m p-values of the m declared hypotheses (support and refute of each) form
+one Holm family at α = 0.05. A hypothesis is *supported* or *refuted* when its test rejects after
+the correction, else *inconclusive*; the probability that any verdict of the family is wrong is at
+most α, whatever the true effects (a true effect exactly at δ makes both nulls of a hypothesis
+true: one family keeps that case at α too, where separate families would allow 2α).
+
+Each verdict comes with the design's power (``analysis/power.py``): the minimum detectable effect
+at its number of units and the units it would need, from the per-unit SD observed after the run
+and from the SD the config declares before it (``power.sd``).
 
 Every contrast not declared is *exploratory*: the reading counts those whose 95% interval excludes
-zero next to the number expected by chance with no effect at all. A contrast that an axis changes
-by construction (G on the mixed-group fraction) is a *manipulation check*, not a finding.
+zero next to the number expected by chance with no effect at all, each distinct comparison once (a
+cell shared by two stages compares the same runs: the later stage's row is a *repeat*). A contrast
+that an axis changes by construction (G on the mixed-group fraction) is a *manipulation check*,
+not a finding.
 """
 
 from __future__ import annotations
@@ -28,10 +38,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from grpo_ablation.analysis import power as _power
 from grpo_ablation.analysis.reading import PAIRING, effects_reading
 from grpo_ablation.analysis.render import to_markdown
 from grpo_ablation.analysis.stats import holm, mixed_fraction_at, one_sided_p, t_interval, tost_p
-from grpo_ablation.analysis.tables import PAIRED, contrast_key
+from grpo_ablation.analysis.tables import EFFICIENCY, PAIRED, REPEAT, contrast_key
 from grpo_ablation.axes import BY_NAME, DesignError
 from grpo_ablation.design import Design, Stage, cell_label
 from grpo_ablation.layout import Tree
@@ -55,9 +66,33 @@ VERDICT_COLUMNS = [
     "p",
     "p_holm",
     "verdict",
+    # the design's power (analysis/power.py), after the run from the observed per-unit SD and
+    # before it from the declared one (power.sd); ``level`` is the one-sided test's Holm bound
+    "level",
+    "expected",
+    "sd",
+    "power",
+    "mde",
+    "units_needed",
+    "minutes_needed",
+    "sd_declared",
+    "power_declared",
+    "mde_declared",
+    "units_needed_declared",
     "source",
 ]
-EXPLORATORY, MANIPULATION = "exploratory", "manipulation check"
+EXPLORATORY, MANIPULATION, NEGATIVE = "exploratory", "manipulation check", "negative control"
+# Contrasts equal by construction, so their spread over units is the design's noise floor:
+# (axis, value, reference value) -> (the condition on the cell, why). Population and sample std
+# differ by the constant factor sqrt(G/(G-1)) on every advantage, which Adam absorbs up to its ε
+# when nothing else in the loss (a KL term) is left unscaled.
+NEGATIVE_CONTROLS = {
+    ("std_scaling", "population", "sample"): (
+        lambda cell: cell["beta"] == 0,
+        "population and sample std differ by the constant factor √(G/(G−1)), which Adam absorbs "
+        "at β = 0 up to its ε",
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -71,6 +106,9 @@ class Hypothesis:
     direction: int = 0  # directional: +1 higher, −1 lower than the reference
     minimum_effect: float = 0.0  # directional: δ
     margin: float = math.nan  # equivalence: m
+    # The true effect the power analysis assumes: directional s·Δ (default 2δ), equivalence Δ
+    # (default 0). The verdict does not use it.
+    expected_effect: float = math.nan
 
     def prediction(self) -> str:
         if self.kind == "equivalence":
@@ -123,6 +161,12 @@ def _one(spec: dict[str, Any], stages: dict[str, Stage], seen: set[str]) -> Hypo
         raise DesignError(f"{where}.cell is the stage's reference itself: nothing to compare")
     common = {"id": hid, "kind": kind, "stage": stage.name, "metric": metric}
     common["cell"] = tuple(values.items())
+    if metric in EFFICIENCY:
+        raise DesignError(
+            f"{where}.metric={metric!r} exists only where the run's efficiency fit is identified, "
+            "which depends on the outcome: judge a hypothesis on an endpoint every run has "
+            "(efficiency_late or efficiency_auc); the fits stay as description"
+        )
     common["source"] = " ".join(str(spec.get("source") or "").split())
     if not common["source"]:
         raise DesignError(f"{where}.source: say where the prediction comes from")
@@ -134,7 +178,13 @@ def _one(spec: dict[str, Any], stages: dict[str, Stage], seen: set[str]) -> Hypo
         margin = float(spec.get("margin", math.nan))
         if not margin > 0:
             raise DesignError(f"{where}.margin must be a positive number, got {margin}")
-        return Hypothesis(**common, margin=margin)
+        expected = float(spec.get("expected_effect", 0.0))
+        if not abs(expected) < margin:
+            raise DesignError(
+                f"{where}.expected_effect={expected} lies outside the margin ±{margin}: "
+                "equivalence could not be shown"
+            )
+        return Hypothesis(**common, margin=margin, expected_effect=expected)
     direction = DIRECTIONS.get(spec.get("direction"))
     if direction is None:
         raise DesignError(
@@ -143,7 +193,13 @@ def _one(spec: dict[str, Any], stages: dict[str, Stage], seen: set[str]) -> Hypo
     delta = float(spec.get("minimum_effect", 0.0))
     if not delta >= 0:
         raise DesignError(f"{where}.minimum_effect must be >= 0, got {delta}")
-    return Hypothesis(**common, direction=direction, minimum_effect=delta)
+    expected = float(spec.get("expected_effect", 2 * delta if delta > 0 else math.nan))
+    if math.isfinite(expected) and not expected > delta:
+        raise DesignError(
+            f"{where}.expected_effect={expected} must exceed minimum_effect={delta}: an effect at "
+            "the boundary is detected with probability α whatever the design"
+        )
+    return Hypothesis(**common, direction=direction, minimum_effect=delta, expected_effect=expected)
 
 
 def declared(design: Design) -> list[Hypothesis]:
@@ -173,37 +229,73 @@ def _paired(runs: pd.DataFrame, row: dict[str, str], metric: str) -> list[float]
     return [float(cell[s]) - float(ref[s]) for s in seeds]
 
 
+def family_level(hypotheses: list[Hypothesis], alpha: float = ALPHA) -> float:
+    """The level each one-sided test is first compared with: Holm's first step over the 2·m tests
+    of the m declared hypotheses (the bound at which power is computed)."""
+    return alpha / (2 * max(1, len(hypotheses)))
+
+
+def _tests(h: Hypothesis, xs: list[float]) -> tuple[float, float]:
+    """(support p, refute p) of one hypothesis from its per-unit differences (cell − reference)."""
+    if h.kind == "equivalence":
+        above = one_sided_p(xs, h.margin, +1)  # Δ > m
+        below = one_sided_p(xs, -h.margin, -1)  # Δ < −m
+        refute = min(1.0, 2 * min(above, below)) if math.isfinite(above + below) else math.nan
+        return tost_p(xs, h.margin), refute
+    signed = [h.direction * d for d in xs]
+    return one_sided_p(signed, h.minimum_effect, +1), one_sided_p(signed, h.minimum_effect, -1)
+
+
+def design_power(h: Hypothesis, sd: float, n: int, level: float) -> dict[str, Any]:
+    """What ``n`` units with per-unit SD ``sd`` can do for ``h`` at the one-sided ``level``: the
+    power at its expected effect, the minimum detectable effect (directional: the true s·Δ found
+    with 80% power; equivalence: the smallest margin shown with 80% power at the expected Δ) and
+    the units its expected effect needs for 80% (None where no number of units reaches it)."""
+    e = h.expected_effect
+    if h.kind == "equivalence":
+
+        def power_at(k: int) -> float:
+            return _power.tost_power(e, h.margin, sd, k, level)
+
+        mde = _power.smallest_margin(sd, n, level, e)
+    else:
+
+        def power_at(k: int) -> float:
+            return _power.one_sided_power(e - h.minimum_effect, sd, k, level)
+
+        mde = h.minimum_effect + _power.minimum_detectable_effect(sd, n, level)
+    known = math.isfinite(e) and sd > 0
+    needed = _power.units_needed(power_at) if known else None
+    return {
+        "power": power_at(n) if known else math.nan,
+        "mde": mde,
+        "units_needed": math.nan if needed is None else float(needed),
+    }
+
+
 def judge(
     hypotheses: list[Hypothesis], diffs: dict[str, list[float]], alpha: float = ALPHA
 ) -> dict[str, dict[str, Any]]:
-    """id -> the test, its numbers and the verdict, from each hypothesis's per-seed paired
-    differences (cell − reference). Holm's correction runs across the directional set."""
-    directional = [h for h in hypotheses if h.kind == "directional"]
-
-    def p_of(h: Hypothesis, tail: int) -> float:
-        # tail +1: s·Δ > δ (the predicted effect); −1: s·Δ < δ (no effect of interest)
-        return one_sided_p([h.direction * d for d in diffs[h.id]], h.minimum_effect, tail)
-
-    raw = {h.id: (p_of(h, +1), p_of(h, -1)) for h in directional}
-    support = holm([raw[h.id][0] for h in directional])
-    refute = holm([raw[h.id][1] for h in directional])
-    adjusted = {h.id: (support[i], refute[i]) for i, h in enumerate(directional)}
+    """id -> the test, its numbers and the verdict, from each hypothesis's per-unit paired
+    differences (cell − reference): support and refute of every hypothesis in one Holm family."""
+    raw = {h.id: _tests(h, diffs[h.id]) for h in hypotheses}
+    flat = holm([p for h in hypotheses for p in raw[h.id]])
+    adjusted = {h.id: (flat[2 * i], flat[2 * i + 1]) for i, h in enumerate(hypotheses)}
+    family = f"Holm across the {2 * len(hypotheses)} tests of the {len(hypotheses)} hypotheses"
     out = {}
     for h in hypotheses:
         xs = diffs[h.id]
-        iv90, iv95 = t_interval(xs, 1 - 2 * alpha), t_interval(xs, 1 - alpha)
+        iv90 = t_interval(xs, 1 - 2 * alpha)
+        (p_sup, p_ref), (a_sup, a_ref) = raw[h.id], adjusted[h.id]
+        supported, refuted = a_sup < alpha, a_ref < alpha
+        verdict = "supported" if supported else "refuted" if refuted else "inconclusive"
+        p, p_adj = (p_ref, a_ref) if refuted else (p_sup, a_sup)
         if h.kind == "equivalence":
-            p = tost_p(xs, h.margin)
-            p_adj = p
-            outside = iv95.defined and (iv95.low > h.margin or iv95.high < -h.margin)
-            verdict = "supported" if p < alpha else "refuted" if outside else "inconclusive"
-            test = f"TOST, margin ±{h.margin:g}: the 90% interval inside the margin"
+            test = f"TOST, margin ±{h.margin:g}" + (
+                " (rejects equivalence: the 95% interval outside the margin)" if refuted else ""
+            )
         else:
-            (p_sup, p_ref), (a_sup, a_ref) = raw[h.id], adjusted[h.id]
-            supported, refuted = a_sup < alpha, a_ref < alpha
-            verdict = "supported" if supported else "refuted" if refuted else "inconclusive"
-            p, p_adj = (p_ref, a_ref) if refuted else (p_sup, a_sup)
-            test = f"one-sided paired t, Holm across {len(directional)} directional " + (
+            test = "one-sided paired t " + (
                 "(rejects an effect of interest)" if refuted else "(the predicted effect)"
             )
         out[h.id] = {
@@ -211,12 +303,159 @@ def judge(
             "mean": iv90.mean,
             "low90": iv90.low,
             "high90": iv90.high,
-            "test": test,
+            "test": f"{test}, {family}",
             "p": p,
-            "p_holm": p_adj if h.kind == "directional" else math.nan,
+            "p_holm": p_adj,
             "verdict": verdict if iv90.defined else "inconclusive",
         }
     return out
+
+
+def _sd(xs: list[float]) -> float:
+    finite = [x for x in xs if math.isfinite(x)]
+    return float(np.std(finite, ddof=1)) if len(finite) >= 2 else math.nan
+
+
+def power_columns(
+    hypotheses: list[Hypothesis],
+    diffs: dict[str, list[float]],
+    design: Design,
+    alpha: float = ALPHA,
+) -> dict[str, dict[str, Any]]:
+    """id -> the power columns of VERDICT_COLUMNS: after the run from each hypothesis's observed
+    per-unit SD at its units, before it from the SD the config declares (``power.sd``) at the
+    design's units, and the wall minutes of the units needed (``power.minutes_per_unit``)."""
+    plan = Plan.of(design)
+    level = family_level(hypotheses, alpha)
+    out = {}
+    for h in hypotheses:
+        sd = _sd(diffs[h.id])
+        after = design_power(h, sd, len([x for x in diffs[h.id] if math.isfinite(x)]), level)
+        declared = plan.sd.get(h.metric, math.nan)
+        before = design_power(h, declared, plan.units, level)
+        out[h.id] = {
+            "level": level,
+            "expected": h.expected_effect,
+            "sd": sd,
+            **after,
+            "minutes_needed": plan.minutes(after["units_needed"]),
+            "sd_declared": declared,
+            **{f"{k}_declared": v for k, v in before.items()},
+        }
+    return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The config's ``power`` section read against its design: the unit of replication, how many
+    the design has, the declared per-unit SDs and what one unit costs."""
+
+    unit: str  # "draw" (several base-policy draws) or "seed"
+    units: int
+    sd: dict[str, float]
+    minutes_per_unit: float
+    source: str
+
+    @classmethod
+    def of(cls, design: Design) -> Plan:
+        section = design.sections.get("power") or {}
+        sd = {str(k): float(v) for k, v in (section.get("sd") or {}).items()}
+        unknown = sorted(set(sd) - set(PAIRED))
+        if unknown:
+            raise DesignError(f"power.sd names {unknown}; expected metrics of {list(PAIRED)}")
+        unit = "draw" if len(design.draws) > 1 else "seed"
+        units = len(design.draws) if unit == "draw" else len(design.sections.get("seeds", []))
+        minutes = float(section.get("minutes_per_unit", math.nan))
+        return cls(unit, units, sd, minutes, " ".join(str(section.get("source", "")).split()))
+
+    def minutes(self, units: float) -> float:
+        """Wall minutes of ``units`` units on the machine the config targets (NaN: unknown)."""
+        return units * self.minutes_per_unit
+
+
+def power_warnings(design: Design, alpha: float = ALPHA) -> list[str]:
+    """A warning per declared hypothesis whose power at the design's units, from the declared SD,
+    is below 50% (or unknown: no SD declared for its metric). Said before any job runs."""
+    hyps = declared(design)
+    plan, level = Plan.of(design), family_level(hyps, alpha)
+    out = []
+    for h in hyps:
+        sd = plan.sd.get(h.metric)
+        if sd is None:
+            out.append(
+                f"WARNING: hypothesis {h.id!r}: no per-unit SD declared for {h.metric} "
+                "(power.sd), so the design's power for it is unknown"
+            )
+            continue
+        p = design_power(h, sd, plan.units, level)
+        if not math.isfinite(h.expected_effect):
+            out.append(
+                f"WARNING: hypothesis {h.id!r} declares no expected_effect (its minimum_effect is "
+                f"0), so its power is unknown; with {plan.units} {plan.unit}s it detects >= "
+                f"{_plain(p['mde'])}"
+            )
+        elif not p["power"] >= 0.5:
+            need = p["units_needed"]
+            out.append(
+                f"WARNING: hypothesis {h.id!r} has {p['power']:.0%} power with {plan.units} "
+                f"{plan.unit}s (declared SD {sd:g} of {h.metric}, one-sided level {level:.4g}); "
+                f"it detects >= {_plain(p['mde'])}"
+                + (f"; {need:.0f} {plan.unit}s would reach 80%" if math.isfinite(need) else "")
+            )
+    return out
+
+
+PLAN_COLUMNS = [
+    "id",
+    "kind",
+    "metric",
+    "expected",
+    "boundary",
+    "sd_declared",
+    "units",
+    "level",
+    "power",
+    "mde",
+    "units_needed",
+    "minutes_needed",
+    "gpu_hours_needed",
+]
+
+
+def plan_table(
+    design: Design, gpu_hours_per_unit: float = math.nan, alpha: float = ALPHA
+) -> pd.DataFrame:
+    """Before any run: each declared hypothesis's power at the design's units from the declared
+    SD (``power.sd``), its minimum detectable effect (directional: the true effect found with 80%
+    power; equivalence: the smallest margin shown), the units its expected effect or margin needs,
+    and what they cost here (``power.minutes_per_unit``) and on a cluster (``gpu_hours_per_unit``,
+    from the cost calibration)."""
+    hyps = declared(design)
+    plan, level = Plan.of(design), family_level(hyps, alpha)
+    rows = []
+    for h in hyps:
+        sd = plan.sd.get(h.metric, math.nan)
+        p = design_power(h, sd, plan.units, level)
+        rows.append(
+            {
+                "id": h.id,
+                "kind": h.kind,
+                "metric": h.metric,
+                "expected": h.expected_effect,
+                "boundary": h.margin if h.kind == "equivalence" else h.minimum_effect,
+                "sd_declared": sd,
+                "units": f"{plan.units} {plan.unit}s",
+                "level": level,
+                **p,
+                "minutes_needed": plan.minutes(p["units_needed"]),
+                "gpu_hours_needed": p["units_needed"] * gpu_hours_per_unit,
+            }
+        )
+    return pd.DataFrame(rows, columns=PLAN_COLUMNS)
+
+
+def _plain(x: float) -> str:
+    return f"{x:.3g}" if math.isfinite(x) else "nothing"
 
 
 def verdicts_table(
@@ -229,6 +468,7 @@ def verdicts_table(
     compared = {h.id: contrast(h, rows, design) for h in hypotheses}
     diffs = {h.id: _paired(runs, compared[h.id], h.metric) for h in hypotheses}
     judged = judge(hypotheses, diffs)
+    powers = power_columns(hypotheses, diffs, design)
     out = [
         {
             "id": h.id,
@@ -239,6 +479,7 @@ def verdicts_table(
             "metric": h.metric,
             "prediction": h.prediction(),
             **judged[h.id],
+            **powers[h.id],
             "source": h.source,
         }
         for h in hypotheses
@@ -246,10 +487,27 @@ def verdicts_table(
     return pd.DataFrame(out, columns=VERDICT_COLUMNS)
 
 
-def contrast_roles(design: Design, rows: list[dict[str, str]]) -> dict[str, str]:
+def negative_control(design: Design, row: dict[str, str]) -> str | None:
+    """Why a design row's contrast is a negative control (``NEGATIVE_CONTROLS``), or None."""
+    cell, ref = (design.parse_cell(row[k]) for k in ("cell", "reference"))
+    changed = [ax for ax, _ in cell.values if cell[ax] != ref[ax]]
+    if len(changed) != 1:
+        return None
+    (ax,) = changed
+    spell = BY_NAME[ax].spell
+    control = NEGATIVE_CONTROLS.get((ax, spell(cell[ax]), spell(ref[ax])))
+    return control[1] if control and control[0](cell) else None
+
+
+def contrast_roles(
+    design: Design, rows: list[dict[str, str]], all_rows: list[dict[str, str]] | None = None
+) -> dict[str, str]:
     """``stage|cell|quantity`` -> the contrast's role: ``hypothesis <id>``, the manipulation check
-    an axis declares (its quantity changes by construction when the axis moves), or absent
-    (exploratory)."""
+    an axis declares (its quantity changes by construction when the axis moves), a negative
+    control (equal by construction: ``NEGATIVE_CONTROLS``), ``repeat of
+    <stage>`` (the same runs compared with the same reference in an earlier stage: one contrast,
+    counted there), or absent (exploratory). ``all_rows`` (default ``rows``) are every stage's
+    rows, in stage order, against which repeats are found when ``rows`` hold one stage."""
     roles: dict[str, str] = {}
     stages = {s.name: s for s in design.stages}
     for r in rows:
@@ -258,11 +516,27 @@ def contrast_roles(design: Design, rows: list[dict[str, str]]) -> dict[str, str]
             if cell[ax] != ref[ax]:
                 for q in BY_NAME[ax].manipulates:
                     roles[contrast_key(r["stage"], r["cell"], q)] = MANIPULATION
+    for r in rows:
+        if negative_control(design, r):
+            for q in PAIRED:
+                roles.setdefault(contrast_key(r["stage"], r["cell"], q), NEGATIVE)
+    first: dict[tuple[str, str], str] = {}
+    for r in all_rows or rows:
+        first.setdefault((r["cell"], r["reference"]), r["stage"])
+    for r in rows:
+        earlier = first.get((r["cell"], r["reference"]), r["stage"])
+        if earlier != r["stage"] and r["cell"] != r["reference"]:
+            for q in PAIRED:
+                roles.setdefault(contrast_key(r["stage"], r["cell"], q), f"{REPEAT} {earlier}")
+    everything = all_rows or rows
     for h in declared(design):
-        if h.stage not in stages or all(r["stage"] != h.stage for r in rows):
-            continue  # rows of other stages only (a figure job's)
-        r = contrast(h, rows, design)
-        roles[contrast_key(h.stage, r["cell"], h.metric)] = f"hypothesis {h.id}"
+        if h.stage not in stages or all(r["stage"] != h.stage for r in everything):
+            continue  # rows of other stages only
+        r = contrast(h, everything, design)
+        # The hypothesis, wherever the same runs are compared with the same reference.
+        for other in rows:
+            if (other["cell"], other["reference"]) == (r["cell"], r["reference"]):
+                roles[contrast_key(other["stage"], other["cell"], h.metric)] = f"hypothesis {h.id}"
     return roles
 
 
@@ -322,6 +596,49 @@ def _number(x: float, metric: str, signed: bool = True) -> str:
     return f"{x:{'+' if signed else ''}.{digits}f}"
 
 
+def _duration(minutes: float) -> str:
+    if not math.isfinite(minutes):
+        return ""
+    hours, rest = divmod(round(minutes), 60)
+    return f" (≈ {hours} h {rest:02d} min here)" if hours else f" (≈ {rest} min here)"
+
+
+def _power_clause(v: pd.Series, unit: str) -> str:
+    """What the design could detect, after the verdict: ``— this design detects ≥ X; N draws
+    (≈ T) would be needed`` for an inconclusive one, the power at the expected effect otherwise."""
+    m, equivalence = str(v["metric"]), v["kind"] == "equivalence"
+    if not math.isfinite(v["sd"]):
+        return f" (no power computed: fewer than two {unit}s with a finite value)"
+    detects = (
+        f"shows equivalence only within ±{_number(v['mde'], m, False)}"
+        if equivalence
+        else f"detects ≥ {_number(v['mde'], m, False)}"
+    )
+    need = v["units_needed"]
+    target = "its margin" if equivalence else "its expected effect"
+    needed = (
+        f"; {need:.0f} {unit}s{_duration(v['minutes_needed'])} would be needed for {target}"
+        if math.isfinite(need)
+        else ""
+    )
+    if v["verdict"] == "inconclusive":
+        return f" — this design {detects} (80% power, observed SD {_number(v['sd'], m, False)}){needed}"
+    return f" (power {v['power']:.0%} at the expected effect; this design {detects})"
+
+
+def _declared_clause(v: pd.Series) -> str:
+    """The power the config's declared SD gave the design before the run."""
+    if not math.isfinite(v["sd_declared"]):
+        return " Before the run: no SD declared for this metric (power.sd)."
+    m = str(v["metric"])
+    what = "the smallest margin shown" if v["kind"] == "equivalence" else "the effect detected"
+    return (
+        f" Before the run (declared SD {_number(v['sd_declared'], m, False)}): power "
+        f"{v['power_declared']:.0%} at the expected effect {_number(v['expected'], m, False)}, "
+        f"{what} with 80% {_number(v['mde_declared'], m, False)}."
+    )
+
+
 def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
     """The reading's opening: each declared hypothesis with its prediction, source, test and
     verdict (reStructuredText)."""
@@ -332,7 +649,9 @@ def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
         )
     lines = [
         f"**Declared hypotheses** ({len(verdicts)}, written in the config before the run; "
-        f"α = {ALPHA}; Δ is cell minus reference {PAIRING[unit]}, mean [90% t interval]):",
+        f"α = {ALPHA}, one Holm family of the support and refute tests of all of them, so that "
+        "any verdict is wrong with probability at most α; the power of each test is computed at "
+        f"Holm's first step; Δ is cell minus reference {PAIRING[unit]}, mean [90% t interval]):",
         "",
     ]
     for _, v in verdicts.iterrows():
@@ -346,12 +665,19 @@ def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
             else f"no interval (fewer than two {unit}s with a finite value)"
         )
         lines.append(
-            f"- ``{v['id']}``: **{str(v['verdict']).upper()}**. ``{v['cell']}`` − "
-            f"``{v['reference']}`` ({v['stage']}), {PAIRED[m]}: predicted {v['prediction']}; "
-            f"Δ = {interval} over {int(v['n'])} {unit}{'' if int(v['n']) == 1 else 's'}; "
-            f"{v['test']}{p}. Source: {v['source']}."
+            f"- ``{v['id']}``: **{str(v['verdict']).upper()}**{_power_clause(v, unit)}. "
+            f"``{v['cell']}`` − ``{v['reference']}`` ({v['stage']}), {PAIRED[m]}: predicted "
+            f"{v['prediction']}; Δ = {interval} over {int(v['n'])} "
+            f"{unit}{'' if int(v['n']) == 1 else 's'}; {v['test']}{p}."
+            f"{_declared_clause(v)} Source: {v['source']}."
         )
     return "\n".join(lines) + "\n"
+
+
+def declared_pairs(verdicts: pd.DataFrame, metric: str = "efficiency_late") -> frozenset:
+    """(cell, reference) labels of the verdicts on ``metric``: contrasts no reading counts again."""
+    of = verdicts[verdicts["metric"] == metric]
+    return frozenset(zip(of["cell"].astype(str), of["reference"].astype(str), strict=True))
 
 
 def write_verdicts(
@@ -384,12 +710,14 @@ def write_reading(
     from grpo_ablation.analysis.coupling import coupling_reading
 
     frames = [pd.read_csv(path) for path in effects]
-    opening = verdicts_reading(pd.read_csv(verdicts)) if verdicts else ""
+    judged = pd.read_csv(verdicts) if verdicts else pd.DataFrame(columns=VERDICT_COLUMNS)
+    opening = verdicts_reading(judged) if verdicts else ""
     text = effects_reading(pd.concat(frames, ignore_index=True), opening)
     if efficiency:
         from grpo_ablation.analysis.efficiency import efficiency_reading
 
-        text = text.rstrip("\n") + "\n\n" + efficiency_reading(pd.read_csv(efficiency)) + "\n"
+        late = efficiency_reading(pd.read_csv(efficiency), declared=declared_pairs(judged))
+        text = text.rstrip("\n") + "\n\n" + late + "\n"
     if calibration:
         text = text.rstrip("\n") + "\n\n" + calibration_reading(pd.read_csv(calibration)) + "\n"
     if coupling:

@@ -104,7 +104,8 @@ def load_steps(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> p
 
 def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
     """One row per (stage, cell, seed): final and best test accuracy, diagnostics, budget, and
-    the efficiency fit of its curve (``efficiency.run_efficiency``)."""
+    the efficiency summary of its curve (``efficiency.run_efficiency``: the fit, identified or
+    not, and the area under the curve and late accuracy every run has)."""
     base_R0 = base_accuracy(exp)["sampled"]
     tree, out = Tree(exp), []
     for r in rows:

@@ -11,8 +11,9 @@ import pandas as pd
 from grpo_ablation.analysis.stats import (
     Interval,
     format_interval,
+    sd_of_interval,
 )
-from grpo_ablation.analysis.tables import CHANCE, EXPLORATORY
+from grpo_ablation.analysis.tables import CHANCE, EXPLORATORY, REPEAT
 from grpo_ablation.design import cell_label
 
 
@@ -46,6 +47,28 @@ def _check_text(row: pd.Series) -> str:
         f"{text}, predicted {predicted:+.3f} if both runs drew their groups from one "
         f"distribution of per-prompt success probabilities "
         f"({'inside' if inside else 'outside'} the interval)"
+    )
+
+
+NEGATIVE = "negative control"
+
+
+def _control_text(rows: pd.DataFrame, unit: str) -> str:
+    """A negative control's contrasts: equal by construction, so the SD of their paired
+    differences over units is the noise floor of any contrast of the design (an interval that
+    excludes zero here points at a problem, not a finding)."""
+    labels = ", ".join(dict.fromkeys(f"``{label}``" for label in rows["label"]))
+    spreads = []
+    for _, r in rows.iterrows():
+        iv = _effect_interval(r)
+        sd = sd_of_interval(iv)
+        digits = 2 if "length" in str(r["quantity"]) else 3
+        flag = " (excludes zero: check the control)" if iv.excludes_zero() else ""
+        spreads.append(f"{r['metric']} {sd:.{digits}f}{flag}")
+    return (
+        f"Negative control {labels} (equal to the reference by construction, not counted as "
+        f"exploratory): the per-{unit} SD of its paired differences, the null spread of a "
+        f"contrast here: " + "; ".join(spreads) + "."
     )
 
 
@@ -106,6 +129,18 @@ def effects_reading(effects: pd.DataFrame, opening: str = "", unit: str = "seed"
                 "Manipulation checks (the varied axis changes these by construction; not "
                 "findings): " + "; ".join(_check_text(r) for _, r in checks.iterrows()) + "."
             )
+        controls = defined[defined["role"] == NEGATIVE]
+        if not controls.empty:
+            parts.append(_control_text(controls, unit))
+        repeats = defined[defined["role"].str.startswith(REPEAT)]
+        if not repeats.empty:
+            where = dict.fromkeys(
+                f"``{r['label']}`` ({r['role'][len(REPEAT) + 1 :]})" for _, r in repeats.iterrows()
+            )
+            parts.append(
+                "Repeats (the same runs against the same reference as in an earlier stage, one "
+                "contrast counted there): " + ", ".join(where) + "."
+            )
         free = defined[defined["role"] == EXPLORATORY]
         hits = free[free["excludes_zero"].astype(bool)]
         explored, excluded = explored + len(free), excluded + len(hits)
@@ -142,8 +177,9 @@ def effects_reading(effects: pd.DataFrame, opening: str = "", unit: str = "seed"
         paragraphs.append(" ".join(parts))
     if explored:
         paragraphs.append(
-            f"**Exploratory contrasts in all**: {excluded} of {explored} exclude zero, "
-            f"{_chance(explored)} (95% intervals, no correction for multiplicity; contrasts "
+            f"**Exploratory contrasts in all**: {excluded} of {explored} distinct contrasts "
+            f"exclude zero, {_chance(explored)} (95% intervals, no correction for multiplicity; "
+            "each comparison of the same runs counted once, declared ones never; contrasts "
             "that share a reference are not independent, so the count by chance varies more "
             "than a binomial's). An exploratory exclusion is a lead for a hypothesis declared "
             "before another run, not a conclusion."

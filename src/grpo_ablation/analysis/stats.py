@@ -35,7 +35,9 @@ class Interval:
         return (self.high - self.low) / 2 if self.defined else math.nan
 
     def excludes_zero(self) -> bool:
-        return self.defined and (self.low > 0 or self.high < 0)
+        """The interval lies on one side of zero. One of zero width (every value equal: no
+        spread to estimate sampling variation from) never does: it says nothing about it."""
+        return self.defined and self.high > self.low and (self.low > 0 or self.high < 0)
 
 
 def t_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> Interval:
@@ -50,6 +52,14 @@ def t_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> Inter
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
     half = float(_scipy_stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
     return Interval(mean, mean - half, mean + half, n, confidence)
+
+
+def sd_of_interval(iv: Interval) -> float:
+    """The SD of the n values behind a t interval: half-width · √n / t_{n−1} (NaN if undefined)."""
+    if not iv.defined:
+        return math.nan
+    t = float(_scipy_stats.t.ppf(0.5 + iv.confidence / 2, iv.n - 1))
+    return iv.half_width * math.sqrt(iv.n) / t
 
 
 def paired_differences(

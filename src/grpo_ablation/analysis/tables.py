@@ -53,13 +53,15 @@ RUN_QUANTITIES = (
     "weight_share_homogeneous",
     "generated_tokens",
     "wall_time_s",
-    # the efficiency curve (analysis/efficiency.py): fit parameters of identified fits only
+    # the efficiency curve (analysis/efficiency.py): fit parameters of identified fits only, the
+    # area and the late accuracy for every run
     "efficiency_identified",
     "efficiency_A",
     "efficiency_B",
     "efficiency_C_mid",
     "efficiency_C_mid_completions",
     "efficiency_auc",
+    "efficiency_late",
 )
 # The quantities compared with each cell's reference, paired by seed (the results table's
 # ``<quantity>_diff_*`` columns; the metrics a hypothesis may name), and what they are called.
@@ -70,10 +72,12 @@ PAIRED = {
     "test_length_incorrect": "incorrect-completion length on test, final (tokens)",
     "fraction_mixed": "mixed-group fraction",
     "efficiency_auc": "area under the efficiency curve (mean sampled accuracy over training)",
+    "efficiency_late": "late accuracy (mean sampled accuracy over the last half of the curve points)",
     "efficiency_A": "efficiency fit: asymptote A",
     "efficiency_log10_C_mid": "efficiency fit: log10 C_mid (generated tokens to half the gain)",
 }
-# The efficiency fit's parameters: defined for identified fits only.
+# The efficiency fit's parameters: defined for identified fits only (a selection that depends on
+# the outcome: efficiency.OUTCOME_DEPENDENT).
 EFFICIENCY = efficiency.FIT_PARAMETERS
 # The contrasts the effect plots and the report's reading show, in panel order.
 EFFECTS = {
@@ -242,6 +246,8 @@ EFFECT_COLUMNS = [
     "predicted",
 ]
 EXPLORATORY = "exploratory"
+# The role of a contrast an earlier stage already compares (the same runs and reference).
+REPEAT = "repeat of"
 
 
 def contrast_key(stage: str, cell: str, quantity: str) -> str:

@@ -3,14 +3,15 @@
 At every step where training sampled its groups from a policy that was saved (the base policy at
 step 0, ``checkpoint-N`` at step N: a rollout's step is the number of optimizer steps taken before
 it was generated), the exact P(correct) of each of that step's prompts under that policy is
-computed with lm-eval (:func:`evaluate.exact_probabilities`) and stored next to the group's
+computed with lm-eval (:func:`evaluate.exact_probabilities`), at the training temperature (the
+groups' sampling protocol, which the evaluation's may differ from), and stored next to the group's
 observed outcome. P(mixed) = 1 − p^G − (1 − p)^G then predicts the group from a number that never
 saw it; the analysis compares (``analysis/calibration.py``). The rollout log is read as data (its
 fields are documented in docs/guarantees.md); no training code is imported.
 
 Writes ``<out>/calibration.json``: ``measured`` (false, with the reason, where the sampled accuracy
-is not exact), the policy steps, and one entry per group: step, group index, prompt id, size G,
-correct and failed counts, its category, ``p_correct`` and ``p_unresolved``.
+is not exact), the temperature, the policy steps, and one entry per group: step, group index,
+prompt id, size G, correct and failed counts, its category, ``p_correct`` and ``p_unresolved``.
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ def policy_groups(rows: Iterable[dict[str, Any]], steps: set[int]) -> list[dict[
     return [groups[k] for k in sorted(groups)]
 
 
+def training_temperature(info: dict[str, Any]) -> float:
+    """The temperature the run sampled its groups at (``training.temperature`` of its
+    ``run_info.json``): the groups are predicted from P(correct) under the protocol that drew
+    them, not under the evaluation's (``evaluation.temperature``, in the test tasks' manifest)."""
+    return float(info["training_config"]["temperature"])
+
+
 def measure(
     run: Path, base_model: Path | str, tasks: Path, out: Path, **options: Any
 ) -> dict[str, Any]:
@@ -72,6 +80,7 @@ def measure(
         (out / CALIBRATION).write_text(json.dumps(record, indent=2) + "\n")
         return record
     info = json.loads((Path(run) / RUN_INFO).read_text())
+    temperature = training_temperature(info)
     policies: dict[int, Path | str] = {0: base_model}
     policies |= {int(s): checkpoint(run, s) for s in info["checkpoints"]}
     groups = policy_groups(read_rollouts(run), set(policies))
@@ -90,7 +99,7 @@ def measure(
             "calibration",
             manifest["max_gen_toks"],
             1,
-            manifest["temperature"],
+            temperature,
             exact=manifest["exact"],
         )
         probs = {
@@ -100,6 +109,11 @@ def measure(
         for g in at:
             g["p_correct"] = probs[g["prompt_id"]]["p_correct"]
             g["p_unresolved"] = probs[g["prompt_id"]]["p_unresolved"]
-    record = {"measured": True, "policy_steps": sorted(policies), "groups": groups}
+    record = {
+        "measured": True,
+        "temperature": temperature,
+        "policy_steps": sorted(policies),
+        "groups": groups,
+    }
     (out / CALIBRATION).write_text(json.dumps(record, indent=2) + "\n")
     return record

@@ -4,6 +4,7 @@ job worker both run it (``grpo_ablation.commands``)."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 
@@ -18,6 +19,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--evaluation", required=True, help="evaluation config as JSON")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--draw", type=int, default=None, help="the base policy's draw (keys its evaluation seed)"
+    )
+
+
+def evaluation_seed(seed: int, *, run_seed: int | None = None, draw: int | None = None) -> int:
+    """The seed one evaluation job runs with (lm-eval's four seeds, the keyed sampler's keys):
+    ``evaluation.seed`` mixed with the unit evaluated, so that units do not share their
+    sampled-metric noise (the analysis takes the noise of its units as independent).
+
+    A run's evaluation (every checkpoint, the validation split, the curve policies) is keyed by its
+    run seed (``design.run_seed``: a function of (draw, seed)), so the cells of one (draw, seed)
+    keep common random numbers, as they do in training, and differ from every other (draw, seed);
+    a base policy's by its draw. The single base policy of a config without draws keeps
+    ``evaluation.seed`` itself. The mixing is a hash with a tag per kind, so a run seed never
+    meets a draw's seed; 32 bits, numpy's seed range."""
+    if run_seed is not None and draw is not None:
+        raise ValueError("an evaluation is keyed by a run seed or by a draw, not both")
+    if run_seed is None and draw is None:
+        return int(seed)
+    kind, value = ("run", run_seed) if run_seed is not None else ("draw", draw)
+    digest = hashlib.sha256(f"evaluation,{int(seed)},{kind},{int(value)}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
 
 
 def servable(a: argparse.Namespace) -> bool:
@@ -39,14 +63,16 @@ def run(a: argparse.Namespace) -> None:
         info = json.loads(a.base.read_text())
         model, revision = info["model"], info.get("revision")
         checkpoints: list[tuple[int, Path | str]] = [(0, model)]
+        seed = evaluation_seed(ev["seed"], draw=a.draw)
     else:
         info = json.loads((a.run / RUN_INFO).read_text())
         checkpoints = [(s, checkpoint(a.run, s)) for s in info["checkpoints"]]
+        seed = evaluation_seed(ev["seed"], run_seed=info["training_config"]["seed"])
     options = dict(
         batch_size=ev["batch_size"],
         device=resolve_device(ev["device"]),
         dtype=ev["dtype"],
-        seed=ev["seed"],
+        seed=seed,
         limit=ev["limit"],
         revision=revision,
         backend=ev.get("backend", "hf"),

@@ -114,11 +114,13 @@ def _positions_from_mask(module, args, kwargs):
 class EpochSeededRepeatSampler(RepeatSampler):
     """TRL's RepeatSampler draws each epoch's order from one running generator, so a run resumed
     mid-training (new sampler, fresh generator) would see a different prompt order than an
-    uninterrupted one. Seeding the order from (seed, epoch) makes it a function of the epoch."""
+    uninterrupted one. Seeding the order from (seed, epoch) makes it a function of the epoch.
+    The pair is hashed (``hash_seed``), not added: with ``seed + epoch`` seed s's second epoch
+    would repeat seed s + 1's first order, and runs of neighbouring seeds would share prompts."""
 
     def set_epoch(self, epoch: int) -> None:
         if self.shuffle:
-            self.generator.manual_seed((self.seed or 0) + epoch)
+            self.generator.manual_seed(hash_seed(self.seed or 0, epoch))
 
 
 def hash_seed(*parts: int) -> int:
