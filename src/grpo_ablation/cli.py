@@ -147,6 +147,9 @@ def cmd_plan(a: argparse.Namespace) -> None:
         units = dag["base_policies"] if dag["base_policies"] > 1 else dag["runs"] // dag["cells"]
         gpu_per_unit = record["projection"]["gpu_hours"] / units
     plan = Plan.of(design)
+    if not design.sections.get("hypotheses"):
+        print(f"{a.configfile} declares no hypotheses: every contrast it runs is exploratory.")
+        return
     text = (
         f"Power of the declared hypotheses at {plan.units} {plan.unit}s, from the SDs the config "
         f"declares ({plan.source or 'no source given'}); 80% power; one-sided level = Holm's "

@@ -621,9 +621,11 @@ def _power_clause(v: pd.Series, unit: str) -> str:
         if math.isfinite(need)
         else ""
     )
+    # An SD from few units is itself uncertain: its degrees of freedom are said with it.
+    observed = f"observed SD {_number(v['sd'], m, False)} on {int(v['n']) - 1} df"
     if v["verdict"] == "inconclusive":
-        return f" — this design {detects} (80% power, observed SD {_number(v['sd'], m, False)}){needed}"
-    return f" (power {v['power']:.0%} at the expected effect; this design {detects})"
+        return f" — this design {detects} (80% power, {observed}){needed}"
+    return f" (power {v['power']:.0%} at the expected effect; this design {detects}, {observed})"
 
 
 def _declared_clause(v: pd.Series) -> str:
