@@ -5,6 +5,7 @@ contrast read as exploratory next to its chance rate."""
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
 from pathlib import Path
@@ -447,7 +448,7 @@ def test_each_verdict_states_what_the_design_could_detect_and_what_it_would_need
     assert power_at[0] < 0.8 <= power_at[1]
     # the reading of an inconclusive verdict says it, with the units and their time
     v = pd.Series(
-        {"metric": "greedy_final", "kind": "directional", "verdict": "inconclusive", "sd": 0.03,
+        {"metric": "greedy_final", "kind": "directional", "verdict": "inconclusive", "sd": 0.03, "n": 6,
          "mde": got["mde"], "units_needed": float(n), "minutes_needed": 4.5 * n, "power": got["power"]}
     )  # fmt: skip
     clause = hypotheses._power_clause(v, "draw")
@@ -482,3 +483,25 @@ def test_the_plan_prices_the_units_here_and_on_a_cluster():
     assert row["units"] == "3 draws" and row["sd_declared"] == 0.03
     assert row["minutes_needed"] == 2.0 * row["units_needed"]
     assert row["gpu_hours_needed"] == 0.5 * row["units_needed"]
+
+
+def test_the_plan_command_reads_the_config_and_a_gpu_calibration(tmp_path, capsys):
+    """`grpo-ablation plan`: no training, the config's power section, and the GPU-hours of the
+    units from a calibration record (6 GPU-hours for a DAG of 3 draws: 2 a draw)."""
+    from grpo_ablation import cli
+
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(
+        json.dumps(
+            {"dag": {"base_policies": 3, "runs": 39, "cells": 13}, "projection": {"gpu_hours": 6.0}}
+        )
+    )
+    out = tmp_path / "plan.md"
+    cli.main(["plan", "--configfile", str(ROOT / "config/config.yaml"), "--calibration", str(calibration), "--out", str(out)])  # fmt: skip
+    text = out.read_text()
+    design = Design.of(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
+    table = hypotheses.plan_table(design, 2.0).set_index("id")
+    need = table.loc["g16_lowers_greedy", "units_needed"]
+    row = next(line for line in text.splitlines() if line.startswith("| g16_lowers_greedy |"))
+    assert f"| {need:.0f} |" in row and f"| {2 * need:.0f} |" in row  # draws, then GPU-hours
+    assert "at 3 draws" in text and "WARNING" in capsys.readouterr().err

@@ -43,19 +43,31 @@ def completion_key(*parts: Any) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 1
 
 
-def _mul32(x: torch.Tensor, m: int) -> torch.Tensor:
-    # (x * m) mod 2^32 without leaving int64: split x into 16-bit halves.
-    return ((((x >> 16) * m) & 0xFFFF) << 16) + (x & 0xFFFF) * m & _M32
+def _mul32_(x: torch.Tensor, m: int) -> torch.Tensor:
+    # x = (x * m) mod 2^32 in place, without leaving int64 (x < 2^32): m's 16-bit halves keep
+    # every product under 2^48.
+    high = x * (m >> 16)
+    high &= 0xFFFF
+    high <<= 16
+    x *= m & 0xFFFF
+    x += high
+    x &= _M32
+    return x
+
+
+def _hash32_(x: torch.Tensor) -> torch.Tensor:
+    """lowbias32 in place on an int64 tensor of 32-bit words."""
+    x ^= x >> 16
+    _mul32_(x, 0x7FEB352D)
+    x ^= x >> 15
+    _mul32_(x, 0x846CA68B)
+    x ^= x >> 16
+    return x
 
 
 def hash32(x: torch.Tensor) -> torch.Tensor:
     """lowbias32 on int64 tensors holding 32-bit words (a bijection of [0, 2^32))."""
-    x = x & _M32
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x846CA68B)
-    return x ^ (x >> 16)
+    return _hash32_(x & _M32)
 
 
 def hash32_int(x: int) -> int:
@@ -68,33 +80,58 @@ def hash32_int(x: int) -> int:
     return x ^ (x >> 16)
 
 
+def row_words(keys: list[int], position: int) -> tuple[list[int], list[int]]:
+    """The two 32-bit words of each key's noise row at ``position`` (Python ints: a row's words
+    cost a few integer operations, less than the tensor calls that would compute them)."""
+    at_first, at_second = hash32_int(position), hash32_int(position ^ _SECOND)
+    first, second = [], []
+    for key in keys:
+        low, high = key & _M32, (key >> 32) & _M32
+        first.append(hash32_int(low ^ hash32_int(high ^ at_first)))
+        second.append(hash32_int(high ^ hash32_int(low ^ at_second)))
+    return first, second
+
+
 def uniforms(keys: list[int], position: int, vocab: int, device: Any = "cpu") -> torch.Tensor:
     """u[row, v] in (0, 1), float64: a function of (keys[row], position, v) only."""
-    k = torch.tensor(keys, dtype=torch.int64, device=device)
-    low, high = k & _M32, (k >> 32) & _M32
-    first = hash32(low ^ hash32(high ^ hash32_int(position)))
-    second = hash32(high ^ hash32(low ^ hash32_int(position ^ _SECOND)))
-    return noise(first, second, vocab)
+    words = torch.tensor(row_words(keys, position), dtype=torch.int64, device=device)
+    return noise(words[0], words[1], vocab)
 
 
 # Salt of the second row word, so that it is not a function of the first one.
 _SECOND = 0x9E3779B9
 
+# hash32 of the vocabulary indices, per (vocabulary size, device): the same at every position.
+_COLUMNS: dict[tuple[int, torch.device], torch.Tensor] = {}
+
+
+def _columns(vocab: int, device: torch.device) -> torch.Tensor:
+    key = (vocab, device)
+    col = _COLUMNS.get(key)
+    if col is None:
+        col = _COLUMNS[key] = hash32(torch.arange(vocab, dtype=torch.int64, device=device))
+    return col
+
 
 def noise(first: torch.Tensor, second: torch.Tensor, vocab: int) -> torch.Tensor:
     """u[row, v] from a row's two 32-bit words: two rows share their noise vector only if both
     words agree (2^-64 per pair), and within a row v -> u is one-to-one (hash32 is a bijection)."""
-    col = hash32(torch.arange(vocab, dtype=torch.int64, device=first.device))
-    h = hash32(hash32(first[:, None] ^ col[None, :]) ^ second[:, None])
-    return (h.double() + 0.5) / 2.0**32
+    h = hash32(first[:, None] ^ _columns(vocab, first.device)[None, :])
+    h ^= second[:, None]
+    u = _hash32_(h).double()
+    u += 0.5
+    u /= 2.0**32
+    return u
 
 
 def gumbel_choice(
     scores: torch.Tensor, keys: list[int], position: int, temperature: float
 ) -> torch.Tensor:
     """argmax_v (scores_v / T + g_v): one token per row, drawn from softmax(scores / T)."""
-    u = uniforms(keys, position, scores.shape[-1], scores.device)
-    return (scores.double() / temperature - torch.log(-torch.log(u))).argmax(dim=-1)
+    g = uniforms(keys, position, scores.shape[-1], scores.device).log_().neg_().log_()
+    x = scores.double() / temperature
+    x -= g  # scores / T - log(-log u): g is minus the Gumbel noise
+    return x.argmax(dim=-1)
 
 
 class KeyedGumbel:
@@ -117,9 +154,7 @@ class KeyedGumbel:
         if self.start is None:
             self.start = input_ids.shape[1]
         choice = gumbel_choice(scores, self.keys, input_ids.shape[1] - self.start, self.temperature)
-        out = torch.full_like(scores, -torch.inf)
-        out[torch.arange(scores.shape[0], device=scores.device), choice] = 0.0
-        return out
+        return torch.full_like(scores, -torch.inf).scatter_(1, choice[:, None], 0.0)
 
 
 def seeded_requests(sampling_params: list[Any], keys: list[int]) -> list[Any]:
