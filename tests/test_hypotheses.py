@@ -505,3 +505,40 @@ def test_the_plan_command_reads_the_config_and_a_gpu_calibration(tmp_path, capsy
     row = next(line for line in text.splitlines() if line.startswith("| g16_lowers_greedy |"))
     assert f"| {need:.0f} |" in row and f"| {2 * need:.0f} |" in row  # draws, then GPU-hours
     assert "at 3 draws" in text and "WARNING" in capsys.readouterr().err
+
+
+def test_what_the_verdict_says_where_no_power_can_be_computed_or_it_would_be_circular():
+    base = {"metric": "greedy_final", "kind": "directional", "n": 3, "mde": 0.1, "power": 0.9,
+            "units_needed": 5.0, "minutes_needed": 10.0, "units_needed_upper": 90.0, "expected": 0.02}  # fmt: skip
+    same = pd.Series({**base, "verdict": "inconclusive", "sd": 0.0})
+    assert "every draw gave the same difference" in hypotheses._power_clause(same, "draw")
+    decided = hypotheses._power_clause(
+        pd.Series({**base, "verdict": "supported", "sd": 0.01}), "draw"
+    )
+    assert "power" not in decided.replace("80% power", "") and "detects ≥ 0.100" in decided
+    open_ = hypotheses._power_clause(
+        pd.Series({**base, "verdict": "inconclusive", "sd": 0.01}), "draw"
+    )
+    assert "5 draws" in open_ and "(90 at the upper 95% bound of the SD)" in open_
+    unknown = pd.Series(
+        {
+            **base,
+            "verdict": "inconclusive",
+            "sd": 0.01,
+            "units_needed": math.nan,
+            "expected": math.nan,
+        }
+    )
+    assert "no expected effect declared" in hypotheses._power_clause(unknown, "draw")
+
+
+def test_negative_controls_and_declared_pairs_are_left_out_of_the_late_accuracy_count():
+    verdicts = pd.DataFrame(
+        [{"metric": "efficiency_late", "cell": cell_label(NONE), "reference": cell_label(REF)}]
+    )
+    effects = pd.DataFrame(
+        [{"cell": POP, "reference": REF, "role": "negative control"},
+         {"cell": BATCH, "reference": REF, "role": "exploratory"}]
+    )  # fmt: skip
+    pairs = hypotheses.uncounted_pairs(verdicts, effects)
+    assert pairs == {(cell_label(NONE), cell_label(REF)), (cell_label(POP), cell_label(REF))}

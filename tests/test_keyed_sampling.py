@@ -1,6 +1,7 @@
 """Keyed sampling: the draw is softmax(logits / T), and it is a function of the completion's key
 alone, so cells with one seed share their random numbers whatever else consumed some."""
 
+import numpy as np
 import pytest
 import torch
 from conformance import G, digit_reward
@@ -14,7 +15,9 @@ from grpo_ablation.keyed_sampling import (
     gumbel_choice,
     hash32,
     hash32_int,
+    hash_block,
     noise,
+    row_words,
     seeded_requests,
     training_keys,
     uniforms,
@@ -135,6 +138,51 @@ def test_rows_whose_first_word_collides_still_get_their_own_noise():
     assert len(set(u[0].tolist())) == 1000  # one-to-one over the vocabulary
     same = noise(first, torch.tensor([3, 3], dtype=torch.int64), 1000)
     assert torch.equal(same[0], same[1])  # both words equal: the same noise, as it must be
+
+
+def reference_hash(key: int, position: int, v: int) -> int:
+    """The noise word of (key, position, token v), from hash32_int alone."""
+    low, high = key & 0xFFFFFFFF, key >> 32
+    first = hash32_int(low ^ hash32_int(high ^ hash32_int(position)))
+    second = hash32_int(high ^ hash32_int(low ^ hash32_int(position ^ 0x9E3779B9)))
+    return hash32_int(hash32_int(first ^ hash32_int(v)) ^ second)
+
+
+def test_the_cpu_and_device_paths_hash_the_reference_words():
+    # The CPU hashes blocks of positions in numpy; other devices hash one position at a time
+    # in int64 tensors (run here on the CPU). Both are the reference hash, so a run draws the
+    # same tokens on either, and the noise of every earlier version of the code.
+    keys = [completion_key("block", i) for i in range(5)] + [0, 2**63 - 1]
+    for vocab in (3, 81, 1000):
+        for start in (0, 7, 2**32 + 3):
+            block = hash_block(keys, start, 3, vocab)
+            assert block.shape == (3, len(keys), vocab)
+            for j in range(3):
+                first, second = row_words(keys, start + j, 1)
+                words = torch.from_numpy(np.concatenate([first, second]).astype(np.int64))
+                on_device = noise(words[0], words[1], vocab)
+                cpu = uniforms(keys, start + j, vocab)
+                assert torch.equal(cpu, on_device)
+                assert torch.equal(cpu, (torch.from_numpy(block[j]).double() + 0.5) / 2.0**32)
+            for row, v in [(0, 0), (3, vocab - 1), (len(keys) - 1, vocab // 2)]:
+                assert int(block[1, row, v]) == reference_hash(keys[row], start + 1, v)
+
+
+@pytest.mark.parametrize("horizon", [None, 1, 4, 30])
+def test_the_processor_draws_the_same_tokens_whatever_its_blocks(horizon):
+    # The processor hashes the noise of several positions at once (up to its horizon): each
+    # position must still get exactly gumbel_choice's token, past the horizon and across blocks.
+    keys = [completion_key("processor", i) for i in range(6)]
+    torch.manual_seed(0)
+    scores = torch.randn(40, len(keys), 81) * 3
+    processor = KeyedGumbel(keys, 0.7, horizon=horizon)
+    ids = torch.zeros(len(keys), 5, dtype=torch.long)
+    for position in range(40):
+        out = processor(ids, scores[position])
+        chosen = gumbel_choice(scores[position], keys, position, 0.7)
+        assert torch.equal(out.argmax(dim=-1), chosen)
+        assert (out == 0).sum() == len(keys) and torch.isinf(out).sum() == out.numel() - len(keys)
+        ids = torch.cat([ids, ids[:, :1]], dim=1)
 
 
 def test_training_keys_name_prompt_slot_and_occurrence():

@@ -70,3 +70,10 @@ def test_the_review_arithmetic_of_six_draws():
 
 def test_no_number_of_units_detects_an_effect_on_its_boundary():
     assert power.units_needed(lambda k: power.one_sided_power(0.0, 1.0, k, 0.05)) is None
+
+
+def test_the_upper_bound_of_an_sd_on_few_degrees_of_freedom():
+    # √(df / χ²_{0.025, df}): at 2 df χ² = 0.0506, so σ may be 6.28 times s
+    assert power.sd_upper_factor(2) == pytest.approx(math.sqrt(2 / sps.chi2.ppf(0.025, 2)))
+    assert power.sd_upper_factor(2) == pytest.approx(6.285, abs=1e-3)
+    assert power.sd_upper_factor(1000) == pytest.approx(1.046, abs=1e-3)

@@ -13,8 +13,9 @@ With the global random stream instead (``stream``), one extra random number cons
 shifts every later draw, and cells decouple for reasons that have nothing to do with their
 objectives.
 
-The uniforms come from a 32-bit integer hash (lowbias32, by C. Wellons) computed in int64 tensor
-arithmetic, so one key gives the same noise on any device: u = (h + 1/2) / 2^32, which truncates
+The uniforms come from a 32-bit integer hash (lowbias32, by C. Wellons) computed in exact integer
+arithmetic (uint32 numpy arrays on the CPU, several positions at once; int64 tensors on other
+devices), so one key gives the same noise on any device: u = (h + 1/2) / 2^32, which truncates
 the Gumbel variable to [-3.13, 22.87] (each tail has probability about 1e-10). A hash is a
 bijection of 32-bit words, so the noises of one token's vocabulary entries are distinct. A
 (key, position) enters through two 32-bit words, so two positions share their whole noise
@@ -31,9 +32,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import numpy as np
 import torch
 
 _M32 = 0xFFFFFFFF
+_M64 = (1 << 64) - 1
 
 
 def completion_key(*parts: Any) -> int:
@@ -80,29 +83,46 @@ def hash32_int(x: int) -> int:
     return x ^ (x >> 16)
 
 
-def row_words(keys: list[int], position: int) -> tuple[list[int], list[int]]:
-    """The two 32-bit words of each key's noise row at ``position`` (Python ints: a row's words
-    cost a few integer operations, less than the tensor calls that would compute them)."""
-    at_first, at_second = hash32_int(position), hash32_int(position ^ _SECOND)
-    first, second = [], []
-    for key in keys:
-        low, high = key & _M32, (key >> 32) & _M32
-        first.append(hash32_int(low ^ hash32_int(high ^ at_first)))
-        second.append(hash32_int(high ^ hash32_int(low ^ at_second)))
-    return first, second
-
-
-def uniforms(keys: list[int], position: int, vocab: int, device: Any = "cpu") -> torch.Tensor:
-    """u[row, v] in (0, 1), float64: a function of (keys[row], position, v) only."""
-    words = torch.tensor(row_words(keys, position), dtype=torch.int64, device=device)
-    return noise(words[0], words[1], vocab)
+def _hash32_np(x: np.ndarray) -> np.ndarray:
+    """hash32 in place on a uint32 array (numpy's uint32 products wrap mod 2^32, which the
+    tensor version emulates in int64): the same words in a third of the operations."""
+    x ^= x >> 16
+    x *= np.uint32(0x7FEB352D)
+    x ^= x >> 15
+    x *= np.uint32(0x846CA68B)
+    x ^= x >> 16
+    return x
 
 
 # Salt of the second row word, so that it is not a function of the first one.
 _SECOND = 0x9E3779B9
 
-# hash32 of the vocabulary indices, per (vocabulary size, device): the same at every position.
+
+def row_words(keys: list[int], start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The two 32-bit words of each key's noise row at positions start .. start + count - 1:
+    uint32 arrays (count, len(keys))."""
+    k = np.array([key & _M64 for key in keys], dtype=np.uint64)
+    low = (k & np.uint64(_M32)).astype(np.uint32)
+    high = (k >> np.uint64(32)).astype(np.uint32)
+    pos = np.arange(start, start + count, dtype=np.uint64) & np.uint64(_M32)
+    at_first = _hash32_np(pos.astype(np.uint32))[:, None]
+    at_second = _hash32_np(pos.astype(np.uint32) ^ np.uint32(_SECOND))[:, None]
+    first = _hash32_np(low ^ _hash32_np(high ^ at_first))
+    second = _hash32_np(high ^ _hash32_np(low ^ at_second))
+    return first, second
+
+
+# hash32 of the vocabulary indices, the same at every position: per vocabulary size (numpy) and
+# per (vocabulary size, device) (tensors).
+_COLUMNS_NP: dict[int, np.ndarray] = {}
 _COLUMNS: dict[tuple[int, torch.device], torch.Tensor] = {}
+
+
+def _columns_np(vocab: int) -> np.ndarray:
+    col = _COLUMNS_NP.get(vocab)
+    if col is None:
+        col = _COLUMNS_NP[vocab] = _hash32_np(np.arange(vocab, dtype=np.uint32))
+    return col
 
 
 def _columns(vocab: int, device: torch.device) -> torch.Tensor:
@@ -113,25 +133,72 @@ def _columns(vocab: int, device: torch.device) -> torch.Tensor:
     return col
 
 
+def hash_block(keys: list[int], start: int, count: int, vocab: int) -> np.ndarray:
+    """h[j, row, v], uint32 (count, len(keys), vocab), whose (h + 1/2) / 2^32 is the uniform of
+    (keys[row], start + j, v): the CPU's noise, several positions in one pass."""
+    first, second = row_words(keys, start, count)
+    h = _hash32_np(first[..., None] ^ _columns_np(vocab))
+    h ^= second[..., None]
+    return _hash32_np(h)
+
+
+def _from_hash(h: torch.Tensor) -> torch.Tensor:
+    """u = (h + 1/2) / 2^32 in float64 (exact: h has 32 bits, so any order of operations and
+    any library gives these very numbers)."""
+    u = h.double()
+    u += 0.5
+    u /= 2.0**32
+    return u
+
+
+def _from_hash_np(h: np.ndarray) -> np.ndarray:
+    """``_from_hash`` in numpy (the same exact numbers)."""
+    u = h.astype(np.float64)
+    u += 0.5
+    u /= 2.0**32
+    return u
+
+
+def uniforms(keys: list[int], position: int, vocab: int, device: Any = "cpu") -> torch.Tensor:
+    """u[row, v] in (0, 1), float64: a function of (keys[row], position, v) only. On the CPU
+    the hash runs in numpy, elsewhere in tensors on the device; the same words either way."""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return torch.from_numpy(_from_hash_np(hash_block(keys, position, 1, vocab)[0]))
+    first, second = row_words(keys, position, 1)
+    words = torch.from_numpy(np.concatenate([first, second]).astype(np.int64)).to(device)
+    return noise(words[0], words[1], vocab)
+
+
 def noise(first: torch.Tensor, second: torch.Tensor, vocab: int) -> torch.Tensor:
     """u[row, v] from a row's two 32-bit words: two rows share their noise vector only if both
     words agree (2^-64 per pair), and within a row v -> u is one-to-one (hash32 is a bijection)."""
     h = hash32(first[:, None] ^ _columns(vocab, first.device)[None, :])
     h ^= second[:, None]
-    u = _hash32_(h).double()
-    u += 0.5
-    u /= 2.0**32
-    return u
+    return _from_hash(_hash32_(h))
+
+
+def _gumbel_argmax(scores: torch.Tensor, u: torch.Tensor, temperature: float) -> torch.Tensor:
+    """argmax_v (scores_v / T - log(-log u_v))."""
+    minus_gumbel = torch.log(u).neg_().log_()
+    x = scores.double() / temperature
+    x -= minus_gumbel
+    return x.argmax(dim=-1)
 
 
 def gumbel_choice(
     scores: torch.Tensor, keys: list[int], position: int, temperature: float
 ) -> torch.Tensor:
     """argmax_v (scores_v / T + g_v): one token per row, drawn from softmax(scores / T)."""
-    g = uniforms(keys, position, scores.shape[-1], scores.device).log_().neg_().log_()
-    x = scores.double() / temperature
-    x -= g  # scores / T - log(-log u): g is minus the Gumbel noise
-    return x.argmax(dim=-1)
+    u = uniforms(keys, position, scores.shape[-1], scores.device)
+    return _gumbel_argmax(scores, u, temperature)
+
+
+# The CPU hashes the noise of several positions at once: at most this many words per block, and
+# this many positions (up to the horizon, when the caller gives one; otherwise _UNBOUNDED_BLOCK).
+_BLOCK_WORDS = 1 << 20
+_MAX_BLOCK = 64
+_UNBOUNDED_BLOCK = 16
 
 
 class KeyedGumbel:
@@ -139,12 +206,16 @@ class KeyedGumbel:
 
     ``keys`` holds one key per row of the batch ``generate`` receives; positions count from the
     length of the first call's input (the padded prompt). The returned scores are 0 on the chosen token and -inf
-    elsewhere, so temperature and sampling afterwards leave the choice as it is.
+    elsewhere, so temperature and sampling afterwards leave the choice as it is. ``horizon``, the
+    most positions ``generate`` will ask for (its max_new_tokens), only sizes the blocks of
+    positions whose noise the CPU hashes together: the draws are the same without it.
     """
 
-    def __init__(self, keys: list[int], temperature: float) -> None:
+    def __init__(self, keys: list[int], temperature: float, horizon: int | None = None) -> None:
         self.keys, self.temperature = list(keys), float(temperature)
+        self.horizon = horizon
         self.start: int | None = None
+        self._block: tuple[int, int, np.ndarray] | None = None  # first position, vocab, u
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if scores.shape[0] != len(self.keys):
@@ -153,8 +224,24 @@ class KeyedGumbel:
             )
         if self.start is None:
             self.start = input_ids.shape[1]
-        choice = gumbel_choice(scores, self.keys, input_ids.shape[1] - self.start, self.temperature)
+        position, vocab = input_ids.shape[1] - self.start, scores.shape[-1]
+        if scores.device.type == "cpu":
+            u = torch.from_numpy(self._uniforms(position, vocab))
+        else:
+            u = uniforms(self.keys, position, vocab, scores.device)
+        choice = _gumbel_argmax(scores, u, self.temperature)
         return torch.full_like(scores, -torch.inf).scatter_(1, choice[:, None], 0.0)
+
+    def _uniforms(self, position: int, vocab: int) -> np.ndarray:
+        """This position's uniforms (rows x vocab), from the block of positions hashed with it."""
+        block = self._block
+        if block is None or block[1] != vocab or not 0 <= position - block[0] < len(block[2]):
+            left = self.horizon - position if self.horizon else _UNBOUNDED_BLOCK
+            fits = _BLOCK_WORDS // max(1, len(self.keys) * vocab)
+            count = max(1, min(left, fits, _MAX_BLOCK))
+            u = _from_hash_np(hash_block(self.keys, position, count, vocab))
+            block = self._block = (position, vocab, u)
+        return block[2][position - block[0]]
 
 
 def seeded_requests(sampling_params: list[Any], keys: list[int]) -> list[Any]:

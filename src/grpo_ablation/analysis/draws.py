@@ -332,7 +332,9 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
     curves = efficiency.efficiency_table(table, runs)
     tables.write_efficiency(curves, folder, f"{caption} {tables.EFFICIENCY_CAPTION}")
     text = reading.effects_reading(effects, hypotheses.verdicts_reading(verdicts, UNIT), UNIT)
-    late = efficiency.efficiency_reading(curves, UNIT, declared=hypotheses.declared_pairs(verdicts))
+    late = efficiency.efficiency_reading(
+        curves, UNIT, declared=hypotheses.uncounted_pairs(verdicts, effects)
+    )
     text = text.rstrip("\n") + "\n\n" + late
     (out / READING).write_text(text.rstrip("\n") + "\n\n" + consistency_reading(agreement))
     return [*(folder / n for n in POOLED_TABLES), out / READING]

@@ -270,7 +270,7 @@ def efficiency_reading(
     contrasts are read with the other effects (it is one of the effect plot's quantities). Each
     comparison of the same runs (cell, reference) is counted once, in the first stage that makes
     it; ``declared`` (cell, reference labels) hold a hypothesis on the late accuracy, judged with
-    the verdicts and never counted here."""
+    the verdicts, or a negative control (equal by construction); neither is counted here."""
     from grpo_ablation.design import cell_label
 
     if table.empty:
@@ -319,7 +319,7 @@ def efficiency_reading(
                     f"{CONTRASTS[q]} {mean:+.3f} [{low:+.3f}, {high:+.3f}] ({n} pairs"
                     + (", excludes zero)" if hit else ")")
                     + (
-                        " (declared, judged above)"
+                        " (declared, or a negative control: not counted)"
                         if not counted and q == "efficiency_late"
                         else ""
                     )

@@ -65,6 +65,8 @@ VERDICT_COLUMNS = [
     "test",
     "p",
     "p_holm",
+    "p_refute",
+    "p_refute_holm",
     "verdict",
     # the design's power (analysis/power.py), after the run from the observed per-unit SD and
     # before it from the declared one (power.sd); ``level`` is the one-sided test's Holm bound
@@ -75,6 +77,8 @@ VERDICT_COLUMNS = [
     "mde",
     "units_needed",
     "minutes_needed",
+    "units_needed_upper",
+    "units_declared",
     "sd_declared",
     "power_declared",
     "mde_declared",
@@ -82,15 +86,17 @@ VERDICT_COLUMNS = [
     "source",
 ]
 EXPLORATORY, MANIPULATION, NEGATIVE = "exploratory", "manipulation check", "negative control"
-# Contrasts equal by construction, so their spread over units is the design's noise floor:
-# (axis, value, reference value) -> (the condition on the cell, why). Population and sample std
-# differ by the constant factor sqrt(G/(G-1)) on every advantage, which Adam absorbs up to its ε
+# Contrasts equal by construction, so their spread over units is a floor of the noise of a
+# contrast (a lower bound: under common random numbers these runs stay closer than objectives
+# that really differ): (axis, value, reference value) -> (the condition on the cell, why).
+# Population and sample std differ by the constant factor sqrt(G/(G-1)) on every advantage, which
+# gradient clipping removes on every step it clips and Adam absorbs up to its ε on the others,
 # when nothing else in the loss (a KL term) is left unscaled.
 NEGATIVE_CONTROLS = {
     ("std_scaling", "population", "sample"): (
         lambda cell: cell["beta"] == 0,
-        "population and sample std differ by the constant factor √(G/(G−1)), which Adam absorbs "
-        "at β = 0 up to its ε",
+        "population and sample std differ by the constant factor √(G/(G−1)), which gradient "
+        "clipping removes where it clips and Adam absorbs up to its ε at β = 0",
     )
 }
 
@@ -281,7 +287,9 @@ def judge(
     raw = {h.id: _tests(h, diffs[h.id]) for h in hypotheses}
     flat = holm([p for h in hypotheses for p in raw[h.id]])
     adjusted = {h.id: (flat[2 * i], flat[2 * i + 1]) for i, h in enumerate(hypotheses)}
-    family = f"Holm across the {2 * len(hypotheses)} tests of the {len(hypotheses)} hypotheses"
+    # A test without a p-value (fewer than two units, no spread) leaves the family.
+    tests = sum(math.isfinite(p) for p in flat)
+    family = f"Holm across the {tests} tests of the {len(hypotheses)} hypotheses"
     out = {}
     for h in hypotheses:
         xs = diffs[h.id]
@@ -306,6 +314,8 @@ def judge(
             "test": f"{test}, {family}",
             "p": p,
             "p_holm": p_adj,
+            "p_refute": p_ref,
+            "p_refute_holm": a_ref,
             "verdict": verdict if iv90.defined else "inconclusive",
         }
     return out
@@ -329,8 +339,12 @@ def power_columns(
     level = family_level(hypotheses, alpha)
     out = {}
     for h in hypotheses:
+        n = len([x for x in diffs[h.id] if math.isfinite(x)])
         sd = _sd(diffs[h.id])
-        after = design_power(h, sd, len([x for x in diffs[h.id] if math.isfinite(x)]), level)
+        after = design_power(h, sd, n, level)
+        # An SD on few degrees of freedom is itself uncertain: the units needed at the upper
+        # bound of its 95% interval, σ ≤ s·√(df / χ²_{0.025, df}), say how far off it may be.
+        upper = design_power(h, sd * _power.sd_upper_factor(n - 1), n, level) if n >= 2 else {}
         declared = plan.sd.get(h.metric, math.nan)
         before = design_power(h, declared, plan.units, level)
         out[h.id] = {
@@ -339,6 +353,8 @@ def power_columns(
             "sd": sd,
             **after,
             "minutes_needed": plan.minutes(after["units_needed"]),
+            "units_needed_upper": upper.get("units_needed", math.nan),
+            "units_declared": f"{plan.units} {plan.unit}s",
             "sd_declared": declared,
             **{f"{k}_declared": v for k, v in before.items()},
         }
@@ -609,23 +625,31 @@ def _power_clause(v: pd.Series, unit: str) -> str:
     m, equivalence = str(v["metric"]), v["kind"] == "equivalence"
     if not math.isfinite(v["sd"]):
         return f" (no power computed: fewer than two {unit}s with a finite value)"
+    if not v["sd"] > 0:
+        return f" (no power computed: every {unit} gave the same difference)"
     detects = (
         f"shows equivalence only within ±{_number(v['mde'], m, False)}"
         if equivalence
         else f"detects ≥ {_number(v['mde'], m, False)}"
     )
-    need = v["units_needed"]
+    need, upper = v["units_needed"], v.get("units_needed_upper", math.nan)
     target = "its margin" if equivalence else "its expected effect"
-    needed = (
-        f"; {need:.0f} {unit}s{_duration(v['minutes_needed'])} would be needed for {target}"
-        if math.isfinite(need)
-        else ""
-    )
+    if math.isfinite(need):
+        needed = (
+            f"; {need:.0f} {unit}s{_duration(v['minutes_needed'])} would be needed for {target}"
+        )
+        if math.isfinite(upper):
+            needed += f" ({upper:.0f} at the upper 95% bound of the SD)"
+    elif not math.isfinite(v["expected"]):
+        needed = "; no expected effect declared, so no number of units is named"
+    else:
+        needed = ""
     # An SD from few units is itself uncertain: its degrees of freedom are said with it.
     observed = f"observed SD {_number(v['sd'], m, False)} on {int(v['n']) - 1} df"
     if v["verdict"] == "inconclusive":
         return f" — this design {detects} (80% power, {observed}){needed}"
-    return f" (power {v['power']:.0%} at the expected effect; this design {detects}, {observed})"
+    # No power for a decided verdict: computed from the SD that decided it, it would be circular.
+    return f" (this design {detects} with 80% power, {observed})"
 
 
 def _declared_clause(v: pd.Series) -> str:
@@ -634,10 +658,15 @@ def _declared_clause(v: pd.Series) -> str:
         return " Before the run: no SD declared for this metric (power.sd)."
     m = str(v["metric"])
     what = "the smallest margin shown" if v["kind"] == "equivalence" else "the effect detected"
+    power = (
+        f"power {v['power_declared']:.0%} at the expected effect {_number(v['expected'], m, False)}"
+        if math.isfinite(v["power_declared"])
+        else "no expected effect declared"
+    )
     return (
-        f" Before the run (declared SD {_number(v['sd_declared'], m, False)}): power "
-        f"{v['power_declared']:.0%} at the expected effect {_number(v['expected'], m, False)}, "
-        f"{what} with 80% {_number(v['mde_declared'], m, False)}."
+        f" Before the run, for {v['units_declared']} (declared SD "
+        f"{_number(v['sd_declared'], m, False)}): {power}, {what} with 80% "
+        f"{_number(v['mde_declared'], m, False)}."
     )
 
 
@@ -661,6 +690,8 @@ def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
         p = "" if not math.isfinite(v["p"]) else f", p = {v['p']:.3g}"
         if math.isfinite(v["p_holm"]):
             p += f" (Holm {v['p_holm']:.3g})"
+        if v["verdict"] == "inconclusive" and math.isfinite(v.get("p_refute", math.nan)):
+            p += f"; the refuting test p = {v['p_refute']:.3g} (Holm {v['p_refute_holm']:.3g})"
         interval = (
             f"{_number(v['mean'], m)} [{_number(v['low90'], m)}, {_number(v['high90'], m)}]"
             if int(v["n"]) >= 2 and math.isfinite(v["low90"])
@@ -676,10 +707,21 @@ def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
     return "\n".join(lines) + "\n"
 
 
-def declared_pairs(verdicts: pd.DataFrame, metric: str = "efficiency_late") -> frozenset:
-    """(cell, reference) labels of the verdicts on ``metric``: contrasts no reading counts again."""
+def uncounted_pairs(
+    verdicts: pd.DataFrame, effects: pd.DataFrame, metric: str = "efficiency_late"
+) -> frozenset:
+    """(cell, reference) labels that no exploratory count of ``metric`` may include: the declared
+    hypotheses on it (judged with the verdicts) and the negative controls (equal by construction;
+    ``effects``' roles)."""
     of = verdicts[verdicts["metric"] == metric]
-    return frozenset(zip(of["cell"].astype(str), of["reference"].astype(str), strict=True))
+    declared = zip(of["cell"].astype(str), of["reference"].astype(str), strict=True)
+    role = effects["role"] if "role" in effects else pd.Series(EXPLORATORY, effects.index)
+    controls = effects[role == NEGATIVE]
+    negative = (
+        (cell_label(c), cell_label(r))
+        for c, r in zip(controls["cell"], controls["reference"], strict=True)
+    )
+    return frozenset([*declared, *negative])
 
 
 def write_verdicts(
@@ -718,7 +760,9 @@ def write_reading(
     if efficiency:
         from grpo_ablation.analysis.efficiency import efficiency_reading
 
-        late = efficiency_reading(pd.read_csv(efficiency), declared=declared_pairs(judged))
+        late = efficiency_reading(
+            pd.read_csv(efficiency), declared=uncounted_pairs(judged, pd.concat(frames))
+        )
         text = text.rstrip("\n") + "\n\n" + late + "\n"
     if calibration:
         text = text.rstrip("\n") + "\n\n" + calibration_reading(pd.read_csv(calibration)) + "\n"

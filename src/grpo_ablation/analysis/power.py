@@ -70,6 +70,14 @@ def tost_power(true_diff: float, margin: float, sd: float, n: int, alpha: float)
     return float(min(1.0, max(0.0, value)))
 
 
+def sd_upper_factor(df: int, confidence: float = 0.95) -> float:
+    """σ ≤ s · factor at the upper end of the two-sided ``confidence`` interval of an SD estimated
+    on ``df`` degrees of freedom: √(df / χ²_{(1 − confidence)/2, df}) (6.28 at 2 df)."""
+    if df < 1:
+        return math.nan
+    return math.sqrt(df / float(_stats.chi2.ppf((1 - confidence) / 2, df)))
+
+
 def minimum_detectable_effect(
     sd: float, n: int, alpha: float, power: float = TARGET_POWER
 ) -> float:

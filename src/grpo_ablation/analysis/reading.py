@@ -67,8 +67,9 @@ def _control_text(rows: pd.DataFrame, unit: str) -> str:
         spreads.append(f"{r['metric']} {sd:.{digits}f}{flag}")
     return (
         f"Negative control {labels} (equal to the reference by construction, not counted as "
-        f"exploratory): the per-{unit} SD of its paired differences, the null spread of a "
-        f"contrast here: " + "; ".join(spreads) + "."
+        f"exploratory): the per-{unit} SD of its paired differences, a floor of the null spread "
+        "of a contrast here (a lower bound: these runs share their random numbers and stay "
+        "closer than objectives that really differ): " + "; ".join(spreads) + "."
     )
 
 

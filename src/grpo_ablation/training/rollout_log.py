@@ -50,9 +50,9 @@ class RolloutLog:
             missing = set(ROLLOUT_FIELDS) - row.keys()
             if missing:
                 raise ValueError(f"rollout row lacks fields {sorted(missing)}")
+        text = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
         with gzip.open(self.path, "at", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, sort_keys=True) + "\n")
+            fh.write(text)
 
     def truncate_after(self, step: int) -> int:
         """Drop rows generated at optimizer step >= ``step`` (used when resuming from the

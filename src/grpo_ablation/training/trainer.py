@@ -361,7 +361,8 @@ class AblationGRPOTrainer(GRPOTrainer):
         else:
             # TRL calls `generate` with its own arguments only: give this call the keyed processor.
             target = self.accelerator.unwrap_model(self.model)
-            generate, processor = target.generate, KeyedGumbel(keys, self.temperature)
+            processor = KeyedGumbel(keys, self.temperature, horizon=self.max_completion_length)
+            generate = target.generate
 
             def keyed(*a, **kw):
                 return generate(*a, logits_processor=[processor], **kw)
@@ -473,20 +474,29 @@ class AblationGRPOTrainer(GRPOTrainer):
         step = self.state.global_step
         rows = []
         groups_before = 0
+        rank = self.accelerator.process_index
+        all_categories: list[str] = []
+        all_correct = []
         for k, (batch, advantages, in_loss, in_batch) in enumerate(logged):
             cap, rewards = batch.cap, batch.rewards
             ids = cap["completion_ids"]
             categories = group_categories(rewards.float().cpu(), G, self.options.success_threshold)
             correct_all = (rewards >= self.options.success_threshold).cpu()
+            all_categories += categories
+            all_correct.append(correct_all)
+            # Python values of the whole batch at once (one copy each, not one per row).
+            reward_values, correct_values = rewards.tolist(), correct_all.tolist()
+            advantage_values, in_loss_values = advantages.tolist(), in_loss.tolist()
+            in_batch_values = None if in_batch is None else in_batch.tolist()
             rows_local = range(local.start, local.stop) if k == 0 else range(len(ids))
             for j, i in enumerate(rows_local):
-                reward = rewards[i].item()
+                reward = reward_values[i]
                 failed = math.isnan(reward)
                 x = cap["inputs"][j]
                 rows.append(
                     {
                         "step": step,
-                        "rank": self.accelerator.process_index,
+                        "rank": rank,
                         "prompt_id": str(x.get("prompt_id", x["prompt"])),
                         "group_index": groups_before + i // G,
                         "completion_index": i % G,
@@ -496,14 +506,14 @@ class AblationGRPOTrainer(GRPOTrainer):
                         "scoring_failure": (cap["failures"][j] or "reward is NaN")
                         if failed
                         else None,
-                        "correct": None if failed else bool(correct_all[i]),
+                        "correct": None if failed else correct_values[i],
                         "length": len(ids[j]),
                         "truncated": not ids[j] or ids[j][-1] not in eos,
-                        "advantage": advantages[i].item(),
+                        "advantage": advantage_values[i],
                         "group_category": categories[i // G],
-                        "in_loss": bool(in_loss[i]),
+                        "in_loss": in_loss_values[i],
                         "generation_batch": k,
-                        "in_batch": True if in_batch is None else bool(in_batch[i]),
+                        "in_batch": True if in_batch_values is None else in_batch_values[i],
                     }
                 )
             groups_before += len(rewards) // G
@@ -519,8 +529,8 @@ class AblationGRPOTrainer(GRPOTrainer):
         extra_trunc = [
             not c or c[-1] not in eos for b, *_ in logged[1:] for c in b.cap["completion_ids"]
         ]
-        categories = group_categories(rewards.float().cpu(), G, self.options.success_threshold)
-        correct_all = (rewards >= self.options.success_threshold).cpu()
+        # the batches' groups and rows in order: their labels are those computed above
+        categories, correct_all = all_categories, torch.cat(all_correct)
         if len(logged) > 1 or logged[0][3] is not None:
             self._metrics["train"]["resample/generation_batches"].append(float(len(logged)))
         # Batch-level diagnostics over all ranks (the same numbers on every rank).
@@ -540,8 +550,8 @@ class AblationGRPOTrainer(GRPOTrainer):
         # the optimizer-side budget: the share of the generated groups the loss counts
         m["groups/in_loss"].append(in_loss.float().mean().item())
         grouped = rewards.view(-1, G)
-        zero_std = [bool(torch.isfinite(g).all() and (g == g[0]).all()) for g in grouped]
-        m["groups/zero_std_fraction"].append(sum(zero_std) / n_groups)
+        zero_std = torch.isfinite(grouped).all(dim=1) & (grouped == grouped[:, :1]).all(dim=1)
+        m["groups/zero_std_fraction"].append(sum(zero_std.tolist()) / n_groups)
         m["truncation_rate"].append(truncated.float().mean().item())
         m["scoring_failure_rate"].append((~finite).float().mean().item())
         m["length/correct"].append(lengths[correct].mean().item() if correct.any() else math.nan)
