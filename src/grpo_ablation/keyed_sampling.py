@@ -178,10 +178,22 @@ def noise(first: torch.Tensor, second: torch.Tensor, vocab: int) -> torch.Tensor
     return _from_hash(_hash32_(h))
 
 
-def _gumbel_argmax(scores: torch.Tensor, u: torch.Tensor, temperature: float) -> torch.Tensor:
-    """argmax_v (scores_v / T - log(-log u_v))."""
-    minus_gumbel = torch.log(u).neg_().log_()
-    x = scores.double() / temperature
+def _gumbel_argmax(
+    scores: torch.Tensor,
+    u: torch.Tensor,
+    temperature: float,
+    work: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """argmax_v (scores_v / T - log(-log u_v)), in float64. ``work``: two contiguous float64
+    tensors of the scores' shape to compute in, reused across positions (the same operations on
+    the same shapes as fresh tensors, so the same numbers)."""
+    if work is None:
+        work = (torch.empty_like(u), torch.empty_like(u))
+    minus_gumbel, x = work
+    torch.log(u, out=minus_gumbel).neg_().log_()
+    x.copy_(scores)
+    if temperature != 1.0:  # division by 1 is exact: nothing to do
+        x /= temperature
     x -= minus_gumbel
     return x.argmax(dim=-1)
 
@@ -216,6 +228,7 @@ class KeyedGumbel:
         self.horizon = horizon
         self.start: int | None = None
         self._block: tuple[int, int, np.ndarray] | None = None  # first position, vocab, u
+        self._work: tuple[torch.Tensor, torch.Tensor] | None = None  # _gumbel_argmax's
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if scores.shape[0] != len(self.keys):
@@ -229,7 +242,10 @@ class KeyedGumbel:
             u = torch.from_numpy(self._uniforms(position, vocab))
         else:
             u = uniforms(self.keys, position, vocab, scores.device)
-        choice = _gumbel_argmax(scores, u, self.temperature)
+        work = self._work
+        if work is None or work[0].shape != scores.shape or work[0].device != scores.device:
+            work = self._work = (torch.empty_like(u), torch.empty_like(u))
+        choice = _gumbel_argmax(scores, u, self.temperature, work)
         return torch.full_like(scores, -torch.inf).scatter_(1, choice[:, None], 0.0)
 
     def _uniforms(self, position: int, vocab: int) -> np.ndarray:

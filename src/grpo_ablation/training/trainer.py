@@ -259,6 +259,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         self.safe_rewards = [
             SafeReward(f) if callable(f) and not isinstance(f, str) else f for f in funcs
         ]
+        self._unwrap_cache: dict[int, tuple[Any, Any]] = {}
         super().__init__(*args, reward_funcs=self.safe_rewards, **kwargs)
         if self.args.steps_per_generation != self.args.gradient_accumulation_steps:
             raise ValueError(
@@ -310,11 +311,19 @@ class AblationGRPOTrainer(GRPOTrainer):
             seed=sampler.seed,
         )
 
+    def _unwrapped(self, model: Any) -> Any:
+        """``accelerator.unwrap_model(model)``, remembered per wrapper object: accelerate looks up
+        installed packages and walks every submodule on each call, twice a step here."""
+        hit = self._unwrap_cache.get(id(model))
+        if hit is None or hit[0] is not model:
+            hit = self._unwrap_cache[id(model)] = (model, self.accelerator.unwrap_model(model))
+        return hit[1]
+
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, *args, **kwargs):
         # TRL scores left-padded rows without position ids, so a model with absolute positions
         # (GPT-2) sees a shorter prompt at shifted positions, unlike in `generate`, which derives
         # positions from the attention mask. Give the scoring pass the positions of sampling.
-        inner = self.accelerator.unwrap_model(model)
+        inner = self._unwrapped(model)
         handle = inner.register_forward_pre_hook(_positions_from_mask, with_kwargs=True)
         try:
             return super()._get_per_token_logps_and_entropies(
@@ -360,7 +369,7 @@ class AblationGRPOTrainer(GRPOTrainer):
 
         else:
             # TRL calls `generate` with its own arguments only: give this call the keyed processor.
-            target = self.accelerator.unwrap_model(self.model)
+            target = self._unwrapped(self.model)
             processor = KeyedGumbel(keys, self.temperature, horizon=self.max_completion_length)
             generate = target.generate
 
