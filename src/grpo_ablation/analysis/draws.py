@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablation.analysis import efficiency, hypotheses, loading, reading, render, tables
-from grpo_ablation.analysis.stats import paired_differences, paired_interval
+from grpo_ablation.analysis.stats import paired_differences, paired_interval, sample_sd
 from grpo_ablation.design import Design, cell_label, read_winners
 from grpo_ablation.layout import POOLED_READING, POOLED_TABLES, Tree
 
@@ -127,7 +127,7 @@ def per_draw_contrasts(runs: pd.DataFrame) -> pd.DataFrame:
                         "low": iv.low,
                         "high": iv.high,
                         "n": iv.n,
-                        "sd": float(np.std(finite, ddof=1)) if len(finite) > 1 else math.nan,
+                        "sd": sample_sd(finite),
                     }
                 )
     return pd.DataFrame(out)
@@ -165,7 +165,7 @@ def interaction_test(differences: Mapping[Any, Iterable[float]]) -> dict[str, fl
     summaries = []
     for values in differences.values():
         xs = [float(v) for v in values if math.isfinite(float(v))]
-        sd = float(np.std(xs, ddof=1)) if len(xs) > 1 else math.nan
+        sd = sample_sd(xs)
         summaries.append((float(np.mean(xs)) if xs else math.nan, len(xs), sd))
     return anova_from_summaries(summaries)
 

@@ -41,8 +41,15 @@ import pandas as pd
 from grpo_ablation.analysis import power as _power
 from grpo_ablation.analysis.reading import PAIRING, effects_reading
 from grpo_ablation.analysis.render import to_markdown
-from grpo_ablation.analysis.stats import holm, mixed_fraction_at, one_sided_p, t_interval, tost_p
-from grpo_ablation.analysis.tables import EFFICIENCY, PAIRED, REPEAT, contrast_key
+from grpo_ablation.analysis.stats import (
+    holm,
+    mixed_fraction_at,
+    one_sided_p,
+    sample_sd,
+    t_interval,
+    tost_p,
+)
+from grpo_ablation.analysis.tables import EFFICIENCY, NEGATIVE, PAIRED, REPEAT, contrast_key
 from grpo_ablation.axes import BY_NAME, DesignError
 from grpo_ablation.design import Design, Stage, cell_label
 from grpo_ablation.layout import Tree
@@ -85,7 +92,7 @@ VERDICT_COLUMNS = [
     "units_needed_declared",
     "source",
 ]
-EXPLORATORY, MANIPULATION, NEGATIVE = "exploratory", "manipulation check", "negative control"
+EXPLORATORY, MANIPULATION = "exploratory", "manipulation check"
 # Contrasts equal by construction, so their spread over units is a floor of the noise of a
 # contrast (a lower bound: under common random numbers these runs stay closer than objectives
 # that really differ): (axis, value, reference value) -> (the condition on the cell, why).
@@ -321,11 +328,6 @@ def judge(
     return out
 
 
-def _sd(xs: list[float]) -> float:
-    finite = [x for x in xs if math.isfinite(x)]
-    return float(np.std(finite, ddof=1)) if len(finite) >= 2 else math.nan
-
-
 def power_columns(
     hypotheses: list[Hypothesis],
     diffs: dict[str, list[float]],
@@ -340,7 +342,7 @@ def power_columns(
     out = {}
     for h in hypotheses:
         n = len([x for x in diffs[h.id] if math.isfinite(x)])
-        sd = _sd(diffs[h.id])
+        sd = sample_sd(diffs[h.id])
         after = design_power(h, sd, n, level)
         # An SD on few degrees of freedom is itself uncertain: the units needed at the upper
         # bound of its 95% interval, σ ≤ s·√(df / χ²_{0.025, df}), say how far off it may be.
@@ -391,32 +393,28 @@ class Plan:
 
 def power_warnings(design: Design, alpha: float = ALPHA) -> list[str]:
     """A warning per declared hypothesis whose power at the design's units, from the declared SD,
-    is below 50% (or unknown: no SD declared for its metric). Said before any job runs."""
-    hyps = declared(design)
-    plan, level = Plan.of(design), family_level(hyps, alpha)
+    is below 50% (or unknown: no SD declared for its metric, or no expected effect): the rows of
+    ``plan_table`` that fail. Said before any job runs."""
     out = []
-    for h in hyps:
-        sd = plan.sd.get(h.metric)
-        if sd is None:
+    for _, r in plan_table(design, alpha=alpha).iterrows():
+        where = f"WARNING: hypothesis {r['id']!r}"
+        if not math.isfinite(r["sd_declared"]):
             out.append(
-                f"WARNING: hypothesis {h.id!r}: no per-unit SD declared for {h.metric} "
-                "(power.sd), so the design's power for it is unknown"
+                f"{where}: no per-unit SD declared for {r['metric']} (power.sd), so the design's "
+                "power for it is unknown"
             )
-            continue
-        p = design_power(h, sd, plan.units, level)
-        if not math.isfinite(h.expected_effect):
+        elif not math.isfinite(r["expected"]):
             out.append(
-                f"WARNING: hypothesis {h.id!r} declares no expected_effect (its minimum_effect is "
-                f"0), so its power is unknown; with {plan.units} {plan.unit}s it detects >= "
-                f"{_plain(p['mde'])}"
+                f"{where} declares no expected_effect (its minimum_effect is 0), so its power is "
+                f"unknown; with {r['units']} it detects >= {_plain(r['mde'])}"
             )
-        elif not p["power"] >= 0.5:
-            need = p["units_needed"]
+        elif not r["power"] >= 0.5:
+            need, unit = r["units_needed"], r["units"].split()[-1]
             out.append(
-                f"WARNING: hypothesis {h.id!r} has {p['power']:.0%} power with {plan.units} "
-                f"{plan.unit}s (declared SD {sd:g} of {h.metric}, one-sided level {level:.4g}); "
-                f"it detects >= {_plain(p['mde'])}"
-                + (f"; {need:.0f} {plan.unit}s would reach 80%" if math.isfinite(need) else "")
+                f"{where} has {r['power']:.0%} power with {r['units']} (declared SD "
+                f"{r['sd_declared']:g} of {r['metric']}, one-sided level {r['level']:.4g}); it "
+                f"detects >= {_plain(r['mde'])}"
+                + (f"; {need:.0f} {unit} would reach 80%" if math.isfinite(need) else "")
             )
     return out
 

@@ -13,7 +13,7 @@ from grpo_ablation.analysis.stats import (
     format_interval,
     sd_of_interval,
 )
-from grpo_ablation.analysis.tables import CHANCE, EXPLORATORY, REPEAT
+from grpo_ablation.analysis.tables import CHANCE, EXPLORATORY, NEGATIVE, REPEAT
 from grpo_ablation.design import cell_label
 
 
@@ -48,9 +48,6 @@ def _check_text(row: pd.Series) -> str:
         f"distribution of per-prompt success probabilities "
         f"({'inside' if inside else 'outside'} the interval)"
     )
-
-
-NEGATIVE = "negative control"
 
 
 def _control_text(rows: pd.DataFrame, unit: str) -> str:

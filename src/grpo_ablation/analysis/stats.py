@@ -49,7 +49,7 @@ def t_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> Inter
     mean = sum(xs) / n
     if n < 2:
         return Interval(mean, math.nan, math.nan, n, confidence)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    sd = sample_sd(xs)
     half = float(_scipy_stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
     return Interval(mean, mean - half, mean + half, n, confidence)
 
@@ -77,6 +77,16 @@ def paired_interval(
     return t_interval(paired_differences(values, reference).values(), confidence)
 
 
+def sample_sd(values: Iterable[float]) -> float:
+    """The SD (n − 1 in the denominator) of the finite values; NaN with fewer than two."""
+    xs = _finite(values)
+    n = len(xs)
+    if n < 2:
+        return math.nan
+    mean = sum(xs) / n
+    return math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+
+
 def _finite(values: Iterable[float]) -> list[float]:
     return [float(v) for v in values if v is not None and math.isfinite(float(v))]
 
@@ -90,7 +100,7 @@ def one_sided_p(values: Iterable[float], threshold: float, direction: int) -> fl
     if n < 2:
         return math.nan
     mean = sum(xs) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    sd = sample_sd(xs)
     if sd == 0:
         return math.nan
     t = (mean - threshold) / (sd / math.sqrt(n))

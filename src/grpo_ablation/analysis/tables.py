@@ -248,6 +248,8 @@ EFFECT_COLUMNS = [
 EXPLORATORY = "exploratory"
 # The role of a contrast an earlier stage already compares (the same runs and reference).
 REPEAT = "repeat of"
+# The role of a contrast equal by construction (hypotheses.NEGATIVE_CONTROLS).
+NEGATIVE = "negative control"
 
 
 def contrast_key(stage: str, cell: str, quantity: str) -> str:
