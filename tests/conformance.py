@@ -130,7 +130,7 @@ def capture(
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from grpo_ablation.training.options import TrainingConfig
+    from grpo_ablation.design.options import TrainingConfig
     from grpo_ablation.training.trainer import AblationGRPOTrainer
 
     state = PartialState(cpu=True)  # joins torchrun's processes (gloo)

@@ -12,7 +12,7 @@ import torch
 from conformance import PROMPTS, digit_reward
 from transformers import TrainerCallback
 
-from grpo_ablation.training.options import TrainingConfig
+from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.training.train import train
 
 

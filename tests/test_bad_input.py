@@ -14,8 +14,8 @@ import torch
 import yaml
 from conformance import G
 
-from grpo_ablation.design import Design, DesignError
-from grpo_ablation.training.options import TrainingConfig
+from grpo_ablation.design.ablation import Design, DesignError
+from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.training.rollout_log import read_rollouts
 from grpo_ablation.training.train import train
 from grpo_ablation.training.trainer import AblationGRPOTrainer, NonFiniteLossError

@@ -39,7 +39,7 @@ MODULES = {module_name(p): imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
 
 def test_the_import_scan_sees_the_package():
     assert {"grpo_ablation.cli", "grpo_ablation.evaluation.job"} <= MODULES.keys()
-    assert "grpo_ablation.training.options" in MODULES["grpo_ablation.pipeline"]
+    assert "grpo_ablation.design.options" in MODULES["grpo_ablation.design.checks"]
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if ".evaluation" in m))

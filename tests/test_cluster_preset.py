@@ -181,8 +181,8 @@ def test_tasks_come_from_one_registry_that_the_design_check_names():
     import yaml
     from snakemake.utils import validate
 
+    from grpo_ablation.design.checks import check_design
     from grpo_ablation.evaluation.task_folders import ANSWER_RULES
-    from grpo_ablation.pipeline import check_design
     from grpo_ablation.tasks import TASKS, get_task
 
     for kind in TASKS:
@@ -200,7 +200,7 @@ def test_tasks_come_from_one_registry_that_the_design_check_names():
 
 
 def test_evaluation_generates_as_training_does():
-    from grpo_ablation.pipeline import DesignError, evaluation_config
+    from grpo_ablation.design.checks import DesignError, evaluation_config
 
     config = {
         "training": {"max_completion_length": 512},
@@ -243,7 +243,7 @@ def test_evaluation_generates_as_training_does():
 def test_the_exact_metric_only_where_accepted_completions_are_enumerable(
     task, base, asked, expected
 ):
-    from grpo_ablation.pipeline import DesignError, sampled_metric
+    from grpo_ablation.design.checks import DesignError, sampled_metric
 
     config = {
         "task": {"kind": task},

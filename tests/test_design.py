@@ -10,9 +10,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grpo_ablation import pipeline
-from grpo_ablation.axes import path_regex
-from grpo_ablation.design import Design, DesignError, cell_label, reference_of, select_winner
+from grpo_ablation.design import checks
+from grpo_ablation.design.ablation import (
+    Design,
+    DesignError,
+    cell_label,
+    reference_of,
+    select_winner,
+)
+from grpo_ablation.design.axes import path_regex
 from grpo_ablation.layout import Tree
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,17 +85,17 @@ def test_stage_two_can_take_the_stage_one_winner():
         cells(config, "aggregation")
     taken = cells(config, "aggregation", {"std_scaling": "batch"})
     assert {c["std_scaling"] for c in taken} == {"batch"}
-    pipeline.check_design(config)
+    checks.check_design(config)
 
 
 def test_a_winner_must_come_from_another_stage_that_varies_that_axis():
     config = default_config()
     config["stages"]["aggregation"]["fixed"] = {"std_scaling": {"winner_of": "stage_3"}}
     with pytest.raises(DesignError, match="'stage_3', which must be another enabled stage"):
-        pipeline.check_design(config)
+        checks.check_design(config)
     config["stages"]["aggregation"]["fixed"] = {"std_scaling": {"winner_of": "group_size"}}
     with pytest.raises(DesignError, match="must vary std_scaling alone"):
-        pipeline.check_design(config)
+        checks.check_design(config)
 
 
 def test_group_size_stage_holds_completions_per_step_fixed():
@@ -105,7 +111,7 @@ def test_a_group_size_that_does_not_divide_the_budget_is_refused():
     config = default_config()
     config["stages"]["group_size"].update(vary={"group_size": [4, 6]}, reference=4)
     with pytest.raises(DesignError, match="G=6 does not divide the 32 completions"):
-        pipeline.check_design(config)
+        checks.check_design(config)
 
 
 def test_the_kl_stage_crosses_beta_with_std_scaling_against_beta_zero():
@@ -158,7 +164,7 @@ def test_a_reference_outside_the_stage_is_refused():
     config = copy.deepcopy(default_config())
     config["stages"]["std_scaling"]["vary"] = {"std_scaling": ["none", "population"]}
     with pytest.raises(DesignError, match="reference='sample' is not among"):
-        pipeline.check_design(config)
+        checks.check_design(config)
 
 
 @pytest.mark.parametrize(
@@ -181,14 +187,14 @@ def test_a_wrong_stage_is_refused_naming_the_axis(stage, message):
     config = default_config()
     config["stages"]["extra"] = stage
     with pytest.raises(DesignError, match=re.escape(message)):
-        pipeline.check_design(config)
+        checks.check_design(config)
 
 
 def test_training_section_values_of_an_axis_are_checked():
     config = default_config()
     config["training"]["aggregation"] = "tokenmean"
     with pytest.raises(DesignError, match=r"training\.aggregation: unknown length aggregation"):
-        pipeline.check_design(config)
+        checks.check_design(config)
 
 
 def test_captions_and_titles_are_derived_from_the_axes():
@@ -260,10 +266,10 @@ def test_the_gpu_pin_set_is_the_cpu_one_plus_vllm_within_trls_range():
 
 def test_jobs_get_the_vllm_environment_exactly_where_the_config_uses_vllm():
     cluster = yaml.safe_load((ROOT / "config/cluster.yaml").read_text())
-    assert pipeline.conda_env(cluster) == "envs/grpo.yaml"
+    assert checks.conda_env(cluster) == "envs/grpo.yaml"
     for section, key in (("training", "generation_backend"), ("evaluation", "backend")):
         on = {**cluster, section: {**cluster.get(section, {}), key: "vllm"}}
-        assert pipeline.conda_env(on) == "envs/grpo-gpu.yaml"
+        assert checks.conda_env(on) == "envs/grpo-gpu.yaml"
     rules = "".join(p.read_text() for p in (ROOT / "workflow/rules").glob("*.smk"))
     assert len(re.findall(r"conda:\s*\n\s*CONDA_ENV\n", rules)) == rules.count("conda:") > 10
 
@@ -294,10 +300,10 @@ def test_two_stages_may_take_the_winner_of_one_stage_but_not_each_others():
     config = default_config()
     config["stages"]["aggregation"]["fixed"] = {"std_scaling": {"winner_of": "std_scaling"}}
     config["stages"]["group_size"]["fixed"] = {"std_scaling": {"winner_of": "std_scaling"}}
-    pipeline.check_design(config)  # a shared source is no cycle
+    checks.check_design(config)  # a shared source is no cycle
     config["stages"]["std_scaling"]["fixed"] = {"aggregation": {"winner_of": "aggregation"}}
     with pytest.raises(DesignError, match="in a cycle"):
-        pipeline.check_design(config)
+        checks.check_design(config)
 
 
 def test_resampling_and_sharded_curve_policies_need_their_process_layout():
@@ -306,15 +312,15 @@ def test_resampling_and_sharded_curve_policies_need_their_process_layout():
     config = default_config()
     config["compute"]["processes_per_train_job"] = 2
     with pytest.raises(DesignError, match="zero_variance resample runs in one process"):
-        pipeline.check_design(config)
+        checks.check_design(config)
     config = default_config()
     del config["stages"]["dynamic_sampling"]
     config["hypotheses"] = [h for h in config["hypotheses"] if h["stage"] != "dynamic_sampling"]
     config["compute"].update(processes_per_train_job=2, accelerate_config="fsdp")
     with pytest.raises(DesignError, match="curve_points=6 saves curve policies from rank 0"):
-        pipeline.check_design(config)
+        checks.check_design(config)
     config["compute"]["accelerate_config"] = "zero2"
-    pipeline.check_design(config)  # zero2 shards optimizer state only: allowed
+    checks.check_design(config)  # zero2 shards optimizer state only: allowed
 
 
 def test_the_design_written_for_the_jobs_reads_back_as_the_same_design(tmp_path):

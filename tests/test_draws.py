@@ -13,10 +13,10 @@ import yaml
 from conftest import LANDING, in_chromium, rendered, snakemake
 from scipy import stats as scipy_stats
 
-from grpo_ablation import pipeline
 from grpo_ablation.analysis import draws, hypotheses, tables
 from grpo_ablation.analysis.tables import PAIRED, results_table
-from grpo_ablation.design import Design, DesignError, run_seed
+from grpo_ablation.design import checks
+from grpo_ablation.design.ablation import Design, DesignError, run_seed
 from grpo_ablation.layout import POOLED_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +110,7 @@ def test_each_draw_trains_its_seeds_with_seeds_of_its_own():
     assert run_seed(0, 3) == 3000 and run_seed(1, 3) == 3001
     config = {"base_policy": {"kind": "local", "draws": [3]}, "seeds": [0, 1000]}
     with pytest.raises(DesignError, match=r"seed must lie in \[0, 1000\)"):
-        pipeline.check_draws(config)
+        checks.check_draws(config)
 
 
 def test_the_hypotheses_take_the_draw_as_their_unit():
@@ -228,18 +228,18 @@ def test_with_two_seeds_a_draw_the_reading_tests_the_draw_by_cell_interaction():
 )
 def test_draws_that_cannot_be_run_are_refused(base, message):
     with pytest.raises(DesignError, match=message):
-        pipeline.check_draws({"base_policy": base})
+        checks.check_draws({"base_policy": base})
 
 
 def test_each_draw_is_its_base_policy_seed():
     # A design parses its stages only when asked: none are needed for the draws.
     config = {"experiment": "e", "base_policy": {"kind": "local", "draws": [3, 4], "sft_steps": 9}}
     assert Design.of(config).draws == [3, 4]
-    assert pipeline.draw_base_policy(config, 4) == {"kind": "local", "seed": 4, "sft_steps": 9}
+    assert checks.draw_base_policy(config, 4) == {"kind": "local", "seed": 4, "sft_steps": 9}
     assert Design.of(config).draw_dir(4) == Path("results/e/draw=4")
     one = {"experiment": "e", "base_policy": {"kind": "local", "seed": 2}}
     assert Design.of(one).draws == [] and Design.of(one).draw_dir(None) == Path("results/e")
-    assert pipeline.draw_base_policy(one, None) == one["base_policy"]
+    assert checks.draw_base_policy(one, None) == one["base_policy"]
 
 
 @pytest.fixture(scope="module")

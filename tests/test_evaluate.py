@@ -186,12 +186,12 @@ def test_each_answer_rule_is_a_module_and_its_task_copy_scores_with_it(tmp_path)
     the shared metric, whose correct() calls that rule's is_correct."""
     import importlib
 
-    from grpo_ablation.evaluation import answer_rules
+    from grpo_ablation.tasks import answer_rules
 
     cases = {"full_match_digits": ("..42", "42", "4 2"), "math_verify": ("\\boxed{42}", "42", "41")}
     assert set(cases) == set(answer_rules.RULES)
     for name, (good, gold, bad) in cases.items():
-        rule = importlib.import_module(f"grpo_ablation.evaluation.answer_rules.{name}")
+        rule = importlib.import_module(f"grpo_ablation.tasks.answer_rules.{name}")
         assert rule.is_correct(good, gold) and not rule.is_correct(bad, gold)
         folder = tmp_path / name
         folder.mkdir()

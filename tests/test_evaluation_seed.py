@@ -14,7 +14,7 @@ import pytest
 import grpo_ablation.commands
 import grpo_ablation.evaluation.calibration
 import grpo_ablation.evaluation.evaluate
-from grpo_ablation.design import run_seed
+from grpo_ablation.design.ablation import run_seed
 from grpo_ablation.evaluation import job
 from grpo_ablation.evaluation.job import evaluation_seed
 from grpo_ablation.layout import RUN_INFO

@@ -20,7 +20,7 @@ TOY_VOCAB = [".", "7", "8", SPACE, PAD, EOS]
 
 def _accepts(text: str, gold: str) -> bool:
     """The full_match_digits rule, the module lm-eval's task folder gets."""
-    from grpo_ablation.evaluation.answer_rules.full_match_digits import is_correct
+    from grpo_ablation.tasks.answer_rules.full_match_digits import is_correct
 
     return is_correct(text, gold)
 

@@ -20,10 +20,10 @@ from test_design import default_config
 from test_stats import binomial_counts
 from test_tables_figures import effect_row
 
-from grpo_ablation import pipeline
 from grpo_ablation.analysis import hypotheses, reading, stats, tables
-from grpo_ablation.axes import DesignError
-from grpo_ablation.design import Design, cell_label
+from grpo_ablation.design import checks
+from grpo_ablation.design.ablation import Design, cell_label
+from grpo_ablation.design.axes import DesignError
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = list(range(6))
@@ -206,7 +206,7 @@ def test_holm_matches_its_definition():
 def test_a_misnamed_hypothesis_is_refused_naming_it(change, message):
     config = config_with({**spec("h", "population", "equivalence", margin=0.02), **change})
     with pytest.raises(DesignError, match=re.escape(message)):
-        pipeline.check_design(config)
+        checks.check_design(config)
 
 
 @pytest.mark.slow  # starts processes of its own
@@ -233,7 +233,7 @@ def test_a_crossed_stage_must_name_every_axis_its_reference_does_not_pin():
         }
     ]
     with pytest.raises(DesignError, match="cell must name 'std_scaling': stage 'kl' crosses it"):
-        pipeline.check_design(config)
+        checks.check_design(config)
     config["hypotheses"][0]["cell"] = {"beta": 0.04, "std_scaling": "none"}
     design = Design.of(config)
     (h,) = hypotheses.declared(design)
@@ -266,7 +266,7 @@ def test_a_recipe_stage_compares_every_cell_with_one_reference_cell_and_labels_t
     broken = copy.deepcopy(config)
     broken["stages"]["dr_grpo"]["reference"] = {"aggregation": "constant"}
     with pytest.raises(DesignError, match="reference must name the primary axis 'std_scaling'"):
-        pipeline.check_design(broken)
+        checks.check_design(broken)
 
 
 def test_the_interaction_of_a_recipe_is_its_difference_minus_the_two_single_changes():
@@ -379,7 +379,7 @@ def test_the_reading_of_a_config_without_hypotheses_says_everything_is_explorato
 
 
 def test_every_manipulation_check_an_axis_declares_has_its_prediction():
-    from grpo_ablation.axes import AXES
+    from grpo_ablation.design.axes import AXES
 
     declared = {(a.name, q) for a in AXES for q in a.manipulates}
     assert declared == set(hypotheses.PREDICTIONS) and declared
@@ -459,7 +459,7 @@ def test_each_verdict_states_what_the_design_could_detect_and_what_it_would_need
 def test_a_design_without_power_is_warned_about_before_any_job(capsys):
     config = config_with(*PLANTED)
     config["power"] = {"sd": {"greedy_final": 0.05}, "minutes_per_unit": 2.0}
-    pipeline.check_design(config)
+    checks.check_design(config)
     err = capsys.readouterr().err
     # three draws at SD 0.05: pop_equals_sample's margin is not shown; batch_raises' δ = 0 and
     # no expected effect: its power is unknown, and said so
@@ -468,11 +468,11 @@ def test_a_design_without_power_is_warned_about_before_any_job(capsys):
     assert "'batch_raises' declares no expected_effect" in err
     # a metric with no declared SD is named, not silently skipped
     config["power"]["sd"] = {}
-    pipeline.check_design(config)
+    checks.check_design(config)
     assert "no per-unit SD declared for greedy_final (power.sd)" in capsys.readouterr().err
     config["power"]["sd"] = {"greedy_finale": 0.05}
     with pytest.raises(DesignError, match=re.escape("power.sd names ['greedy_finale']")):
-        pipeline.check_design(config)
+        checks.check_design(config)
 
 
 def test_the_plan_prices_the_units_here_and_on_a_cluster():

@@ -8,6 +8,7 @@ from conformance import G, digit_reward
 from scipy import stats as scipy_stats
 from transformers import GPT2Config, GPT2LMHeadModel, TrainerCallback
 
+from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.keyed_sampling import (
     KeyedGumbel,
     completion_key,
@@ -23,7 +24,6 @@ from grpo_ablation.keyed_sampling import (
     uniforms,
 )
 from grpo_ablation.objective.record import ObjectiveRecord
-from grpo_ablation.training.options import TrainingConfig
 from grpo_ablation.training.rollout_log import read_rollouts
 from grpo_ablation.training.train import train
 

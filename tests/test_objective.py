@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grpo_ablation.objective.conventions import AGGREGATIONS
 from grpo_ablation.objective.formulas import (
-    AGGREGATIONS,
     aggregate_loss,
     completion_coefficients,
     group_advantages,

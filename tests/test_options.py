@@ -5,17 +5,16 @@ from dataclasses import make_dataclass
 import pytest
 import yaml
 
-from grpo_ablation import schema
-from grpo_ablation.compute import ComputeConfig
+from grpo_ablation.design import schema
+from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.objective.record import ObjectiveRecord
 from grpo_ablation.settings import option
-from grpo_ablation.training.options import TrainingConfig
 
 
 @pytest.mark.parametrize("section", list(schema.SECTIONS))
 def test_the_schema_section_is_the_dataclass(section):
     text = schema.SCHEMA.read_text()
-    # Up to date: else run `python -m grpo_ablation.schema` and commit the schema.
+    # Up to date: else run `python -m grpo_ablation.design.schema` and commit the schema.
     assert schema.file_section(text, section) == schema.section_text(section)
     written = yaml.safe_load(text)["properties"][section]["properties"]
     fields = schema.SECTIONS[section].__dataclass_fields__

@@ -20,7 +20,7 @@ from conftest import LANDING, in_chromium, rendered
 
 from grpo_ablation.analysis import STAGE_FIGURES
 from grpo_ablation.analysis.tables import BASE_LABEL, EFFECTS
-from grpo_ablation.design import Design, read_winners, reference_of
+from grpo_ablation.design.ablation import Design, read_winners, reference_of
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +83,7 @@ def test_every_run_has_its_efficiency_curve_and_the_table_counts_its_fit(smoke_p
     row per cell and stage, each run counted as identified or with its reason."""
     import pandas as pd
 
-    from grpo_ablation.training.options import curve_steps
+    from grpo_ablation.design.options import curve_steps
 
     config, stages = design
     exp = smoke_pipeline.exp
@@ -472,11 +472,11 @@ def test_kl_to_the_reference_is_recorded_per_step_only_with_a_kl_term(smoke_pipe
 
 
 def test_adding_an_axis_leaves_every_existing_output_up_to_date(smoke_pipeline, tmp_path):
-    """The contributor's step, one declaration: append an axis to a copy of grpo_ablation.axes
+    """The contributor's step, one declaration: append an axis to a copy of grpo_ablation.design.axes
     and plan the smoke DAG with it: the existing runs, evaluations and report inputs stay valid."""
     src = tmp_path / "src"
     shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__"))
-    axes = src / "grpo_ablation/axes.py"
+    axes = src / "grpo_ablation/design/axes.py"
     text = axes.read_text()
     anchor = "\n)\nBY_NAME"
     assert anchor in text
@@ -509,7 +509,11 @@ def test_adding_an_axis_leaves_every_existing_output_up_to_date(smoke_pipeline, 
     assert "Nothing to be done" in out, out[-3000:]
     # and the copy really declares the new axis (the test would prove nothing otherwise)
     probe = subprocess.run(
-        [sys.executable, "-c", "from grpo_ablation.axes import BY_NAME; print(sorted(BY_NAME))"],
+        [
+            sys.executable,
+            "-c",
+            "from grpo_ablation.design.axes import BY_NAME; print(sorted(BY_NAME))",
+        ],
         env={**os.environ, "PYTHONPATH": env_path},
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""The design's power (analysis/power.py): hand-worked numbers, the normal limit, simulation, and
+"""The design's power (design/power.py): hand-worked numbers, the normal limit, simulation, and
 the arithmetic of the review that asked for it (six draws of the 2026-12-01 default)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from grpo_ablation.analysis import power
+from grpo_ablation.design import power
 
 
 def test_at_the_boundary_the_one_sided_test_rejects_with_probability_alpha():

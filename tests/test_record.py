@@ -5,9 +5,9 @@ import json
 
 import pytest
 
+from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.objective.calculations import write_sheet
 from grpo_ablation.objective.record import ObjectiveRecord
-from grpo_ablation.training.options import TrainingConfig
 
 DESIGN_FIELDS = {
     "std_scaling",

@@ -17,8 +17,8 @@ from conformance import G, digit_reward
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
+from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.training import retention
-from grpo_ablation.training.options import TrainingConfig
 from grpo_ablation.training.retention import (
     KeepOptimizerStateOfNewest,
     adamw_bytes_per_param,

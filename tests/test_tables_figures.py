@@ -5,10 +5,10 @@ import math
 import pandas as pd
 import pytest
 
-from grpo_ablation import pipeline
 from grpo_ablation.analysis import STAGE_FIGURES, figures, loading, reading, render, tables
-from grpo_ablation.design import Design, cell_label
-from grpo_ablation.objective.formulas import GROUP_CATEGORIES
+from grpo_ablation.design import checks
+from grpo_ablation.design.ablation import Design, cell_label
+from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 
 REF, OTHER = "std=sample/agg=sequence_mean/G=4", "std=population/agg=sequence_mean/G=4"
 CONFIG = {
@@ -140,13 +140,13 @@ def test_design_lists_every_stage_with_its_reference_and_the_stage1_winner():
 
 
 def test_report_inputs_ask_for_the_selection_only_when_needed():
-    files = pipeline.report_inputs("E", {"std_scaling": [REF]}, [0, 1], sources=[])
+    files = checks.report_inputs("E", {"std_scaling": [REF]}, [0, 1], sources=[])
     assert files["evals"] == [
         f"E/eval/{REF}/seed=0/test/summary.json",
         f"E/eval/{REF}/seed=1/test/summary.json",
     ]
     assert "selection" not in files and len(files["diagnostics"]) == 4
-    files = pipeline.report_inputs("E", {}, [0], sources=["std_scaling"])
+    files = checks.report_inputs("E", {}, [0], sources=["std_scaling"])
     assert files["selection"] == ["E/selection/std_scaling.json"]
 
 

@@ -14,8 +14,8 @@ import yaml
 from conformance import G, digit_reward
 from safetensors.torch import load_file
 
+from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.training import tracking
-from grpo_ablation.training.options import TrainingConfig
 from grpo_ablation.training.rollout_log import read_rollouts
 from grpo_ablation.training.train import train
 

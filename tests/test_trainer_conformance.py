@@ -24,9 +24,8 @@ from conformance import (
 )
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS
 from grpo_ablation.objective.formulas import (
-    AGGREGATIONS,
-    SCALINGS,
     aggregate_loss,
     group_advantages,
     zero_variance_groups,

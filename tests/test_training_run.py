@@ -14,8 +14,7 @@ import torch
 from conformance import G, digit_reward
 from safetensors.torch import load_file
 
-from grpo_ablation.compute import ComputeConfig
-from grpo_ablation.training.options import TrainingConfig
+from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.training.rollout_log import ROLLOUT_FIELDS, read_rollouts
 from grpo_ablation.training.train import train
 
@@ -333,7 +332,7 @@ def _info(run: Path) -> dict:
 
 
 def test_curve_steps_are_geometric_from_a_fortieth_of_the_run():
-    from grpo_ablation.training.options import curve_steps
+    from grpo_ablation.design.options import curve_steps
 
     assert curve_steps(200, 8) == [5, 8, 14, 24, 41, 70, 118, 200]
     assert curve_steps(200, 0) == [] and curve_steps(200, 1) == [200]

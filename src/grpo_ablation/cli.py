@@ -19,7 +19,7 @@ from grpo_ablation import commands
 from grpo_ablation.layout import BASE_INFO, checkpoint, checkpoint_step
 
 if TYPE_CHECKING:
-    from grpo_ablation.design import Design
+    from grpo_ablation.design.ablation import Design
 
 
 def cmd_splits(a: argparse.Namespace) -> None:
@@ -53,7 +53,7 @@ def _leave_without_shutdown() -> None:
 
 
 def cmd_base_policy(a: argparse.Namespace) -> None:
-    from grpo_ablation.compute import ComputeConfig
+    from grpo_ablation.design.options import ComputeConfig
     from grpo_ablation.policy.pretrained import build_base_policy
     from grpo_ablation.tasks import get_task
 
@@ -99,15 +99,15 @@ def cmd_eval_tasks(a: argparse.Namespace) -> None:
 
 
 def cmd_design(a: argparse.Namespace) -> None:
-    from grpo_ablation.design import Design
+    from grpo_ablation.design.ablation import Design
 
     # The DAG checked the whole config; design.json lies in the experiment folder it names.
     print(Design(json.loads(a.config), a.out.parent).write(a.out))
 
 
 def cmd_select(a: argparse.Namespace) -> None:
-    from grpo_ablation.axes import BY_NAME
-    from grpo_ablation.design import Design, select_winner
+    from grpo_ablation.design.ablation import Design, select_winner
+    from grpo_ablation.design.axes import BY_NAME
     from grpo_ablation.layout import cell_and_seed
 
     design = Design.load(a.design)
@@ -135,7 +135,7 @@ def cmd_plan(a: argparse.Namespace) -> None:
 
     from grpo_ablation.analysis.hypotheses import Plan, plan_table
     from grpo_ablation.analysis.render import to_markdown
-    from grpo_ablation.design import Design
+    from grpo_ablation.design.ablation import Design
     from grpo_ablation.training.calibrate import load_config
 
     design = Design.of(load_config(a.configfile))
@@ -172,7 +172,7 @@ def _significant(x: Any) -> Any:
 
 
 def _report_inputs(a: argparse.Namespace) -> tuple[Design, dict[str, Any]]:
-    from grpo_ablation.design import Design, read_winners
+    from grpo_ablation.design.ablation import Design, read_winners
 
     return Design.load(a.design), read_winners([p for p in a.selection if p.exists()])
 
@@ -214,7 +214,7 @@ def cmd_reading(a: argparse.Namespace) -> None:
 
 def cmd_pooled(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.draws import write_pooled
-    from grpo_ablation.design import Design
+    from grpo_ablation.design.ablation import Design
 
     for path in write_pooled(Design.load(a.design), a.out):
         print(path)

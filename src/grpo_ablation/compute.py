@@ -1,7 +1,6 @@
-"""Device and precision of training and evaluation jobs (config section ``compute``).
-
-``ComputeConfig`` declares the section once (its schema is written from it, as the training
-section's is from ``TrainingConfig``); nothing in it changes what a run optimises.
+"""Device and precision of training and evaluation jobs: the choices the config section
+``compute`` offers (declared by ``grpo_ablation.design.options.ComputeConfig``), the device a job
+resolves them to, what it records of the machine, and the process's offline and thread settings.
 
 ``device: auto`` takes CUDA when torch sees a GPU and the CPU otherwise; ``device: cuda`` on a
 machine without one is an error, never a silent fall-back to a CPU run that would take days.
@@ -15,11 +14,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from grpo_ablation.settings import check_options, from_dict, option
 
 # Compute jobs work offline, from the cache the prefetch rule filled: these are set by default in
 # every job (a user's own setting wins; nothing here ever unsets them). Only prefetch goes online.
@@ -68,54 +64,6 @@ DTYPES = ("float32", "bfloat16")
 ACCELERATE_PRESETS = ("ddp", "zero2", "zero3", "fsdp")
 # Where a run keeps optimizer and scheduler state (grpo_ablation.training.retention).
 OPTIMIZER_STATE_POLICIES = ("newest", "all")
-
-
-@dataclass(frozen=True)
-class ComputeConfig:
-    """How a job runs: device, precision, processes, checkpoint retention."""
-
-    device: str = option(
-        "auto",
-        "auto takes CUDA when torch sees a GPU; cuda on a machine without one stops the job",
-        choices=DEVICES,
-    )
-    dtype: str = option(
-        "float32",
-        "compute precision: autocast in training over float32 master weights and optimizer state "
-        "(checkpoints hold float32 weights), the loading precision in evaluation",
-        choices=DTYPES,
-    )
-    processes_per_train_job: int = option(
-        1,
-        "training processes of one cell (accelerate launch; gloo on CPU, NCCL on GPU, one GPU "
-        "each); the job's threads are shared among them and the objective does not change",
-        minimum=1,
-    )
-    accelerate_config: str = option(
-        "ddp",
-        "plain DDP, or a preset of config/accelerate/ (DeepSpeed ZeRO-2/3, FSDP; GPUs only)",
-        choices=ACCELERATE_PRESETS,
-    )
-    keep_optimizer_state: str = option(
-        "newest",
-        "newest keeps optimizer and scheduler state in the newest checkpoint only (enough to "
-        "resume; every checkpoint keeps its weights for evaluation); all keeps it everywhere",
-        choices=OPTIMIZER_STATE_POLICIES,
-    )
-    gradient_checkpointing: bool = option(
-        False,
-        "recompute activations in the backward pass instead of keeping them (TRL's default is "
-        "true): less memory for long completions on a large model, at the cost of a second "
-        "forward pass; it changes no number (tested on the CPU default), only time and memory",
-    )
-
-    def __post_init__(self) -> None:
-        check_options(self, "compute")
-
-    @classmethod
-    def of(cls, section: dict[str, Any] | None) -> ComputeConfig:
-        """The config's ``compute`` section (any key left out takes its default)."""
-        return from_dict(cls, section, "compute")
 
 
 class DeviceError(RuntimeError):

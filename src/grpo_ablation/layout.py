@@ -129,7 +129,7 @@ class Tree:
         return self.at("calculations", name)
 
     def design(self) -> str:
-        """The design the DAG runs (``grpo_ablation.design.Design.write``)."""
+        """The design the DAG runs (``grpo_ablation.design.ablation.Design.write``)."""
         return self.at("design.json")
 
     def prefetch(self) -> str:

@@ -2,7 +2,7 @@
 
 A config section declared as a dataclass gives each field as ``option(default, help, ...)``: its
 help text and constraints travel as metadata (TRL's ``GRPOConfig`` style), so the checks
-(``check_options``) and the config schema's section (``grpo_ablation.schema``) follow from the
+(``check_options``) and the config schema's section (``grpo_ablation.design.schema``) follow from the
 one declaration.
 """
 

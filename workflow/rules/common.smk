@@ -6,10 +6,10 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from grpo_ablation import pipeline
-from grpo_ablation.axes import path_regex
-from grpo_ablation.compute import ComputeConfig
-from grpo_ablation.design import Design
+from grpo_ablation.design import checks
+from grpo_ablation.design.axes import path_regex
+from grpo_ablation.design.options import ComputeConfig
+from grpo_ablation.design.ablation import Design
 from grpo_ablation.layout import MANIFEST, Tree
 
 
@@ -19,7 +19,7 @@ if isinstance(config.get("seeds"), list):
 validate(config, workflow.source_path("../schemas/config.schema.yaml"))
 try:
     # The design (stages, cells, runs, draws), built once; the design rule writes it for the jobs.
-    DESIGN = pipeline.check_design(config)
+    DESIGN = checks.check_design(config)
 except ValueError as err:
     raise WorkflowError(f"invalid config: {err}") from err
 
@@ -33,18 +33,18 @@ EXP = Tree(ROOT).draw("{draw}") if DRAWS else ROOT
 TREE, SHARED = Tree(EXP), Tree(ROOT)
 # What evaluation jobs need: the evaluation section, with training's generation length (one
 # answer protocol) and the compute section's device and precision.
-EVALUATION = json.dumps(pipeline.evaluation_config(config), sort_keys=True)
+EVALUATION = json.dumps(checks.evaluation_config(config), sort_keys=True)
 COMPUTE = json.dumps(config["compute"], sort_keys=True)
 COMPUTE_OPTIONS = ComputeConfig.of(config["compute"])
 TASK = json.dumps(config["task"], sort_keys=True)
 # Hub content (model, data set, external benchmark data, or the CPU stand-in of them) is fetched
 # once by the local prefetch rule; configs that need none skip it.
-NEEDS_PREFETCH = pipeline.needs_prefetch(config)
+NEEDS_PREFETCH = checks.needs_prefetch(config)
 PREFETCH = SHARED.prefetch()
 SEEDS = DESIGN.seeds
 # The jobs' conda environment (--software-deployment-method conda), relative to workflow/rules;
 # the vLLM pin set where the config uses vLLM.
-CONDA_ENV = f"../../{pipeline.conda_env(config)}"
+CONDA_ENV = f"../../{checks.conda_env(config)}"
 THREADS = int(config["threads_per_job"])
 # Every rule runs `python {params.cli} <command>` (workflow/scripts/grpo.py). A plain path into the
 # checkout, not workflow.source_path(): that one points into a per-invocation temporary source

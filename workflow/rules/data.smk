@@ -52,7 +52,7 @@ rule base_policy:
         cli=CLI,
         # a draw's warm start takes the draw as its seed
         base=lambda wildcards: json.dumps(
-            pipeline.draw_base_policy(config, draw_of(wildcards)), sort_keys=True
+            checks.draw_base_policy(config, draw_of(wildcards)), sort_keys=True
         ),
         task=TASK,
         compute=COMPUTE,
@@ -99,7 +99,8 @@ rule design:
     # The design the jobs read (select, tables, figures, pooled): rewritten when its sections or
     # the code that derives cells, titles and captions from them change.
     input:
-        code=[str(SRC / n) for n in ("design.py", "axes.py", "choices.py", "training/options.py")],
+        code=[str(f) for f in sorted((SRC / "design").glob("*.py"))]
+        + [str(SRC / "objective/conventions.py")],
     output:
         SHARED.design(),
     params:

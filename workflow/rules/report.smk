@@ -25,8 +25,8 @@ report: "../report/workflow.rst"
 
 
 # Helpers are lambdas: `snakemake --lint` wants no function definitions next to rules, and the
-# logic they call lives in grpo_ablation.design and .pipeline (testable without Snakemake).
-results_of = lambda stages, draw: pipeline.report_inputs(
+# logic they call lives in grpo_ablation.design (testable without Snakemake).
+results_of = lambda stages, draw: checks.report_inputs(
     exp_of(draw),
     {s: [c.path for c in cells_of(s, draw)] for s in stages},
     SEEDS,

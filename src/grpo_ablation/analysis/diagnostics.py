@@ -33,8 +33,8 @@ import pandas as pd
 import torch
 
 from grpo_ablation.layout import BUDGET, METRICS, OBJECTIVE, ROLLOUTS, STEPS, SUMMARY
+from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 from grpo_ablation.objective.formulas import (
-    GROUP_CATEGORIES,
     completion_coefficients,
     mixed_group_probability,
 )

@@ -30,7 +30,7 @@ import pandas as pd
 
 from grpo_ablation.analysis import efficiency, hypotheses, loading, reading, render, tables
 from grpo_ablation.analysis.stats import paired_differences, paired_interval, sample_sd
-from grpo_ablation.design import Design, cell_label, read_winners
+from grpo_ablation.design.ablation import Design, cell_label, read_winners
 from grpo_ablation.layout import POOLED_READING, POOLED_TABLES, Tree
 
 UNIT = "draw"

@@ -271,7 +271,7 @@ def efficiency_reading(
     comparison of the same runs (cell, reference) is counted once, in the first stage that makes
     it; ``declared`` (cell, reference labels) hold a hypothesis on the late accuracy, judged with
     the verdicts, or a negative control (equal by construction); neither is counted here."""
-    from grpo_ablation.design import cell_label
+    from grpo_ablation.design.ablation import cell_label
 
     if table.empty:
         return ""

@@ -39,8 +39,9 @@ from grpo_ablation.analysis import (
     tables,
 )
 from grpo_ablation.analysis.stats import t_interval
-from grpo_ablation.design import Design, cell_label
-from grpo_ablation.objective.formulas import AGGREGATIONS, GROUP_CATEGORIES, token_weights
+from grpo_ablation.design.ablation import Design, cell_label
+from grpo_ablation.objective.conventions import AGGREGATIONS, GROUP_CATEGORIES
+from grpo_ablation.objective.formulas import token_weights
 
 # Rolling-mean window of the per-step curves, shortened for short runs (``smoothing_window``).
 SMOOTHING_STEPS = 10

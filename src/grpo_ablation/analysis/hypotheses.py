@@ -16,7 +16,7 @@ the correction, else *inconclusive*; the probability that any verdict of the fam
 most α, whatever the true effects (a true effect exactly at δ makes both nulls of a hypothesis
 true: one family keeps that case at α too, where separate families would allow 2α).
 
-Each verdict comes with the design's power (``analysis/power.py``): the minimum detectable effect
+Each verdict comes with the design's power (``design/power.py``): the minimum detectable effect
 at its number of units and the units it would need, from the per-unit SD observed after the run
 and from the SD the config declares before it (``power.sd``).
 
@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grpo_ablation.analysis import power as _power
 from grpo_ablation.analysis.reading import PAIRING, effects_reading
 from grpo_ablation.analysis.render import to_markdown
 from grpo_ablation.analysis.stats import (
@@ -50,8 +49,9 @@ from grpo_ablation.analysis.stats import (
     tost_p,
 )
 from grpo_ablation.analysis.tables import EFFICIENCY, NEGATIVE, PAIRED, REPEAT, contrast_key
-from grpo_ablation.axes import BY_NAME, DesignError
-from grpo_ablation.design import Design, Stage, cell_label
+from grpo_ablation.design import power as _power
+from grpo_ablation.design.ablation import Design, Stage, cell_label
+from grpo_ablation.design.axes import BY_NAME, DesignError
 from grpo_ablation.layout import Tree
 
 ALPHA = 0.05
@@ -75,7 +75,7 @@ VERDICT_COLUMNS = [
     "p_refute",
     "p_refute_holm",
     "verdict",
-    # the design's power (analysis/power.py), after the run from the observed per-unit SD and
+    # the design's power (design/power.py), after the run from the observed per-unit SD and
     # before it from the declared one (power.sd); ``level`` is the one-sided test's Holm bound
     "level",
     "expected",

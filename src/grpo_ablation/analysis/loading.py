@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from grpo_ablation.analysis.efficiency import compute_at_steps, run_efficiency
-from grpo_ablation.design import cell_label, cell_recipe
+from grpo_ablation.design.ablation import cell_label, cell_recipe
 from grpo_ablation.layout import OBJECTIVE, OBJECTIVE_TEXT, Tree
 
 ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_accuracy"}

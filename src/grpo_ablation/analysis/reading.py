@@ -14,7 +14,7 @@ from grpo_ablation.analysis.stats import (
     sd_of_interval,
 )
 from grpo_ablation.analysis.tables import CHANCE, EXPLORATORY, NEGATIVE, REPEAT
-from grpo_ablation.design import cell_label
+from grpo_ablation.design.ablation import cell_label
 
 
 def _effect_interval(row: pd.Series) -> Interval:

@@ -30,8 +30,9 @@ from grpo_ablation.analysis.stats import (
     paired_interval,
     t_interval,
 )
-from grpo_ablation.choices import EXTERNAL_PROTOCOL, GROUP_CATEGORIES
-from grpo_ablation.design import Design, cell_label
+from grpo_ablation.design.ablation import Design, cell_label
+from grpo_ablation.evaluation.scoring import EXTERNAL_PROTOCOL
+from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 
 BASE_LABEL = "base policy (step 0)"
 # Per-run quantities summarised as mean [95% t interval] over seeds.
@@ -90,7 +91,7 @@ EFFECTS = {
         "efficiency_auc",
     )
 }
-# The words every results.json uses for an external benchmark (one definition, in choices.py).
+# The words every results.json uses for an external benchmark (one definition, in evaluation/scoring.py).
 EXTERNAL_LABEL = EXTERNAL_PROTOCOL
 
 

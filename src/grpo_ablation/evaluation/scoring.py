@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from grpo_ablation.choices import EXTERNAL_PROTOCOL
+# How every results.json and table labels an lm-eval built-in benchmark (never the headline).
+EXTERNAL_PROTOCOL = "external benchmark, its own protocol"
 
 
 def score_samples(

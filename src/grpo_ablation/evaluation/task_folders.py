@@ -33,7 +33,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.evaluation import answer_rules
 from grpo_ablation.evaluation import exact as exact_module
 from grpo_ablation.layout import MANIFEST
 from grpo_ablation.sampling import (
@@ -41,12 +40,13 @@ from grpo_ablation.sampling import (
     generate_kwargs,
     protocol,
 )
+from grpo_ablation.tasks import answer_rules
 
 FALLBACK = "[invalid]"
 METRICS_MODULE = "grpo_answer"
 EXACT_MODULE = "grpo_exact"  # a copy of grpo_ablation/evaluation/exact.py
 
-# The declared answer rules, implemented for lm-eval (grpo_ablation/evaluation/answer_rules).
+# The declared answer rules, implemented for lm-eval (grpo_ablation/tasks/answer_rules).
 ANSWER_RULES = answer_rules.RULES
 
 

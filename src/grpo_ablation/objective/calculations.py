@@ -10,9 +10,8 @@ from pathlib import Path
 
 import torch
 
+from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS
 from grpo_ablation.objective.formulas import (
-    AGGREGATIONS,
-    SCALINGS,
     aggregate_loss,
     completion_coefficients,
     group_advantages,

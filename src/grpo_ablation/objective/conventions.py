@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 Tensor = Any  # torch.Tensor, without importing torch
 
@@ -201,3 +201,20 @@ ZERO_VARIANCE_RULES: dict[str, ZeroVarianceRule] = {
 
 def zero_variance_rule(name: str) -> ZeroVarianceRule:
     return _entry(ZERO_VARIANCE_RULES, name, "zero_variance rule")
+
+
+# The names everything else accepts (config schema, axes, cells): the registries' keys.
+SCALINGS: tuple[str, ...] = tuple(STD_SCALINGS)
+AGGREGATIONS: tuple[str, ...] = tuple(LENGTH_AGGREGATIONS)
+ZERO_VARIANCE: tuple[str, ...] = tuple(ZERO_VARIANCE_RULES)
+
+# Every group of a step is exactly one of these; all-correct and all-incorrect groups are both
+# centred to zero and are counted apart, and a group with a failed score is data, not a crash.
+GroupCategory = Literal["failed_scoring", "all_correct", "all_incorrect", "mixed"]
+GROUP_CATEGORIES: tuple[str, ...] = get_args(GroupCategory)
+
+# Empty completions (no unmasked token, e.g. a truncated completion under truncation masking):
+# they stay in every count (B, the number of groups) and contribute zero, as TRL's ``grpo`` does,
+# so masking a completion never changes the weight of the others. verl instead drops them from
+# the sequence mean; the objective record names the rule used.
+EMPTY_COMPLETION_RULE = "counted in B and in the number of groups, contributing zero"

@@ -12,21 +12,13 @@ import math
 
 import torch
 
-from grpo_ablation.choices import (
-    AGGREGATIONS,
-    EMPTY_COMPLETION_RULE,
-    GROUP_CATEGORIES,
-    SCALINGS,
-    GroupCategory,
+from grpo_ablation.objective.conventions import (
+    grouped,
+    length_aggregation,
+    std_scaling,
 )
-from grpo_ablation.objective.conventions import grouped, length_aggregation, std_scaling
 
 __all__ = [
-    "AGGREGATIONS",
-    "EMPTY_COMPLETION_RULE",
-    "GROUP_CATEGORIES",
-    "SCALINGS",
-    "GroupCategory",
     "aggregate_loss",
     "completion_coefficients",
     "group_advantages",
@@ -112,7 +104,7 @@ def resample_expectation(q: float, n_groups: int, max_batches: int) -> tuple[flo
     return batches, (full * n_groups + short) / n_groups
 
 
-# Empty completions follow EMPTY_COMPLETION_RULE (see choices.py): counted, contributing zero.
+# Empty completions follow EMPTY_COMPLETION_RULE (objective/conventions.py): counted, contributing zero.
 
 
 def aggregate_loss(

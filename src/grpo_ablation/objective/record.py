@@ -13,10 +13,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.axes import check_choices
-from grpo_ablation.choices import EMPTY_COMPLETION_RULE
+from grpo_ablation.design.axes import check_choices
 from grpo_ablation.layout import OBJECTIVE, OBJECTIVE_TEXT
 from grpo_ablation.objective.conventions import (
+    EMPTY_COMPLETION_RULE,
     length_aggregation,
     std_scaling,
     zero_variance_rule,

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.compute import ComputeConfig
+from grpo_ablation.design.options import ComputeConfig
 from grpo_ablation.settings import from_dict
 from grpo_ablation.tasks import Task
 from grpo_ablation.tasks.splits import read_split

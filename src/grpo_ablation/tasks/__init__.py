@@ -9,7 +9,7 @@ which task it is.
 
 Adding a task: write a module with a dataclass implementing :class:`Task` (see ``addition.py`` or
 ``math.py``), add one line to ``TASKS``, and, if its answer rule is new, the rule's lm-eval
-implementation as a module of ``evaluation/answer_rules`` (registered in its ``RULES``).
+implementation as a module of ``tasks/answer_rules`` (registered in its ``RULES``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ Prompt = str | list[dict[str, str]]
 
 class Task(Protocol):
     kind: str
-    # Name of the declared answer rule (an entry of evaluation.answer_rules.RULES): the reward applies it
+    # Name of the declared answer rule (an entry of tasks.answer_rules.RULES): the reward applies it
     # in training, lm-eval applies its own implementation of it in evaluation.
     answer_rule: str
     # Whether prompts go through the model's chat template (TRL conversational prompts; lm-eval's

@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
-from grpo_ablation import pipeline
-from grpo_ablation.compute import ComputeConfig
-from grpo_ablation.design import Design
-from grpo_ablation.schema import SCHEMA
+from grpo_ablation.design import checks
+from grpo_ablation.design.ablation import Design
+from grpo_ablation.design.options import ComputeConfig
+from grpo_ablation.design.schema import SCHEMA
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def load_config(path: Path, overrides: dict[str, Any] | None = None) -> dict[str
     config = yaml.safe_load(Path(path).read_text())
     config.update(overrides or {})
     validate(config, str(SCHEMA))
-    pipeline.check_design(config)
+    checks.check_design(config)
     return config
 
 
@@ -167,7 +167,7 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
 
     design = Design.of(config)
     draws = design.draws  # calibrated on the first draw's warm start
-    base = pipeline.draw_base_policy(config, draws[0] if draws else None)
+    base = checks.draw_base_policy(config, draws[0] if draws else None)
     configured = (
         BasePolicyConfig.from_dict({k: v for k, v in base.items() if k != "kind"}).sft_steps
         if base.get("kind", "local") == "local"
@@ -198,7 +198,7 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     weights = sum(f.stat().st_size for f in ckpt.iterdir() if f.is_file() and f.name not in state)
     optimizer = sum((ckpt / f).stat().st_size for f in state if (ckpt / f).exists())
 
-    ev = pipeline.evaluation_config(config)
+    ev = checks.evaluation_config(config)
     write_split_tasks(data, work / "tasks", task.kind, ev, task.answer_rule, task.chat_template)
     durations = []
     for split in ("test", "validation"):

@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def processes(a: argparse.Namespace) -> int:
-    from grpo_ablation.compute import ComputeConfig
+    from grpo_ablation.design.options import ComputeConfig
 
     return ComputeConfig.of(json.loads(a.compute)).processes_per_train_job
 
@@ -44,10 +44,10 @@ def servable(a: argparse.Namespace) -> bool:
 def run(a: argparse.Namespace) -> None:
     """Train one (cell, seed) run; resumes from its newest checkpoint if interrupted."""
     from grpo_ablation.commands import bootstrap
-    from grpo_ablation.compute import ComputeConfig, resolve_device
+    from grpo_ablation.compute import resolve_device
+    from grpo_ablation.design.options import ComputeConfig, TrainingConfig
     from grpo_ablation.settings import from_dict
     from grpo_ablation.training.launch import relaunch
-    from grpo_ablation.training.options import TrainingConfig
     from grpo_ablation.training.train import train
 
     compute = ComputeConfig.of(json.loads(a.compute))

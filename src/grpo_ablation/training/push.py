@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from grpo_ablation.choices import AGGREGATIONS, SCALINGS
 from grpo_ablation.keyed_sampling import KeyedGumbel, completion_key
+from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS
 from grpo_ablation.objective.push import (
     accuracy_weights,
     choice_weights,

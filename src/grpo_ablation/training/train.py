@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.compute import ComputeConfig
+from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.layout import (
     BUDGET,
     CHECKPOINT_PREFIX,
@@ -33,7 +33,6 @@ from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config
 from grpo_ablation.settings import config_hash, weight_files
 from grpo_ablation.training import tracking
-from grpo_ablation.training.options import TrainingConfig
 
 
 def git_commit() -> str:

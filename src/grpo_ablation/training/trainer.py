@@ -36,17 +36,17 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
+from grpo_ablation.design.options import TRL_ATTRIBUTES, TrainingConfig
 from grpo_ablation.keyed_sampling import KeyedGumbel, seeded_requests, training_keys
 from grpo_ablation.layout import METRICS, ROLLOUTS
+from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 from grpo_ablation.objective.formulas import (
-    GROUP_CATEGORIES,
     completion_coefficients,
     group_advantages,
     group_categories,
     rank_loss_scale,
     zero_variance_groups,
 )
-from grpo_ablation.training.options import TRL_ATTRIBUTES, TrainingConfig
 from grpo_ablation.training.rollout_log import RolloutLog
 
 

@@ -4,7 +4,7 @@ A *stage* is declared in the config: the axes it varies (``vary``, crossed when 
 several; the first is the stage's *primary* axis), values it holds (``fixed``, possibly the
 validation winner of an earlier stage), and the primary axis's *reference* value each cell is
 compared with. Every other axis stays at the baseline, the shared ``training`` section. Nothing
-here is specific to a stage or an axis: axes are declared in ``grpo_ablation.axes``.
+here is specific to a stage or an axis: axes are declared in ``grpo_ablation.design.axes``.
 
 A cell is spelled as key=value path segments (``std=population/agg=sequence_mean/G=8``); a cell
 shared by two stages is one directory, so it is trained once.
@@ -26,11 +26,20 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.axes import AXES, BY_NAME, DesignError, axis, cell_path, defaults, parse_path
-from grpo_ablation.choices import RECIPES, Recipe
+from grpo_ablation.design.axes import (
+    AXES,
+    BY_NAME,
+    RECIPES,
+    DesignError,
+    Recipe,
+    axis,
+    cell_path,
+    defaults,
+    parse_path,
+)
+from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.layout import Tree
 from grpo_ablation.settings import from_dict
-from grpo_ablation.training.options import TrainingConfig
 
 __all__ = ["Cell", "Design", "DesignError", "Stage", "WinnerOf"]
 
@@ -45,7 +54,7 @@ SEEDS_PER_DRAW = 1000
 
 @dataclass(frozen=True, order=True)
 class Cell:
-    """One combination of axis values; ``path`` names the axes as ``grpo_ablation.axes`` says."""
+    """One combination of axis values; ``path`` names the axes as ``grpo_ablation.design.axes`` says."""
 
     path: str
     values: tuple[tuple[str, Any], ...] = field(compare=False)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_ablation.choices import AGGREGATIONS, SCALINGS, ZERO_VARIANCE
+from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS, ZERO_VARIANCE
 
 
 class DesignError(ValueError):
@@ -256,3 +256,31 @@ def path_regex() -> str:
 
 # Paths list the always-named axes first; an axis declared after them must not be always named.
 assert all(a.always_named for a in AXES[: sum(a.always_named for a in AXES)]), "always-named first"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A published combination of the ablated choices: cells with these values are labelled so."""
+
+    name: str
+    values: dict[str, str]  # axis -> value, every other axis free
+    source: str
+
+
+RECIPES: tuple[Recipe, ...] = (
+    Recipe(
+        "GRPO",
+        {"std_scaling": "sample", "aggregation": "sequence_mean"},
+        "Shao et al. 2024, DeepSeekMath (arXiv 2402.03300)",
+    ),
+    Recipe(
+        "Dr. GRPO",
+        {"std_scaling": "none", "aggregation": "constant"},
+        "Liu et al. 2025, Understanding R1-Zero-Like Training (arXiv 2503.20783)",
+    ),
+    Recipe(
+        "Lite PPO",
+        {"std_scaling": "batch", "aggregation": "token_mean"},
+        "Liu et al. 2025, Tricks or Traps? A Deep Dive into RL for LLM Reasoning (arXiv 2508.08221)",
+    ),
+)

@@ -1,8 +1,10 @@
-"""The training options of one run, declared once: ``TrainingConfig``.
+"""The options of one run, declared once: ``TrainingConfig`` (what a run trains) and
+``ComputeConfig`` (how a job runs: device, precision, processes, retention; nothing in it changes
+what a run optimises).
 
 Each field carries its help text and its constraints as metadata (TRL's ``GRPOConfig`` style).
 Everything else is derived from these declarations: the ``training`` section of the config schema
-(written into ``workflow/schemas/config.schema.yaml`` by ``python -m grpo_ablation.schema`` and
+(written into ``workflow/schemas/config.schema.yaml`` by ``python -m grpo_ablation.design.schema`` and
 tested equal to it), the objective record (every field is recorded unless its declaration says
 why not: ``recorded``), the trainer's arguments (it receives the config) and the nominal budget.
 
@@ -14,10 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from grpo_ablation.axes import check_choices
-from grpo_ablation.choices import AGGREGATIONS, SCALINGS, ZERO_VARIANCE
+from grpo_ablation.compute import (
+    ACCELERATE_PRESETS,
+    DEVICES,
+    DTYPES,
+    OPTIMIZER_STATE_POLICIES,
+)
+from grpo_ablation.design.axes import check_choices
+from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS, ZERO_VARIANCE
 from grpo_ablation.sampling import SAMPLERS
-from grpo_ablation.settings import check_options, option
+from grpo_ablation.settings import check_options, from_dict, option
 
 GENERATION_BACKENDS = ("transformers", "vllm")
 # Options TRL's GRPOTrainer holds too, as its attributes (from GRPOConfig): the trainer computes
@@ -213,3 +221,51 @@ def curve_steps(max_steps: int, points: int) -> list[int]:
     first = max(1.0, max_steps / 40)
     ratio = (max_steps / first) ** (1 / (points - 1))
     return sorted({min(max_steps, round(first * ratio**i)) for i in range(points)})
+
+
+@dataclass(frozen=True)
+class ComputeConfig:
+    """How a job runs: device, precision, processes, checkpoint retention."""
+
+    device: str = option(
+        "auto",
+        "auto takes CUDA when torch sees a GPU; cuda on a machine without one stops the job",
+        choices=DEVICES,
+    )
+    dtype: str = option(
+        "float32",
+        "compute precision: autocast in training over float32 master weights and optimizer state "
+        "(checkpoints hold float32 weights), the loading precision in evaluation",
+        choices=DTYPES,
+    )
+    processes_per_train_job: int = option(
+        1,
+        "training processes of one cell (accelerate launch; gloo on CPU, NCCL on GPU, one GPU "
+        "each); the job's threads are shared among them and the objective does not change",
+        minimum=1,
+    )
+    accelerate_config: str = option(
+        "ddp",
+        "plain DDP, or a preset of config/accelerate/ (DeepSpeed ZeRO-2/3, FSDP; GPUs only)",
+        choices=ACCELERATE_PRESETS,
+    )
+    keep_optimizer_state: str = option(
+        "newest",
+        "newest keeps optimizer and scheduler state in the newest checkpoint only (enough to "
+        "resume; every checkpoint keeps its weights for evaluation); all keeps it everywhere",
+        choices=OPTIMIZER_STATE_POLICIES,
+    )
+    gradient_checkpointing: bool = option(
+        False,
+        "recompute activations in the backward pass instead of keeping them (TRL's default is "
+        "true): less memory for long completions on a large model, at the cost of a second "
+        "forward pass; it changes no number (tested on the CPU default), only time and memory",
+    )
+
+    def __post_init__(self) -> None:
+        check_options(self, "compute")
+
+    @classmethod
+    def of(cls, section: dict[str, Any] | None) -> ComputeConfig:
+        """The config's ``compute`` section (any key left out takes its default)."""
+        return from_dict(cls, section, "compute")

@@ -3,7 +3,7 @@
 ``workflow/schemas/config.schema.yaml`` holds, between two marker comments per section, the
 properties of ``training`` (``TrainingConfig``) and ``compute`` (``ComputeConfig``): names, types,
 choices, bounds, defaults and descriptions, from the fields' ``option`` declarations. Run
-``python -m grpo_ablation.schema`` after changing a declaration; ``tests/test_options.py`` fails
+``python -m grpo_ablation.design.schema`` after changing a declaration; ``tests/test_options.py`` fails
 while the file differs.
 """
 
@@ -16,10 +16,9 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.compute import ComputeConfig
-from grpo_ablation.training.options import TrainingConfig
+from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 
-SCHEMA = Path(__file__).parents[2] / "workflow/schemas/config.schema.yaml"
+SCHEMA = Path(__file__).parents[3] / "workflow/schemas/config.schema.yaml"
 SECTIONS: dict[str, type] = {"training": TrainingConfig, "compute": ComputeConfig}
 _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
 _INDENT = " " * 6  # a section's properties in the schema file
@@ -49,7 +48,7 @@ def section_text(section: str) -> str:
     import yaml
 
     begin, end = markers(section)
-    lines = [begin + " (python -m grpo_ablation.schema)"]
+    lines = [begin + " (python -m grpo_ablation.design.schema)"]
     for name, spec in properties(SECTIONS[section]).items():
         lines.append(f"{_INDENT}{name}:")
         for key, value in spec.items():

@@ -1,4 +1,4 @@
-"""What the DAG needs of the config beyond the design (``grpo_ablation.design``): the checks it
+"""What the DAG needs of the config beyond the design (``grpo_ablation.design.ablation``): the checks it
 runs before any job, the evaluation section as jobs take it, the draws' base policies, the
 environments and the files the analysis rules read. Knows nothing of Snakemake; imports neither
 torch nor matplotlib.
@@ -9,9 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from grpo_ablation.axes import DesignError
-from grpo_ablation.compute import ComputeConfig
-from grpo_ablation.design import (
+from grpo_ablation.design.ablation import (
     SEEDS_PER_DRAW,
     SELECTION_METRICS,
     Design,
@@ -19,10 +17,10 @@ from grpo_ablation.design import (
     listed_draws,
     reference_of,
 )
-from grpo_ablation.evaluation import answer_rules
+from grpo_ablation.design.axes import DesignError
+from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.layout import Tree
-from grpo_ablation.tasks import get_task
-from grpo_ablation.training.options import TrainingConfig
+from grpo_ablation.tasks import answer_rules, get_task
 
 __all__ = ["DesignError", "check_design"]
 
