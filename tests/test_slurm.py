@@ -143,7 +143,7 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
 
     # Evaluation packed per allocation: the same evaluation jobs, 8 to an sbatch, sharing the
     # allocation's job worker (start-up paid once per allocation, not per job).
-    from benchmarks.bench import packed_evaluation
+    from benchmarks.packing import packed_evaluation
 
     packed = packed_evaluation(_snakemake(results, logs), exp, logs, env, ROOT)
     print(json.dumps(packed))
