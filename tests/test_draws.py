@@ -16,6 +16,7 @@ from scipy import stats as scipy_stats
 from grpo_ablation.analysis import draws, hypotheses, tables
 from grpo_ablation.analysis.tables import PAIRED, results_table
 from grpo_ablation.design import checks
+from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, DesignError, run_seed
 from grpo_ablation.layout import POOLED_TABLES
 
@@ -134,7 +135,7 @@ def test_the_hypotheses_take_the_draw_as_their_unit():
     ref, cell = (r["cell"] for r in rows)
     frame = _runs(SMALL).replace({"cell": {"ref": ref, "b": cell}, "reference": {"ref": ref}})
     verdicts = hypotheses.verdicts_table(
-        hypotheses.declared(design), draws.draw_means(frame), rows, design
+        declarations.declared(design), draws.draw_means(frame), rows, design
     )
     assert int(verdicts.loc[0, "n"]) == 2 and verdicts.loc[0, "mean"] == pytest.approx(0.10)
     assert "over 2 draws" in hypotheses.verdicts_reading(verdicts, draws.UNIT)

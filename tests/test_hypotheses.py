@@ -22,6 +22,7 @@ from test_tables_figures import effect_row
 
 from grpo_ablation.analysis import hypotheses, reading, stats, tables
 from grpo_ablation.design import checks
+from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, cell_label
 from grpo_ablation.design.axes import DesignError
 
@@ -81,7 +82,9 @@ PLANTED = [
 def test_a_planted_effect_a_planted_equivalence_and_pure_noise_get_their_verdicts():
     design = Design.of(config_with(*PLANTED))
     rows = design.rows(only=["std_scaling"])
-    verdicts = hypotheses.verdicts_table(hypotheses.declared(design), planted_runs(), rows, design)
+    verdicts = hypotheses.verdicts_table(
+        declarations.declared(design), planted_runs(), rows, design
+    )
     got = dict(zip(verdicts["id"], verdicts["verdict"], strict=True))
     assert got == {
         "pop_equals_sample": "supported",
@@ -97,7 +100,7 @@ def test_a_planted_effect_a_planted_equivalence_and_pure_noise_get_their_verdict
 
 
 def test_the_verdicts_are_the_tests_a_hand_computation_gives():
-    h = hypotheses.declared(Design.of(config_with(*PLANTED)))
+    h = declarations.declared(Design.of(config_with(*PLANTED)))
     diffs = {
         "pop_equals_sample": [0.01, -0.005, 0.0, 0.004, -0.002, 0.003],
         "none_lowers": [-0.12, -0.08, -0.11, -0.09, -0.10, -0.13],
@@ -140,7 +143,7 @@ def test_the_verdicts_are_the_tests_a_hand_computation_gives():
 
 
 def test_a_contradicted_prediction_is_refuted_and_an_interval_across_zero_is_no_equivalence():
-    h = hypotheses.declared(Design.of(config_with(*PLANTED)))
+    h = declarations.declared(Design.of(config_with(*PLANTED)))
     diffs = {
         # 0.10 apart, tightly: outside the ±0.02 margin
         "pop_equals_sample": [0.10, 0.11, 0.09, 0.10, 0.12, 0.10],
@@ -163,7 +166,7 @@ def test_one_family_keeps_a_wrong_verdict_at_alpha_where_the_effect_sits_on_its_
     """A true effect exactly at δ makes both nulls of a directional hypothesis true: any verdict
     is wrong. Support and refute judged as separate families are wrong 2α of the time; one Holm
     family keeps it at α (simulated: 4,000 designs of six units)."""
-    h = hypotheses.declared(Design.of(config_with(*PLANTED)))
+    h = declarations.declared(Design.of(config_with(*PLANTED)))
     rng = np.random.default_rng(0)
     wrong = 0
     trials = 4000
@@ -236,9 +239,9 @@ def test_a_crossed_stage_must_name_every_axis_its_reference_does_not_pin():
         checks.check_design(config)
     config["hypotheses"][0]["cell"] = {"beta": 0.04, "std_scaling": "none"}
     design = Design.of(config)
-    (h,) = hypotheses.declared(design)
+    (h,) = declarations.declared(design)
     rows = design.rows(only=["kl"])
-    assert hypotheses.contrast(h, rows, design)["reference"] == "std=none/agg=sequence_mean/G=8"
+    assert declarations.contrast(h, rows, design)["reference"] == "std=none/agg=sequence_mean/G=8"
 
 
 def recipe_config() -> dict:
@@ -315,8 +318,8 @@ def test_the_reading_opens_with_the_verdicts_and_counts_exploratory_exclusions_a
     design = Design.of(config)
     rows = design.rows(only=["std_scaling", "group_size"])
     runs = planted_runs()
-    verdicts = hypotheses.verdicts_table(hypotheses.declared(design), runs, rows, design)
-    roles = hypotheses.contrast_roles(design, rows)
+    verdicts = hypotheses.verdicts_table(declarations.declared(design), runs, rows, design)
+    roles = declarations.contrast_roles(design, rows)
     assert roles[f"std_scaling|{POP}|greedy_final"] == "hypothesis pop_equals_sample"
     assert roles["group_size|std=sample/agg=sequence_mean/G=16|fraction_mixed"] == (
         "manipulation check"
@@ -324,7 +327,7 @@ def test_the_reading_opens_with_the_verdicts_and_counts_exploratory_exclusions_a
     assert "group_size|std=sample/agg=sequence_mean/G=16|greedy_final" not in roles
     # a figure job sees one stage's rows: hypotheses on other stages are not its business
     only_g = design.rows(only=["group_size"])
-    assert set(hypotheses.contrast_roles(design, only_g).values()) == {"manipulation check"}
+    assert set(declarations.contrast_roles(design, only_g).values()) == {"manipulation check"}
     effects = pd.DataFrame(
         [
             row(REF, "greedy_final", 0, 0, 0, roles),
@@ -406,7 +409,7 @@ def test_the_defaults_contrasts_are_counted_once_each():
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     design = Design.of(config)
     rows = design.rows({})
-    roles = hypotheses.contrast_roles(design, rows)
+    roles = declarations.contrast_roles(design, rows)
     keys = [
         tables.contrast_key(r["stage"], r["cell"], q + suffix)
         for r in rows
@@ -422,7 +425,7 @@ def test_the_defaults_contrasts_are_counted_once_each():
     assert kinds.count("exploratory") == 59
     # a figure job of one stage finds the repeats against every stage's rows
     dr = design.rows({}, ["dr_grpo"])
-    alone = hypotheses.contrast_roles(design, dr, rows)
+    alone = declarations.contrast_roles(design, dr, rows)
     none_seq = next(r["cell"] for r in dr if r["cell"].startswith("std=none/agg=sequence_mean"))
     assert alone[f"dr_grpo|{none_seq}|greedy_final"] == "repeat of std_scaling"
 
@@ -432,10 +435,10 @@ def test_each_verdict_states_what_the_design_could_detect_and_what_it_would_need
     0.03, in a family of three hypotheses (one-sided level 0.05/6): the detectable effect is δ
     plus the noncentral-t distance; the units needed are the first n reaching 80%."""
     design = Design.of(config_with(*PLANTED))
-    h = {x.id: x for x in hypotheses.declared(design)}
-    level = hypotheses.family_level(list(h.values()))
+    h = {x.id: x for x in declarations.declared(design)}
+    level = declarations.family_level(list(h.values()))
     assert level == pytest.approx(0.05 / 6)
-    got = hypotheses.design_power(h["none_lowers"], 0.03, 6, level)
+    got = declarations.design_power(h["none_lowers"], 0.03, 6, level)
     df, crit = 5, sps.t.ppf(1 - 0.05 / 6, 5)
     e = got["mde"] - 0.02
     assert sps.nct.sf(crit, df, e * math.sqrt(6) / 0.03) == pytest.approx(0.8, abs=1e-6)
@@ -478,7 +481,8 @@ def test_a_design_without_power_is_warned_about_before_any_job(capsys):
 def test_the_plan_prices_the_units_here_and_on_a_cluster():
     config = config_with(*PLANTED)
     config["power"] = {"sd": {"greedy_final": 0.03, "sampled_final": 0.03}, "minutes_per_unit": 2.0}
-    table = hypotheses.plan_table(Design.of(config), gpu_hours_per_unit=0.5).set_index("id")
+    rows = declarations.plan_rows(Design.of(config), gpu_hours_per_unit=0.5)
+    table = pd.DataFrame(rows).set_index("id")
     row = table.loc["none_lowers"]
     assert row["units"] == "3 draws" and row["sd_declared"] == 0.03
     assert row["minutes_needed"] == 2.0 * row["units_needed"]
@@ -500,7 +504,7 @@ def test_the_plan_command_reads_the_config_and_a_gpu_calibration(tmp_path, capsy
     cli.main(["plan", "--configfile", str(ROOT / "config/config.yaml"), "--calibration", str(calibration), "--out", str(out)])  # fmt: skip
     text = out.read_text()
     design = Design.of(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
-    table = hypotheses.plan_table(design, 2.0).set_index("id")
+    table = pd.DataFrame(declarations.plan_rows(design, 2.0)).set_index("id")
     need = table.loc["g16_lowers_greedy", "units_needed"]
     row = next(line for line in text.splitlines() if line.startswith("| g16_lowers_greedy |"))
     assert f"| {need:.0f} |" in row and f"| {2 * need:.0f} |" in row  # draws, then GPU-hours

@@ -133,9 +133,11 @@ def cmd_calculations(a: argparse.Namespace) -> None:
 def cmd_plan(a: argparse.Namespace) -> None:
     import math
 
-    from grpo_ablation.analysis.hypotheses import Plan, plan_table
+    import pandas as pd
+
     from grpo_ablation.analysis.render import to_markdown
     from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.hypotheses import PLAN_COLUMNS, Plan, plan_rows
     from grpo_ablation.training.calibrate import load_config
 
     design = Design.of(load_config(a.configfile))
@@ -155,7 +157,9 @@ def cmd_plan(a: argparse.Namespace) -> None:
         f"declares ({plan.source or 'no source given'}); 80% power; one-sided level = Holm's "
         "first step over the support and refute tests of every hypothesis. mde: directional, the "
         "true effect detected; equivalence, the smallest margin shown at the expected Δ.\n\n"
-        + to_markdown(plan_table(design, gpu_per_unit).map(_significant))
+        + to_markdown(
+            pd.DataFrame(plan_rows(design, gpu_per_unit), columns=PLAN_COLUMNS).map(_significant)
+        )
         + "\n"
     )
     print(text)

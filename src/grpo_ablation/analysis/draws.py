@@ -31,6 +31,14 @@ import pandas as pd
 from grpo_ablation.analysis import efficiency, hypotheses, loading, reading, render, tables
 from grpo_ablation.analysis.stats import paired_differences, paired_interval, sample_sd
 from grpo_ablation.design.ablation import Design, cell_label, read_winners
+from grpo_ablation.design.hypotheses import (
+    EXPLORATORY,
+    OUTCOME_DEPENDENT,
+    PAIRED,
+    REPEAT,
+    contrast_roles,
+    declared,
+)
 from grpo_ablation.layout import POOLED_READING, POOLED_TABLES, Tree
 
 UNIT = "draw"
@@ -74,7 +82,7 @@ def draw_means(runs: pd.DataFrame) -> pd.DataFrame:
     # they pair stage-wide as every paired quantity does. The fit-free efficiency summaries
     # (efficiency_auc, efficiency_late) exist for every run and are ordinary paired quantities.
     one_seed = bool((runs.groupby("draw")["seed"].nunique() <= 1).all())
-    for q in (q for q in tables.PAIRED if not (one_seed and q in tables.EFFICIENCY)):
+    for q in (q for q in PAIRED if not (one_seed and q in OUTCOME_DEPENDENT)):
         if q in runs:
             gap = (
                 runs[q].isna().groupby([runs["stage"], runs["draw"], runs["seed"]]).transform("any")
@@ -177,12 +185,12 @@ def consistency(effects: pd.DataFrame, within: pd.DataFrame) -> pd.DataFrame:
     the p-value of the draw × cell interaction (``anova_from_summaries`` on ``within``'s per-draw
     mean, n and sd; NaN unless every draw has two seeds or more)."""
     out = []
-    role = effects["role"] if "role" in effects else pd.Series(tables.EXPLORATORY, effects.index)
+    role = effects["role"] if "role" in effects else pd.Series(EXPLORATORY, effects.index)
     diffs = effects[
         ~effects["is_reference"].astype(bool)
         & effects["quantity"].isin(tables.EFFECTS)
         # each comparison of the same runs once (the stage that first makes it)
-        & ~role.fillna(tables.EXPLORATORY).str.startswith(tables.REPEAT)
+        & ~role.fillna(EXPLORATORY).str.startswith(REPEAT)
     ]
     for _, e in diffs.iterrows():
         mine = within[
@@ -204,7 +212,7 @@ def consistency(effects: pd.DataFrame, within: pd.DataFrame) -> pd.DataFrame:
                 "mean": e["mean"],
                 "low": e["low"],
                 "high": e["high"],
-                "role": e.get("role", tables.EXPLORATORY),
+                "role": e.get("role", EXPLORATORY),
                 "draws": len(mine),
                 "same_sign": agree,
                 "holds_across_draws": bool(e["excludes_zero"]) and agree == len(mine),
@@ -232,9 +240,9 @@ def consistency_reading(table: pd.DataFrame) -> str:
     )
     if not held.empty:
         head += ": " + "; ".join(
-            f"``{r['label']}`` ({r['stage']}) on {tables.PAIRED[r['quantity']]}, "
+            f"``{r['label']}`` ({r['stage']}) on {PAIRED[r['quantity']]}, "
             f"{r['mean']:+.3g} [{r['low']:+.3g}, {r['high']:+.3g}]"
-            + ("" if r.get("role", tables.EXPLORATORY) == tables.EXPLORATORY else f" ({r['role']})")
+            + ("" if r.get("role", EXPLORATORY) == EXPLORATORY else f" ({r['role']})")
             for _, r in held.iterrows()
         )
     text = (
@@ -261,7 +269,7 @@ def consistency_reading(table: pd.DataFrame) -> str:
         )
         if not hits.empty:
             text += ": " + "; ".join(
-                f"``{r['label']}`` ({r['stage']}) on {tables.PAIRED[r['quantity']]}, "
+                f"``{r['label']}`` ({r['stage']}) on {PAIRED[r['quantity']]}, "
                 f"p = {r['interaction_p']:.3g}"
                 for _, r in hits.iterrows()
             )
@@ -301,10 +309,10 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
     effects = tables.effects_table(
         table,
         titles,
-        hypotheses.contrast_roles(design, rows),
+        contrast_roles(design, rows),
         {k: float(np.mean([p[k] for p in predicted])) for k in predicted[0]},
     )
-    verdicts = hypotheses.verdicts_table(hypotheses.declared(design), pooled, rows, design)
+    verdicts = hypotheses.verdicts_table(declared(design), pooled, rows, design)
     within = per_draw_contrasts(runs)
     agreement = consistency(effects, within)
 

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablation.analysis.stats import Interval
+from grpo_ablation.design.hypotheses import OUTCOME_DEPENDENT
 
 FIT, NOT_IDENTIFIED, FAILED = "fit", "not identified", "failed"
 # The fit's box for the steepness B: a fit that ends on it is not identified (its standard error
@@ -203,12 +204,8 @@ CONTRASTS = {
 }
 # The contrasts that need a fit (defined for identified fits only); the AUC and the late accuracy
 # need none.
-FIT_PARAMETERS = ("efficiency_A", "efficiency_log10_C_mid")
-# Quantities that exist only where the outcome allowed them: a fit is identified only when the run
-# gained (or lost) beyond two standard errors and saturated within its compute, so its parameters
-# are defined on runs selected by their results. They describe; a confirmatory test (a declared
-# hypothesis) must not use them: the late accuracy is the endpoint defined for every run.
-OUTCOME_DEPENDENT = FIT_PARAMETERS
+# (outcome-dependent: ``design.hypotheses.OUTCOME_DEPENDENT``, which no declared hypothesis may use).
+FIT_PARAMETERS = OUTCOME_DEPENDENT
 
 
 def efficiency_table(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

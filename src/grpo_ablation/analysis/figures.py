@@ -40,6 +40,7 @@ from grpo_ablation.analysis import (
 )
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.design.ablation import Design, cell_label
+from grpo_ablation.design.hypotheses import contrast_roles
 from grpo_ablation.objective.conventions import AGGREGATIONS, GROUP_CATEGORIES
 from grpo_ablation.objective.formulas import token_weights
 
@@ -659,7 +660,7 @@ def write_figures(
         table,
         titles,
         # repeats are found against every stage whose winners this job knows
-        hypotheses.contrast_roles(
+        contrast_roles(
             design,
             rows,
             design.rows(

@@ -13,8 +13,9 @@ from grpo_ablation.analysis.stats import (
     format_interval,
     sd_of_interval,
 )
-from grpo_ablation.analysis.tables import CHANCE, EXPLORATORY, NEGATIVE, REPEAT
+from grpo_ablation.analysis.tables import CHANCE
 from grpo_ablation.design.ablation import cell_label
+from grpo_ablation.design.hypotheses import EXPLORATORY, NEGATIVE, REPEAT
 
 
 def _effect_interval(row: pd.Series) -> Interval:

@@ -31,6 +31,7 @@ from grpo_ablation.analysis.stats import (
     t_interval,
 )
 from grpo_ablation.design.ablation import Design, cell_label
+from grpo_ablation.design.hypotheses import EXPLORATORY, PAIRED, contrast_key
 from grpo_ablation.evaluation.scoring import EXTERNAL_PROTOCOL
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 
@@ -66,20 +67,6 @@ RUN_QUANTITIES = (
 )
 # The quantities compared with each cell's reference, paired by seed (the results table's
 # ``<quantity>_diff_*`` columns; the metrics a hypothesis may name), and what they are called.
-PAIRED = {
-    "greedy_final": "final greedy accuracy",
-    "sampled_final": "final sampled accuracy",
-    "length_incorrect_late": "incorrect-completion length, last ¼ of steps (tokens)",
-    "test_length_incorrect": "incorrect-completion length on test, final (tokens)",
-    "fraction_mixed": "mixed-group fraction",
-    "efficiency_auc": "area under the efficiency curve (mean sampled accuracy over training)",
-    "efficiency_late": "late accuracy (mean sampled accuracy over the last half of the curve points)",
-    "efficiency_A": "efficiency fit: asymptote A",
-    "efficiency_log10_C_mid": "efficiency fit: log10 C_mid (generated tokens to half the gain)",
-}
-# The efficiency fit's parameters: defined for identified fits only (a selection that depends on
-# the outcome: efficiency.OUTCOME_DEPENDENT).
-EFFICIENCY = efficiency.FIT_PARAMETERS
 # The contrasts the effect plots and the report's reading show, in panel order.
 EFFECTS = {
     q: PAIRED[q]
@@ -246,16 +233,6 @@ EFFECT_COLUMNS = [
     "role",
     "predicted",
 ]
-EXPLORATORY = "exploratory"
-# The role of a contrast an earlier stage already compares (the same runs and reference).
-REPEAT = "repeat of"
-# The role of a contrast equal by construction (hypotheses.NEGATIVE_CONTROLS).
-NEGATIVE = "negative control"
-
-
-def contrast_key(stage: str, cell: str, quantity: str) -> str:
-    """How roles and predictions name one contrast: ``stage|cell|quantity``."""
-    return f"{stage}|{cell}|{quantity}"
 
 
 # With no effect anywhere, a 95% interval excludes zero with probability 1 − 0.95.
@@ -273,7 +250,7 @@ def effects_table(
     reference keeps its row (its difference to itself: 0 on every seed), flagged ``is_reference``.
     ``titles`` names each stage (``Design.stage_title``) for the reading; ``roles`` maps
     ``stage|cell|quantity`` to a declared hypothesis or a manipulation check
-    (``hypotheses.contrast_roles``); every other contrast is exploratory. ``predicted`` gives a
+    (``design.hypotheses.contrast_roles``); every other contrast is exploratory. ``predicted`` gives a
     manipulation check's predicted difference (``hypotheses.manipulation_predictions``)."""
     rows = []
     # A recipe cell's interaction comes after the differences (the figure draws only those).

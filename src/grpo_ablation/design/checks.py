@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from grpo_ablation.design import hypotheses
 from grpo_ablation.design.ablation import (
     SEEDS_PER_DRAW,
     SELECTION_METRICS,
@@ -30,9 +31,6 @@ def check_design(config: dict[str, Any]) -> Design:
     """Everything the DAG can check before any job runs: names, references, winners' sources,
     matched budgets, each run's training configuration, the declared hypotheses. Returns the
     design."""
-    # Imported here: the hypotheses are judged on the design, and pandas is not the DAG's.
-    from grpo_ablation.analysis import hypotheses
-
     evaluation_config(config)
     check_draws(config)
     design = Design.of(config)
