@@ -78,14 +78,14 @@ def test_the_projection_adds_up_the_jobs_of_the_dag():
 
 @pytest.mark.slow
 def test_calibrating_the_cluster_shaped_config_on_cpu(tmp_path):
-    from grpo_ablation.training.calibrate import main
+    from grpo_ablation.training.calibrate import calibrate
 
     config = yaml.safe_load((ROOT / "config/cluster_smoke.yaml").read_text())
     config["task"]["dataset_path"] = str(tmp_path / "hub/gsm8k")
     config["base_policy"]["name"] = str(tmp_path / "hub/qwen2-tiny")
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    main(["--configfile", str(path), "--steps", "3", "--out", str(tmp_path / "calibration.json")])
+    calibrate(path, 3, tmp_path / "calibration.json", None)
     record = json.loads((tmp_path / "calibration.json").read_text())
     m, p = record["measured"], record["projection"]
     assert m["train_step_s"] > 0 and m["eval_checkpoint_s"] > 0 and m["sft_step_s"] > 0

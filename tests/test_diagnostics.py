@@ -95,8 +95,9 @@ def test_category_is_recomputed_from_rewards_not_taken_from_the_log():
     assert list(groups["category"]) == ["all_correct", "all_correct", "mixed", "failed_scoring"]
 
 
-def test_zero_std_groups_are_the_scored_groups_with_equal_rewards(steps):
-    assert steps.loc[0, "zero_std_fraction"] == 0.5  # the two all-correct groups; failed ones never
+def test_zero_std_groups_are_those_whose_scored_rewards_are_equal(steps):
+    # the two all-correct groups, and the failed one with a single scored reward
+    assert steps.loc[0, "zero_std_fraction"] == 0.75
     assert steps.loc[1, "zero_std_fraction"] == 0.5
 
 
@@ -162,7 +163,7 @@ def test_run_summary_adds_counts_over_steps(steps):
         and summary["count/failed_scoring"] == 1
     )
     assert summary["fraction/mixed"] == pytest.approx(2 / 6)
-    assert summary["zero_std_fraction"] == pytest.approx(3 / 6)
+    assert summary["zero_std_fraction"] == pytest.approx(4 / 6)
 
 
 def test_write_run_diagnostics_reads_a_run_directory(tmp_path):

@@ -15,7 +15,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("lm_eval")
 yaml = pytest.importorskip("yaml")
 
-from grpo_ablation.evaluation.evaluate import evaluate_checkpoints  # noqa: E402
+from grpo_ablation.evaluation.evaluate import (  # noqa: E402
+    EvaluationOptions,
+    evaluate_checkpoints,
+)
 from grpo_ablation.evaluation.task_folders import (  # noqa: E402
     FALLBACK,
     METRICS_MODULE,
@@ -25,6 +28,7 @@ from grpo_ablation.evaluation.task_folders import (  # noqa: E402
 from grpo_ablation.policy.tokenizer import build_char_tokenizer  # noqa: E402
 
 K, MAX_GEN = 3, 12
+BATCH_4 = EvaluationOptions(batch_size=4)
 PROMPTS = ["47+8=", "1+2=", "99+12=", "5+5=", "3+40=", "70+7=", "12+34=", "0+0=", "8+80=", "61+9="]
 RESULT_FIELDS = {
     "step",
@@ -123,7 +127,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
     ckpt = _tiny_model(root / "ckpt")
     # Same weights, but eos only in the tokenizer: evaluation must still stop at eos.
     no_eos = _tiny_model(root / "ckpt_no_eos", eos_in_config=False)
-    results = evaluate_checkpoints([(0, ckpt), (7, no_eos)], task_dir, root / "out", batch_size=4)
+    results = evaluate_checkpoints([(0, ckpt), (7, no_eos)], task_dir, root / "out", BATCH_4)
     return {
         "root": root,
         "test": test,
@@ -277,7 +281,9 @@ def test_keyed_evaluation_draws_depend_on_prompt_and_repeat_only(setup: dict, sa
     draws = []
     for batch in (4, 7):
         out = root / f"{sampler}_b{batch}"
-        result = evaluate_checkpoints([(0, setup["ckpt"])], task_dir, out, batch_size=batch)
+        result = evaluate_checkpoints(
+            [(0, setup["ckpt"])], task_dir, out, EvaluationOptions(batch_size=batch)
+        )
         draws.append(_sampled(out))
     assert (draws[0] == draws[1]) == (sampler == "keyed")
     assert result[0]["sampler"].startswith("keyed" if sampler == "keyed" else "the global")
@@ -296,7 +302,7 @@ def test_rerun_is_identical_and_correct_answers_score_one(setup: dict) -> None:
     task_dir = root / "tasks_solved"
     write_task(test, task_dir, "solved", max_gen_toks=MAX_GEN, k=K, temperature=1.0)
     runs = [
-        evaluate_checkpoints([(0, setup["ckpt"])], task_dir, root / f"rerun{i}", batch_size=4)
+        evaluate_checkpoints([(0, setup["ckpt"])], task_dir, root / f"rerun{i}", BATCH_4)
         for i in range(2)
     ]
     assert runs[0][0]["greedy_accuracy"] == 1.0
@@ -332,9 +338,7 @@ def test_a_checkpoints_generation_config_never_changes_the_evaluation(setup: dic
     gen.update(**HUB_STYLE)
     gen.save_pretrained(hub)
     out = root / "hub_style"
-    results = evaluate_checkpoints(
-        [(0, setup["ckpt"]), (1, hub)], setup["task_dir"], out, batch_size=4
-    )
+    results = evaluate_checkpoints([(0, setup["ckpt"]), (1, hub)], setup["task_dir"], out, BATCH_4)
     plain, styled = (_read_samples(out / f"step={s}" / "samples.jsonl") for s in (0, 1))
     for role in ("greedy", "sampled"):
         texts = [[r["generated"] for r in rows if r["task"] == role] for rows in (plain, styled)]
@@ -386,10 +390,10 @@ def test_a_killed_evaluation_resumes_at_the_next_checkpoint(setup: dict, monkeyp
     out = setup["root"] / "resumed"
     fail_at = 2
     with pytest.raises(RuntimeError, match="killed"):
-        evaluate_checkpoints(checkpoints, setup["task_dir"], out, batch_size=4)
+        evaluate_checkpoints(checkpoints, setup["task_dir"], out, BATCH_4)
     assert (out / "step=0" / "done.json").is_file() and not (out / "step=7").exists()
     fail_at, loads[:] = 0, []
-    results = evaluate_checkpoints(checkpoints, setup["task_dir"], out, batch_size=4)
+    results = evaluate_checkpoints(checkpoints, setup["task_dir"], out, BATCH_4)
     assert loads == [str(setup["root"] / "ckpt_no_eos")], "only the unfinished checkpoint"
     for step in (0, 7):
         for name in ("results.json", "samples.jsonl"):
@@ -397,14 +401,16 @@ def test_a_killed_evaluation_resumes_at_the_next_checkpoint(setup: dict, monkeyp
             assert got == (setup["out"] / f"step={step}" / name).read_bytes(), (step, name)
     assert results == setup["results"]
     loads[:] = []
-    evaluate_checkpoints(checkpoints, setup["task_dir"], out, batch_size=4)
+    evaluate_checkpoints(checkpoints, setup["task_dir"], out, BATCH_4)
     assert loads == []
     weights = next(setup["ckpt"].glob("*.safetensors"))
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1))
-    evaluate_checkpoints(checkpoints, setup["task_dir"], out, batch_size=4)
+    evaluate_checkpoints(checkpoints, setup["task_dir"], out, BATCH_4)
     assert loads == [str(setup["ckpt"].resolve())], "rewritten weights are evaluated again"
     loads[:] = []
-    evaluate_checkpoints(checkpoints, setup["task_dir"], out, batch_size=4, seed=1)
+    evaluate_checkpoints(
+        checkpoints, setup["task_dir"], out, EvaluationOptions(batch_size=4, seed=1)
+    )
     assert len(loads) == 2, "so is everything under other settings"
 
 
@@ -416,7 +422,11 @@ def test_a_process_per_checkpoint_gives_the_same_evaluation(setup: dict) -> None
     checkpoints = [(0, setup["ckpt"]), (7, setup["root"] / "ckpt_no_eos")]
     out = setup["root"] / "per_process"
     results = evaluate_checkpoints(
-        checkpoints, setup["task_dir"], out, batch_size=4, process_per_checkpoint=True
+        checkpoints,
+        setup["task_dir"],
+        out,
+        BATCH_4,
+        process_per_checkpoint=True,
     )
     pids = {json.loads((out / f"step={s}" / "timing.json").read_text())["pid"] for s in (0, 7)}
     assert len(pids) == 2 and os.getpid() not in pids

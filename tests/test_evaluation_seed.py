@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import grpo_ablation.commands
 import grpo_ablation.evaluation.calibration
 import grpo_ablation.evaluation.evaluate
+import grpo_ablation.process
 from grpo_ablation.design.ablation import run_seed
 from grpo_ablation.evaluation import job
 from grpo_ablation.evaluation.job import evaluation_seed
@@ -50,8 +50,12 @@ def _run_job(argv: list[str], monkeypatch) -> list[int]:
     def record(*args, seed, **kwargs):
         seeds.append(seed)
 
-    monkeypatch.setattr(grpo_ablation.commands, "bootstrap", lambda **kw: None)
-    monkeypatch.setattr(grpo_ablation.evaluation.evaluate, "evaluate_checkpoints", record)
+    monkeypatch.setattr(grpo_ablation.process, "bootstrap", lambda **kw: None)
+    monkeypatch.setattr(
+        grpo_ablation.evaluation.evaluate,
+        "evaluate_checkpoints",
+        lambda checkpoints, tasks, out, options, **kw: record(seed=options.seed),
+    )
     monkeypatch.setattr(grpo_ablation.evaluation.calibration, "measure", record)
     monkeypatch.setattr(job, "write_curve", lambda run, info, tasks, out, o: record(**o))
     p = argparse.ArgumentParser()
@@ -60,8 +64,9 @@ def _run_job(argv: list[str], monkeypatch) -> list[int]:
     return seeds
 
 
-EVALUATION = json.dumps({"batch_size": 2, "device": "cpu", "dtype": "float32", "seed": 0,
-                         "limit": None})  # fmt: skip
+EVALUATION = json.dumps(
+    {"batch_size": 2, "device": "cpu", "dtype": "float32", "seed": 0, "limit": None}
+)
 
 
 def test_a_run_is_evaluated_under_its_run_seed(tmp_path: Path, monkeypatch):

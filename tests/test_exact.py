@@ -111,7 +111,7 @@ pytest.importorskip("lm_eval")
 
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
+    from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
     from grpo_ablation.evaluation.task_folders import exact_tokens, write_task
     from grpo_ablation.policy.tokenizer import build_char_tokenizer
     from tests.test_evaluate import PROMPTS, _tiny_model, _write_rows
@@ -126,7 +126,7 @@ def evaluated(tmp_path_factory: pytest.TempPathFactory) -> dict:
     write_task(test, root / "tasks", "t", 6, 2, temperature, exact=spec)
     # The same weights as steps 0 and 1: the bound is asked for at the last checkpoint only.
     results = evaluate_checkpoints(
-        [(0, model), (1, model)], root / "tasks", root / "out", batch_size=8
+        [(0, model), (1, model)], root / "tasks", root / "out", EvaluationOptions(batch_size=8)
     )
     rows = [json.loads(x) for x in (root / "out/step=1/samples.jsonl").read_text().splitlines()]
     return {

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grpo_ablation.objective.conventions import AGGREGATIONS
+from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS
 from grpo_ablation.objective.formulas import (
     aggregate_loss,
     completion_coefficients,
@@ -156,6 +156,41 @@ def test_zero_variance_groups_are_the_all_equal_ones():
     # groups of 3: all correct; all incorrect among the scored; mixed; none scored (advantage 0)
     rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 0.0, nan, 1.0, 0.0, 1.0, nan, nan, nan])
     assert zero_variance_groups(rewards, 3).tolist() == [True] * 6 + [False] * 3 + [True] * 3
+
+
+NAN = float("nan")
+# Groups of 4 with failed scores (NaN), by hand: is the group zero-variance, its category, and
+# its advantages with no std scaling (the scored rewards' mean subtracted; 0 where unscored).
+FAILED_GROUPS = [
+    # scored (1, 1, 1) all equal: no signal, whatever the failed member would have scored
+    ((1.0, NAN, 1.0, 1.0), True, "failed_scoring", (0.0, 0.0, 0.0, 0.0)),
+    # scored (1, 0, 0) differ: mean 1/3, signal among the scored members
+    ((1.0, 0.0, NAN, 0.0), False, "failed_scoring", (2 / 3, -1 / 3, 0.0, -1 / 3)),
+    # one scored reward: fewer than two, no baseline, advantage 0
+    ((NAN, 1.0, NAN, NAN), True, "failed_scoring", (0.0, 0.0, 0.0, 0.0)),
+    ((NAN, NAN, NAN, NAN), True, "failed_scoring", (0.0, 0.0, 0.0, 0.0)),
+    ((0.0, 1.0, 1.0, 0.0), False, "mixed", (-0.5, 0.5, 0.5, -0.5)),
+    ((0.0, 0.0, 0.0, 0.0), True, "all_incorrect", (0.0, 0.0, 0.0, 0.0)),
+]
+
+
+def test_zero_variance_is_decided_on_the_scored_rewards_and_failed_groups_counted_apart():
+    """A failed score leaves its member out of the zero-variance decision as it leaves it out of
+    the advantages: a zero-variance group is one whose advantages are all 0 under every std
+    scaling, a failed one included; its category stays failed_scoring."""
+    rewards = torch.tensor([r for group, *_ in FAILED_GROUPS for r in group])
+    zero = zero_variance_groups(rewards, 4)[::4].tolist()
+    assert zero == [z for _, z, _, _ in FAILED_GROUPS] == [True, False, True, True, False, True]
+    assert group_categories(rewards, 4) == [c for _, _, c, _ in FAILED_GROUPS]
+    hand = torch.tensor([a for *_, adv in FAILED_GROUPS for a in adv])
+    assert group_advantages(rewards, 4, "none", eps=0.0).tolist() == pytest.approx(hand.tolist())
+    # sample std of the scored (1, 0, 0) is sqrt(1/3): 2/3 / sqrt(1/3) = 1.1547
+    sample = group_advantages(rewards, 4, "sample", eps=0.0)[4:8]
+    assert sample.tolist() == pytest.approx([1.1547, -0.5774, 0.0, -0.5774], abs=5e-5)
+    for scaling in SCALINGS:
+        for eps in (0.0, 1e-4):
+            adv = group_advantages(rewards, 4, scaling, eps).view(-1, 4)
+            assert (adv == 0).all(dim=1).tolist() == zero, (scaling, eps)
 
 
 @pytest.mark.parametrize("mode", AGGREGATIONS)

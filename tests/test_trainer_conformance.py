@@ -108,8 +108,15 @@ def test_filtered_zero_variance_groups_leave_the_gradient_of_the_mixed_ones(
 ):
     """zero_variance filter: the gradient is the formula's on the mixed groups alone (the batch
     holds all-correct or all-incorrect groups too, so it differs from keeping them)."""
-    got = capture(model_dir, tmp_path, std_scaling="sample", std_eps=1e-4, aggregation=mode,
-                  zero_variance="filter", prompts=ZERO_PROMPTS)  # fmt: skip
+    got = capture(
+        model_dir,
+        tmp_path,
+        std_scaling="sample",
+        std_eps=1e-4,
+        aggregation=mode,
+        zero_variance="filter",
+        prompts=ZERO_PROMPTS,
+    )
     want = reference_grads(model_dir, "sample", 1e-4, mode, ZERO_PROMPTS, keep_zero=False)
     assert_same(got["grads"], want)
     kept = reference_grads(model_dir, "sample", 1e-4, mode, ZERO_PROMPTS)
@@ -124,13 +131,20 @@ def test_resampled_batches_hold_mixed_groups_only_and_log_the_others(model_dir, 
     The rollout log keeps every generated group: the discarded ones marked out of the batch."""
     from grpo_ablation.training.rollout_log import read_rollouts
 
-    got = capture(model_dir, tmp_path, std_scaling="sample", std_eps=1e-4, aggregation=mode,
-                  zero_variance="resample", prompts=ZERO_PROMPTS)  # fmt: skip
+    got = capture(
+        model_dir,
+        tmp_path,
+        std_scaling="sample",
+        std_eps=1e-4,
+        aggregation=mode,
+        zero_variance="resample",
+        prompts=ZERO_PROMPTS,
+    )
     rows = read_rollouts(tmp_path / "rollouts")
     groups = rows.groupby("group_index").first()
     assert groups["generation_batch"].max() >= 1, "a further batch was generated"
-    assert (groups.loc[groups["generation_batch"] == 0, "prompt_id"].tolist()
-            == ["p0", "p1", "p2", "p3"])  # fmt: skip
+    first_batch = groups.loc[groups["generation_batch"] == 0, "prompt_id"].tolist()
+    assert first_batch == ["p0", "p1", "p2", "p3"]
     trained = groups[groups["in_batch"]]
     assert len(trained) == 4 and (trained["group_category"] == "mixed").all()
     assert trained["in_loss"].all()
@@ -145,11 +159,13 @@ def test_resampled_batches_hold_mixed_groups_only_and_log_the_others(model_dir, 
 def test_resampling_capped_at_one_batch_is_the_filter(model_dir, tmp_path):
     """With max_generation_batches 1 no further batch is drawn: the all-incorrect group fills its
     slot out of the loss, which is zero_variance filter's gradient."""
-    got = capture(model_dir, tmp_path / "r", std_scaling="sample", std_eps=1e-4,
-                  aggregation="token_mean", zero_variance="resample", max_generation_batches=1,
-                  prompts=ZERO_PROMPTS)  # fmt: skip
-    want = capture(model_dir, tmp_path / "f", std_scaling="sample", std_eps=1e-4,
-                   aggregation="token_mean", zero_variance="filter", prompts=ZERO_PROMPTS)  # fmt: skip
+    common = dict(
+        std_scaling="sample", std_eps=1e-4, aggregation="token_mean", prompts=ZERO_PROMPTS
+    )
+    got = capture(
+        model_dir, tmp_path / "r", zero_variance="resample", max_generation_batches=1, **common
+    )
+    want = capture(model_dir, tmp_path / "f", zero_variance="filter", **common)
     assert_same(got["grads"], want["grads"])  # the filler group moves last: summation order
 
 

@@ -15,6 +15,7 @@ from conformance import G, digit_reward
 from safetensors.torch import load_file
 
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
+from grpo_ablation.objective.formulas import zero_variance_groups
 from grpo_ablation.training.rollout_log import ROLLOUT_FIELDS, read_rollouts
 from grpo_ablation.training.train import train
 
@@ -125,6 +126,9 @@ def test_a_reward_that_raises_on_every_sample_is_data_not_a_crash(setup, tmp_pat
     assert (rows["group_category"] == "failed_scoring").all()
     assert rows["reward"].isna().all() and (rows["advantage"] == 0).all()
     assert rows["scoring_failure"].str.contains("TimeoutError: verifier timed out").all()
+    # No scored reward: no signal, so every group is zero-variance (and filter would drop it).
+    metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [m["groups/zero_std_fraction"] for m in metrics] == [1.0, 1.0]
     assert json.loads((tmp_path / "budget.json").read_text())["scoring_failures"] == len(rows)
 
 
@@ -142,6 +146,13 @@ def test_a_reward_that_fails_on_some_samples_marks_only_those(setup, tmp_path):
     assert odd.any() and (~odd).any()
     assert rows.loc[odd, "reward"].isna().all() and rows.loc[~odd, "reward"].notna().all()
     assert (rows.loc[odd, "group_category"] == "failed_scoring").all()
+    # The zero-variance share counts failed groups by their scored rewards (zero_variance_groups).
+    rows = rows.sort_values(["step", "group_index", "completion_index"])
+    metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    for m, (_, of_step) in zip(metrics, rows.groupby("step"), strict=True):
+        rewards = torch.tensor(of_step["reward"].astype(float).to_numpy())
+        zero = zero_variance_groups(rewards, G)[::G]
+        assert m["groups/zero_std_fraction"] == sum(zero.tolist()) / len(zero)
 
 
 def _driver(model, data, out, training, sleep=0.0):
@@ -311,8 +322,8 @@ def test_curve_snapshots_change_no_number_and_hold_the_policy_of_their_step(setu
     runs = {}
     for points in (0, 3):
         out = tmp_path / f"points={points}"
-        train(model, data, out, TrainingConfig(max_steps=4, curve_points=points, **TINY),
-              reward_func=digit_reward)  # fmt: skip
+        cfg = TrainingConfig(max_steps=4, curve_points=points, **TINY)
+        train(model, data, out, cfg, reward_func=digit_reward)
         runs[points] = out
     assert TrainingConfig(max_steps=4, curve_points=3).curve_steps == [1, 2, 4]
     assert [s for s, _ in snapshots(runs[3])] == [1, 2, 4] == _info(runs[3])["curve_steps"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,35 @@ def device_info(device: str, dtype: str) -> dict[str, Any]:
         except (OSError, subprocess.SubprocessError, IndexError):
             info["driver_version"] = "unknown (nvidia-smi unavailable)"
     return info
+
+
+@dataclass(frozen=True)
+class PeakMemory:
+    """This process's peak memory so far, in bytes."""
+
+    host_rss_bytes: int  # the resident set, training or evaluation and everything else included
+    gpu_allocated_bytes: int | None  # torch's peak allocated CUDA memory; None without CUDA
+
+    @property
+    def host_rss_mb(self) -> float:
+        return self.host_rss_bytes / 2**20
+
+    @property
+    def gpu_allocated_mb(self) -> float | None:
+        return None if self.gpu_allocated_bytes is None else self.gpu_allocated_bytes / 2**20
+
+    def megabytes(self) -> dict[str, float | None]:
+        """Both in MiB, under the keys run_info.json records them with (``peak_memory``)."""
+        return {"host_rss_mb": self.host_rss_mb, "gpu_allocated_mb": self.gpu_allocated_mb}
+
+
+def peak_memory() -> PeakMemory:
+    """The peak memory of this process, measured by the process that did the work (a job
+    worker's client process would see only itself)."""
+    import resource
+
+    import torch
+
+    gpu = int(torch.cuda.max_memory_allocated()) if torch.cuda.is_available() else None
+    # ru_maxrss is in KiB on Linux.
+    return PeakMemory(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, gpu)

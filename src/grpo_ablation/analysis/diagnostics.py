@@ -68,8 +68,9 @@ def group_frame(rollouts: pd.DataFrame) -> pd.DataFrame:
         ["failed_scoring", "all_correct", "all_incorrect"],
         default="mixed",
     )
-    # Same definition as the trainer's groups/zero_std_fraction: every reward finite and equal.
-    out["zero_std"] = ~failed & (out["reward_min"] == out["reward_max"])
+    # Zero-variance as the objective defines it (objective.formulas.zero_variance_groups, the
+    # trainer's groups/zero_std_fraction): the scored rewards all equal, or fewer than two scored.
+    out["zero_std"] = (out["n_scored"] < 2) | (out["reward_min"] == out["reward_max"])
     return out
 
 

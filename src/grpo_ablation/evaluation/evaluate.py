@@ -35,12 +35,12 @@ import hashlib
 import json
 import multiprocessing
 import os
-import resource
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.compute import OFFLINE_VARS
+from grpo_ablation.compute import OFFLINE_VARS, peak_memory
 from grpo_ablation.evaluation.model import (
     evaluation_versions,
     keyed_generation,
@@ -58,9 +58,7 @@ from grpo_ablation.evaluation.scoring import (
 )
 from grpo_ablation.evaluation.task_folders import EXACT_MODULE, load_rule
 from grpo_ablation.layout import CURVE, MANIFEST, SUMMARY
-from grpo_ablation.sampling import (
-    sampler_description,
-)
+from grpo_ablation.sampling import sampler_description
 from grpo_ablation.settings import weight_files
 from grpo_ablation.tasks.splits import sha256
 
@@ -111,171 +109,304 @@ def _write_checkpoint(
     (step_dir / DONE).write_text(json.dumps({"key": key}) + "\n")
 
 
+@dataclass(frozen=True)
+class EvaluationOptions:
+    """How checkpoints are evaluated: every field but ``revision`` is part of the cache key (a
+    hub checkpoint's revision is part of its identity)."""
+
+    batch_size: int = 64
+    device: str = "cpu"
+    dtype: str = "float32"
+    seed: int = 0  # all four lm-eval seeds, and the keyed sampler's
+    limit: int | None = None  # rows per task (None: all)
+    revision: str | None = None  # pins a hub checkpoint; a local one has none
+    backend: str = "hf"
+
+
 def evaluate_checkpoints(
-    checkpoints: list[tuple[int, Path]],
+    checkpoints: list[tuple[int, Path | str]],
     task_dir: Path,
     out_dir: Path,
+    options: EvaluationOptions | None = None,
     *,
-    batch_size: int = 64,
-    device: str = "cpu",
-    dtype: str = "float32",
-    seed: int = 0,
-    limit: int | None = None,
-    revision: str | None = None,
     external: list[str] | None = None,
-    backend: str = "hf",
     process_per_checkpoint: bool | None = None,
-    only: int | None = None,
 ) -> list[dict]:
     """Evaluate every checkpoint on the tasks of ``task_dir``: in this one process, or each in a
     process of its own (``process_per_checkpoint``; the default with vLLM, which does not reliably
     free an engine's GPU memory within a process, so one engine per process and a fresh process
-    per checkpoint). ``only`` evaluates the checkpoint of that index alone (what each of those
-    processes runs) and writes no summary.
+    per checkpoint).
 
-    A checkpoint is a local directory or a hub name (the base policy of a preset; ``revision``
-    pins it). ``external`` names lm-eval built-in benchmarks (e.g. ``gsm8k``) evaluated as extra,
-    clearly labelled columns under ``external_benchmarks``: their own prompts, few-shot examples
-    and answer extraction, so never comparable with the headline.
+    A checkpoint is a local directory or a hub name (the base policy of a preset;
+    ``options.revision`` pins it). ``external`` names lm-eval built-in benchmarks (e.g. ``gsm8k``)
+    evaluated as extra, clearly labelled columns under ``external_benchmarks``: their own prompts,
+    few-shot examples and answer extraction, so never comparable with the headline.
 
     Writes ``out_dir/step=<N>/results.json``, ``samples.jsonl`` and ``timing.json`` (kept apart so
     that results.json is byte-identical across reruns), plus ``out_dir/summary.json`` listing the
     results of all checkpoints of this call, and returns that list.
-    All four lm-eval seeds are set to ``seed`` for every checkpoint, so each checkpoint sees the
-    same random stream regardless of its position in the list.
+    All four lm-eval seeds are set to ``options.seed`` for every checkpoint, so each checkpoint
+    sees the same random stream regardless of its position in the list.
     """
-    if process_per_checkpoint is None:
-        process_per_checkpoint = backend == "vllm"
-    if process_per_checkpoint and only is None:
-        options = dict(
-            batch_size=batch_size, device=device, dtype=dtype, seed=seed, limit=limit,
-            revision=revision, external=external, backend=backend, process_per_checkpoint=False,
-        )  # fmt: skip
-        spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: nothing inherited
-        for i, (step, _) in enumerate(checkpoints):
-            child = spawn.Process(
-                target=evaluate_checkpoints,
-                args=(checkpoints, task_dir, out_dir),
-                kwargs={**options, "only": i},
-            )
-            child.start()
-            child.join()
-            if child.exitcode:
-                raise RuntimeError(
-                    f"evaluation of step {step} failed in its own process (exit code "
-                    f"{child.exitcode}); its log is above"
-                )
-        # Every checkpoint is finished now: the loop below reads them back and writes the summary.
-    t0 = time.perf_counter()
-    import lm_eval
-    import lm_eval.models.huggingface
-    from lm_eval.tasks import TaskManager
-
-    import_s = time.perf_counter() - t0
-
+    options = options or EvaluationOptions()
     task_dir, out_dir = Path(task_dir), Path(out_dir)
-    manifest = json.loads((task_dir / MANIFEST).read_text())
-    roles: dict[str, str] = manifest["tasks"]
-    # include_defaults=False skips indexing lm-eval's hundreds of built-in tasks (~13 s).
-    task_manager = TaskManager(include_path=str(task_dir.resolve()), include_defaults=False)
-    index_s = time.perf_counter() - t0 - import_s
-    seeds = lm_eval_seeds(seed)
-    versions = evaluation_versions()
-    all_results = []
-    rule = load_rule(task_dir)
-    exact = load_rule(task_dir, EXACT_MODULE) if "exact" in roles else None
-    sampler = manifest.get("sampler", "stream")  # task folders written before keyed sampling
-    settings = [seeds, batch_size, device, dtype, limit, backend, external, versions]
-    settings += _task_content(task_dir, manifest)
-    for i, (step, ckpt) in enumerate(checkpoints):
-        if only is not None and i != only:
-            continue
-        local = Path(ckpt).exists()
-        ckpt = str(Path(ckpt).resolve()) if local else str(ckpt)
-        step_dir = out_dir / f"step={step}"
+    if process_per_checkpoint is None:
+        process_per_checkpoint = options.backend == "vllm"
+    if process_per_checkpoint:
+        _evaluate_in_processes(checkpoints, task_dir, out_dir, options, external)
+    setup = _Setup.open(task_dir, options, external)
+    # After the processes every checkpoint is finished: here they are only read back.
+    results = [
+        _results_of(checkpoints, i, setup, out_dir, may_evaluate=not process_per_checkpoint)
+        for i in range(len(checkpoints))
+    ]
+    (out_dir / SUMMARY).write_text(json.dumps({"checkpoints": results}, indent=2) + "\n")
+    return results
+
+
+def _evaluate_in_processes(
+    checkpoints: list[tuple[int, Path | str]],
+    task_dir: Path,
+    out_dir: Path,
+    options: EvaluationOptions,
+    external: list[str] | None,
+) -> None:
+    """Each checkpoint evaluated in a fresh process of its own, one after the other."""
+    spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: nothing inherited
+    for i, (step, _) in enumerate(checkpoints):
+        child = spawn.Process(
+            target=_evaluate_in_child, args=(checkpoints, task_dir, out_dir, options, external, i)
+        )
+        child.start()
+        child.join()
+        if child.exitcode:
+            raise RuntimeError(
+                f"evaluation of step {step} failed in its own process (exit code "
+                f"{child.exitcode}); its log is above"
+            )
+
+
+def _evaluate_in_child(
+    checkpoints: list[tuple[int, Path | str]],
+    task_dir: Path,
+    out_dir: Path,
+    options: EvaluationOptions,
+    external: list[str] | None,
+    index: int,
+) -> None:
+    """What the process of checkpoint ``index`` runs: that checkpoint alone, no summary."""
+    _results_of(checkpoints, index, _Setup.open(task_dir, options, external), out_dir)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What every checkpoint of one call shares: the options, the task folder (its manifest,
+    lm-eval's index of its tasks, the answer rule and the exact enumeration), lm-eval's seeds and
+    versions, and the part of the cache key they make."""
+
+    options: EvaluationOptions
+    external: list[str] | None
+    manifest: dict[str, Any]
+    task_manager: Any
+    rule: Any
+    exact: Any
+    seeds: dict[str, int]
+    versions: dict[str, Any]
+    settings: list[Any]  # every checkpoint's cache key holds them
+    import_s: float
+    index_s: float
+
+    @classmethod
+    def open(cls, task_dir: Path, options: EvaluationOptions, external: list[str] | None) -> _Setup:
+        started = time.perf_counter()
+        # lm-eval's import takes seconds: timed apart from the index of the tasks
+        import lm_eval.models.huggingface  # noqa: F401
+        from lm_eval.tasks import TaskManager
+
+        import_s = time.perf_counter() - started
+        manifest = json.loads((task_dir / MANIFEST).read_text())
+        # include_defaults=False skips indexing lm-eval's hundreds of built-in tasks (~13 s).
+        task_manager = TaskManager(include_path=str(task_dir.resolve()), include_defaults=False)
+        index_s = time.perf_counter() - started - import_s
+        seeds = lm_eval_seeds(options.seed)
+        versions = evaluation_versions()
+        rule = load_rule(task_dir)
+        exact = load_rule(task_dir, EXACT_MODULE) if "exact" in manifest["tasks"] else None
+        o = options
+        settings = [seeds, o.batch_size, o.device, o.dtype, o.limit, o.backend, external, versions]
+        settings += _task_content(task_dir, manifest)
+        return cls(
+            options=options,
+            external=external,
+            manifest=manifest,
+            task_manager=task_manager,
+            rule=rule,
+            exact=exact,
+            seeds=seeds,
+            versions=versions,
+            settings=settings,
+            import_s=import_s,
+            index_s=index_s,
+        )
+
+    @property
+    def roles(self) -> dict[str, str]:
+        """Each role the task folder holds (greedy, sampled, exact, ...) and its lm-eval task."""
+        return self.manifest["tasks"]
+
+    @property
+    def sampler(self) -> str:
+        return self.manifest.get("sampler", "stream")  # task folders written before keyed sampling
+
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    """One checkpoint of a call, as it is evaluated and keyed."""
+
+    step: int
+    path: str  # a local folder (resolved) or a hub name
+    revision: str | None  # a hub checkpoint's; None for a local folder
+    roles: list[str]  # the roles of the task folder evaluated at this checkpoint
+    key: str  # of its evaluation (``done.json``)
+    folder: Path  # out_dir/step=<N>
+
+    @classmethod
+    def of(
+        cls, checkpoints: list[tuple[int, Path | str]], i: int, setup: _Setup, out_dir: Path
+    ) -> _Checkpoint:
+        step, path = checkpoints[i]
+        local = Path(path).exists()
+        path = str(Path(path).resolve()) if local else str(path)
+        revision = None if local else setup.options.revision
         # The exact task's unresolved mass at the last checkpoint only (it costs ~8x the exact
         # value): the one the contrasts are read at.
         last = i == len(checkpoints) - 1
-        run_roles = [r for r in roles if r != ("exact" if last else "exact_bounded")]
-        identity = _checkpoint_identity(ckpt, local, None if local else revision)
-        key = [identity, settings, run_roles]
-        key = hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()
-        finished = _finished(step_dir, key)
-        if finished is not None:
-            all_results.append(finished)
-            continue
-        if process_per_checkpoint and only is None:  # its process ran: never load it here
-            raise RuntimeError(f"step {step} was evaluated in its own process but is not finished")
-        (step_dir / DONE).unlink(missing_ok=True)
-        t1 = time.perf_counter()
-        lm, ignored = load_lm(
-            ckpt, device, batch_size, dtype, None if local else revision, backend, seed
+        roles = [r for r in setup.roles if r != ("exact" if last else "exact_bounded")]
+        key = [_checkpoint_identity(path, local, revision), setup.settings, roles]
+        digest = hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()
+        return cls(step, path, revision, roles, digest, out_dir / f"step={step}")
+
+
+def _results_of(
+    checkpoints: list[tuple[int, Path | str]],
+    i: int,
+    setup: _Setup,
+    out_dir: Path,
+    *,
+    may_evaluate: bool = True,
+) -> dict[str, Any]:
+    """The results of checkpoint ``i``: read back when it was evaluated before under the same
+    key, else evaluated now (``may_evaluate`` False: its own process ran it, so an error)."""
+    checkpoint = _Checkpoint.of(checkpoints, i, setup, out_dir)
+    finished = _finished(checkpoint.folder, checkpoint.key)
+    if finished is not None:
+        return finished
+    if not may_evaluate:
+        raise RuntimeError(
+            f"step {checkpoint.step} was evaluated in its own process but is not finished"
         )
-        if "exact" in roles:
-            ready_for_exact(lm, manifest, backend, ckpt)
-        if sampler == "keyed":
-            keyed_generation(lm, seed, backend)
-        t2 = time.perf_counter()
-        gen_s = time_generation(lm)
-        with without_env_probe():
-            out = lm_eval.simple_evaluate(
-                model=lm,
-                tasks=[roles[r] for r in run_roles],
-                task_manager=task_manager,
-                limit=limit,
-                log_samples=True,
-                verbosity="WARNING",
-                apply_chat_template=bool(manifest["chat_template"]),
-                **seeds,
-            )
-            ext = run_external(lm, external, limit, seeds) if external else {}
-        t3 = time.perf_counter()
-        rows, metrics = score_tasks(out, roles, run_roles, lm.tokenizer, rule, exact)
-        result = {
-            **checkpoint_numbers(step, ckpt, rows, metrics, manifest),
-            "limit": limit,
-            "tasks": metrics,
-            "task_names": roles,
-            # The declared rule training's reward uses too (objective.json names it).
-            "answer_rule": manifest["answer_rule"],
-            "chat_template": manifest["chat_template"],
-            # The complete sampling protocol of each task, and what the checkpoint's own
-            # generation config said that was not used.
-            "sampling": manifest["sampling"],
-            "sampler": sampler_description(sampler, backend == "vllm", evaluation=True),
-            "ignored_generation_config": ignored,
-            "test": manifest["test"],
-            "external_benchmarks": ext,
-            "seeds": seeds,
-            "batch_size": batch_size,
-            "device": device,
-            "dtype": dtype,
-            "backend": backend,
-            "revision": None if local else revision,
-            "offline": {k: os.environ.get(k) for k in OFFLINE_VARS},
-            "lm_eval_version": versions["lm_eval"],
-            "versions": versions,
-        }
-        timing = {
-            "import_lm_eval_s": import_s,
-            "task_index_s": index_s,
-            "load_s": t2 - t1,
-            "evaluate_s": t3 - t2,
-            "generate_s": gen_s[0],
-            "score_s": time.perf_counter() - t3,  # the samples scored and summarised
-            # This process's peak (a job-worker child's when GRPO_WORKER is used:
-            # Snakemake's benchmark then measures only the thin client).
-            "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "in_worker": os.environ.get("GRPO_WORKER_CHILD") == "1",
-            "pid": os.getpid(),
-        }
-        _write_checkpoint(step_dir, result, rows, timing, key)
-        all_results.append(result)
-        del lm
-    if only is None:
-        summary = json.dumps({"checkpoints": all_results}, indent=2) + "\n"
-        (out_dir / SUMMARY).write_text(summary)
-    return all_results
+    return _evaluate_checkpoint(checkpoint, setup)
+
+
+def _evaluate_checkpoint(checkpoint: _Checkpoint, setup: _Setup) -> dict[str, Any]:
+    """Load, run lm-eval, score and write one checkpoint; its results."""
+    (checkpoint.folder / DONE).unlink(missing_ok=True)
+    started = time.perf_counter()
+    lm, ignored = _load(checkpoint, setup)
+    loaded = time.perf_counter()
+    generating = time_generation(lm)
+    out, external = _run_lm_eval(lm, checkpoint.roles, setup)
+    evaluated = time.perf_counter()
+    rows, metrics = score_tasks(
+        out, setup.roles, checkpoint.roles, lm.tokenizer, setup.rule, setup.exact
+    )
+    result = _result(checkpoint, setup, rows, metrics, ignored, external)
+    timing = {
+        "import_lm_eval_s": setup.import_s,
+        "task_index_s": setup.index_s,
+        "load_s": loaded - started,
+        "evaluate_s": evaluated - loaded,
+        "generate_s": generating[0],
+        "score_s": time.perf_counter() - evaluated,  # the samples scored and summarised
+        # This process's peak (a job-worker child's when GRPO_WORKER is used:
+        # Snakemake's benchmark then measures only the thin client).
+        "max_rss_mb": peak_memory().host_rss_mb,
+        "in_worker": os.environ.get("GRPO_WORKER_CHILD") == "1",
+        "pid": os.getpid(),
+    }
+    _write_checkpoint(checkpoint.folder, result, rows, timing, checkpoint.key)
+    return result
+
+
+def _load(checkpoint: _Checkpoint, setup: _Setup) -> tuple[Any, dict[str, Any]]:
+    """The checkpoint as lm-eval's model under the sampling protocol, and what its own
+    generation config said that is not used."""
+    o = setup.options
+    lm, ignored = load_lm(
+        checkpoint.path, o.device, o.batch_size, o.dtype, checkpoint.revision, o.backend, o.seed
+    )
+    if "exact" in setup.roles:
+        ready_for_exact(lm, setup.manifest, o.backend, checkpoint.path)
+    if setup.sampler == "keyed":
+        keyed_generation(lm, o.seed, o.backend)
+    return lm, ignored
+
+
+def _run_lm_eval(lm: Any, roles: list[str], setup: _Setup) -> tuple[dict, dict]:
+    """lm-eval's output on the tasks of ``roles``, and the external benchmarks' entries."""
+    import lm_eval
+
+    with without_env_probe():
+        out = lm_eval.simple_evaluate(
+            model=lm,
+            tasks=[setup.roles[r] for r in roles],
+            task_manager=setup.task_manager,
+            limit=setup.options.limit,
+            log_samples=True,
+            verbosity="WARNING",
+            apply_chat_template=bool(setup.manifest["chat_template"]),
+            **setup.seeds,
+        )
+        external = setup.external
+        ext = run_external(lm, external, setup.options.limit, setup.seeds) if external else {}
+    return out, ext
+
+
+def _result(
+    checkpoint: _Checkpoint,
+    setup: _Setup,
+    rows: list[dict],
+    metrics: dict[str, Any],
+    ignored: dict[str, Any],
+    external: dict[str, Any],
+) -> dict[str, Any]:
+    """``results.json`` of one checkpoint: its numbers and everything they were measured under."""
+    manifest, o = setup.manifest, setup.options
+    return {
+        **checkpoint_numbers(checkpoint.step, checkpoint.path, rows, metrics, manifest),
+        "limit": o.limit,
+        "tasks": metrics,
+        "task_names": setup.roles,
+        # The declared rule training's reward uses too (objective.json names it).
+        "answer_rule": manifest["answer_rule"],
+        "chat_template": manifest["chat_template"],
+        # The complete sampling protocol of each task, and what the checkpoint's own
+        # generation config said that was not used.
+        "sampling": manifest["sampling"],
+        "sampler": sampler_description(setup.sampler, o.backend == "vllm", evaluation=True),
+        "ignored_generation_config": ignored,
+        "test": manifest["test"],
+        "external_benchmarks": external,
+        "seeds": setup.seeds,
+        "batch_size": o.batch_size,
+        "device": o.device,
+        "dtype": o.dtype,
+        "backend": o.backend,
+        "revision": checkpoint.revision,
+        "offline": {k: os.environ.get(k) for k in OFFLINE_VARS},
+        "lm_eval_version": setup.versions["lm_eval"],
+        "versions": setup.versions,
+    }
 
 
 def exact_probabilities(

@@ -1,11 +1,12 @@
 """One evaluation job (the ``evaluate`` rule): its arguments and what it runs. The CLI and the
-job worker both run it (``grpo_ablation.commands``)."""
+job worker both run it (``grpo_ablation.cli.COMMANDS``)."""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from grpo_ablation.layout import RUN_INFO, Evaluation, checkpoint
@@ -52,9 +53,9 @@ def servable(a: argparse.Namespace) -> bool:
 def run(a: argparse.Namespace) -> None:
     """Evaluate every checkpoint of a run (or the base policy as step 0) on the test split, the
     final one on validation, and (a run) the calibration's probabilities."""
-    from grpo_ablation.commands import bootstrap
     from grpo_ablation.compute import resolve_device
-    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
+    from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
+    from grpo_ablation.process import bootstrap
 
     bootstrap(threads=a.threads)
     ev = json.loads(a.evaluation)
@@ -68,7 +69,7 @@ def run(a: argparse.Namespace) -> None:
         info = json.loads((a.run / RUN_INFO).read_text())
         checkpoints = [(s, checkpoint(a.run, s)) for s in info["checkpoints"]]
         seed = evaluation_seed(ev["seed"], run_seed=info["training_config"]["seed"])
-    options = dict(
+    options = EvaluationOptions(
         batch_size=ev["batch_size"],
         device=resolve_device(ev["device"]),
         dtype=ev["dtype"],
@@ -77,24 +78,20 @@ def run(a: argparse.Namespace) -> None:
         revision=revision,
         backend=ev.get("backend", "hf"),
     )
-    # External benchmarks (lm-eval's own gsm8k, ...) score the test-split checkpoints only.
     folder = Evaluation(a.out)
-    evaluate_checkpoints(
-        checkpoints,
-        a.tasks / "test",
-        Path(folder.split("test")),
-        external=ev.get("external_benchmarks") or None,
-        **options,
-    )
-    validation = Path(folder.split("validation"))
-    evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", validation, **options)
+    # External benchmarks (lm-eval's own gsm8k, ...) score the test-split checkpoints only.
+    external = ev.get("external_benchmarks") or None
+    test, validation = (Path(folder.split(s)) for s in ("test", "validation"))
+    evaluate_checkpoints(checkpoints, a.tasks / "test", test, options, external=external)
+    evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", validation, options)
     if a.run:  # P(correct) of the prompts each saved policy was sampled on in training
         from grpo_ablation.evaluation.calibration import measure
 
-        limit = options.pop("limit")
-        measure(a.run, Path(info["base_model"]), a.tasks, a.out, **options)
+        settings = asdict(options)
+        limit = settings.pop("limit")
+        measure(a.run, Path(info["base_model"]), a.tasks, a.out, **settings)
         # the curve on the rows the checkpoints and the base policy were scored on
-        write_curve(a.run, info, a.tasks / "test", a.out, {**options, "limit": limit})
+        write_curve(a.run, info, a.tasks / "test", a.out, {**settings, "limit": limit})
 
 
 def write_curve(run: Path, info: dict, tasks: Path, out: Path, options: dict) -> None:

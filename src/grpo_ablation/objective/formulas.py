@@ -122,8 +122,12 @@ def aggregate_loss(
 
 def zero_variance_groups(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     """Per completion: does its group carry no signal, its scored rewards all equal (all correct
-    or all incorrect)? Unscored rewards (NaN) are left out; a group with fewer than two scored
-    rewards counts as one (its advantages are 0: ``group_advantages``)."""
+    or all incorrect)? Unscored rewards (NaN) are left out, as ``group_advantages`` leaves them
+    out; a group with fewer than two scored rewards counts as one. These are exactly the groups
+    whose advantages are 0 under every std scaling. The one definition: ``filter`` and
+    ``resample`` act on it and the trainer's ``groups/zero_std_fraction`` counts it. A group with
+    a failed score is still ``failed_scoring`` among the categories (``group_categories``), which
+    count it apart whatever its scored rewards."""
     g = grouped(rewards.to(torch.float64), group_size)
     finite = torch.isfinite(g)
     low = torch.where(finite, g, torch.inf).min(-1).values

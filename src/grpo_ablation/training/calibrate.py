@@ -1,6 +1,6 @@
 """What the configured DAG will cost, measured before a user spends GPU-hours on it.
 
-    python -m grpo_ablation.training.calibrate --configfile config/cluster.yaml --steps 20
+    grpo-ablation calibrate --configfile config/cluster.yaml --steps 20
 
 runs, on this machine and with the config's model, task, device and precision, the base policy (a
 few warm-start steps if it has any), ``--steps`` training steps of the reference cell, and one
@@ -15,9 +15,7 @@ a config with a ``stand_in`` builds its stand-in.
 
 from __future__ import annotations
 
-import argparse
 import json
-import resource
 import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
@@ -138,19 +136,10 @@ def load_config(path: Path, overrides: dict[str, Any] | None = None) -> dict[str
     return config
 
 
-def _peak_memory(device: str) -> tuple[int, str]:
-    import torch
-
-    if device == "cuda":
-        return int(torch.cuda.max_memory_allocated()), "gpu"
-    # ru_maxrss is in KiB on Linux; the calibration's own peak, training and evaluation included.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "host RSS"
-
-
 def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     """Run the base policy, ``steps`` training steps and one evaluation in ``work``."""
-    from grpo_ablation.compute import resolve_device
-    from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
+    from grpo_ablation.compute import peak_memory, resolve_device
+    from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
     from grpo_ablation.evaluation.task_folders import write_split_tasks
     from grpo_ablation.policy.prefetch import prefetch
     from grpo_ablation.tasks import get_task
@@ -200,6 +189,14 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
 
     ev = checks.evaluation_config(config)
     write_split_tasks(data, work / "tasks", task.kind, ev, task.answer_rule, task.chat_template)
+    options = EvaluationOptions(
+        batch_size=ev["batch_size"],
+        device=device,
+        dtype=ev["dtype"],
+        seed=ev["seed"],
+        limit=ev["limit"],
+        backend=ev["backend"],
+    )
     durations = []
     for split in ("test", "validation"):
         started = time.perf_counter()
@@ -207,17 +204,15 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
             [(steps, ckpt)],
             work / "tasks" / split,
             work / "eval" / split,
-            batch_size=ev["batch_size"],
-            device=device,
-            dtype=ev["dtype"],
-            seed=ev["seed"],
-            limit=ev["limit"],
-            backend=ev["backend"],
+            options,
             # As the evaluation job runs them: external benchmarks on every test checkpoint.
             external=(ev.get("external_benchmarks") or None) if split == "test" else None,
         )
         durations.append(time.perf_counter() - started)
-    peak, kind_of_peak = _peak_memory(device)
+    # The calibration's own peak, training and evaluation included: GPU memory on a GPU, else
+    # the host's resident set.
+    peak = peak_memory()
+    on_gpu = device == "cuda"
     return Measurement(
         train_setup_s=max(0.0, wall - runtime),
         train_step_s=step_s,
@@ -226,8 +221,8 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
         eval_validation_s=durations[1],
         weights_bytes=weights,
         optimizer_bytes=optimizer,
-        peak_memory_bytes=peak,
-        peak_memory_kind=kind_of_peak,
+        peak_memory_bytes=peak.gpu_allocated_bytes if on_gpu else peak.host_rss_bytes,
+        peak_memory_kind="gpu" if on_gpu else "host RSS",
     )
 
 
@@ -262,38 +257,25 @@ def report(
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configfile", type=Path, required=True)
-    parser.add_argument("--steps", type=int, default=20, help="training steps to time")
-    parser.add_argument("--out", type=Path, help="write the measurement and projection as JSON")
-    parser.add_argument(
-        "--work", type=Path, help="keep the calibration run here (default: a temp dir)"
-    )
-    a = parser.parse_args(argv)
-    if a.steps < 1:
-        parser.error("--steps must be at least 1")
-    config = load_config(a.configfile)
+def calibrate(configfile: Path, steps: int, out: Path | None, work: Path | None) -> None:
+    """Time ``steps`` training steps and an evaluation of the config's first run here, print the
+    projection of its DAG and, with ``out``, write it as JSON (``grpo-ablation calibrate``)."""
+    if steps < 1:
+        raise SystemExit("calibrate: --steps must be at least 1")
+    config = load_config(configfile)
     with tempfile.TemporaryDirectory() as tmp:
-        m = measure(config, a.steps, a.work or Path(tmp))
+        m = measure(config, steps, work or Path(tmp))
     shape = dag_shape(config)
     p = project(m, shape)
     print(report(m, shape, p, config["resources"]))
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
         record = {
             "measured": asdict(m),
             "dag": shape,
             "projection": p,
             "over_limit": over_limit(p, config["resources"]),
-            "steps": a.steps,
-            "config": str(a.configfile),
+            "steps": steps,
+            "config": str(configfile),
         }
-        a.out.write_text(json.dumps(record, indent=2) + "\n")
-
-
-if __name__ == "__main__":
-    from grpo_ablation.commands import bootstrap
-
-    bootstrap()  # offline, CPU pins, as every job
-    main()
+        out.write_text(json.dumps(record, indent=2) + "\n")

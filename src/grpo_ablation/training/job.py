@@ -1,5 +1,5 @@
-"""One training job (the ``train`` rule): its arguments and what it runs. The CLI, the job worker
-and ``python -m grpo_ablation.training.train`` all run it (``grpo_ablation.commands``)."""
+"""One training job (the ``train`` rule): its arguments and what it runs. The CLI and the job
+worker both run it (``grpo_ablation.cli.COMMANDS``)."""
 
 from __future__ import annotations
 
@@ -43,9 +43,9 @@ def servable(a: argparse.Namespace) -> bool:
 
 def run(a: argparse.Namespace) -> None:
     """Train one (cell, seed) run; resumes from its newest checkpoint if interrupted."""
-    from grpo_ablation.commands import bootstrap
     from grpo_ablation.compute import resolve_device
     from grpo_ablation.design.options import ComputeConfig, TrainingConfig
+    from grpo_ablation.process import bootstrap
     from grpo_ablation.settings import from_dict
     from grpo_ablation.training.launch import relaunch
     from grpo_ablation.training.train import train

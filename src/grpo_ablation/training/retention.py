@@ -14,7 +14,7 @@ are needed only to resume, and a run resumes from its newest complete checkpoint
   ``args.output_dir``; the checkpoint just saved, newer ones, and any without
   ``trainer_state.json`` (being written, or left half-written by a killed run) are never touched.
   ``policy="all"`` keeps everything (the callback does nothing).
-* ``checkpoint_disk_bytes`` and ``python -m grpo_ablation.training.retention`` state the disk needs.
+* ``checkpoint_disk_bytes`` and ``grpo-ablation disk`` state the disk needs.
 
 What is deleted (names from the transformers 5.24 / accelerate Trainer source):
 ``optimizer.pt`` and ``scheduler.pt`` (``Trainer._save_optimizer_and_scheduler``),
@@ -42,7 +42,6 @@ and float32 moments: ``--dtype float32``.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
 import shutil
@@ -184,38 +183,23 @@ def _fmt(n: int) -> str:
     return f"{n:,} B = {n / 1e9:.1f} GB = {n / 2**30:.1f} GiB"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description="Disk needed by checkpoints: optimizer state kept in the newest checkpoint "
-        "of each run vs in all of them (AdamW: two moments per parameter, in the parameter dtype)."
+def disk_report(
+    n_params: int, dtype: str, optimizer_dtype: str | None, checkpoints_per_run: int, runs: int
+) -> str:
+    """The disk checkpoints need, optimizer state kept in the newest checkpoint of each run vs in
+    all of them (AdamW: two moments per parameter, in the parameter dtype; ``grpo-ablation disk``)."""
+    for name in (dtype, optimizer_dtype or dtype):
+        if name not in DTYPE_BYTES:
+            raise SystemExit(f"disk: dtype {name!r}; expected one of {sorted(DTYPE_BYTES)}")
+    w = DTYPE_BYTES[dtype]
+    o = adamw_bytes_per_param(optimizer_dtype or dtype)
+    args = (n_params, w, o, checkpoints_per_run, runs)
+    return "\n".join(
+        [
+            f"{runs} runs x {checkpoints_per_run} checkpoints, {n_params:,} parameters: weights "
+            f"{w} B/param ({dtype}), AdamW state {o} B/param ({optimizer_dtype or dtype})",
+            f"newest: {_fmt(checkpoint_disk_bytes(*args, 'newest'))}",
+            f"        peak while saving {_fmt(checkpoint_disk_bytes(*args, 'newest', peak=True))}",
+            f"all:    {_fmt(checkpoint_disk_bytes(*args, 'all'))}",
+        ]
     )
-    parser.add_argument("--n-params", type=int, required=True, help="parameters of the policy")
-    parser.add_argument(
-        "--dtype",
-        choices=sorted(DTYPE_BYTES),
-        default="float32",
-        help="dtype of the saved weights and of the parameters",
-    )
-    parser.add_argument(
-        "--optimizer-dtype",
-        choices=sorted(DTYPE_BYTES),
-        default=None,
-        help="dtype of AdamW's moments (default: --dtype, as torch's AdamW)",
-    )
-    parser.add_argument("--checkpoints-per-run", type=int, required=True)
-    parser.add_argument("--runs", type=int, required=True)
-    a = parser.parse_args(argv)
-    w = DTYPE_BYTES[a.dtype]
-    o = adamw_bytes_per_param(a.optimizer_dtype or a.dtype)
-    args = (a.n_params, w, o, a.checkpoints_per_run, a.runs)
-    print(
-        f"{a.runs} runs x {a.checkpoints_per_run} checkpoints, {a.n_params:,} parameters: "
-        f"weights {w} B/param ({a.dtype}), AdamW state {o} B/param ({a.optimizer_dtype or a.dtype})"
-    )
-    print(f"newest: {_fmt(checkpoint_disk_bytes(*args, 'newest'))}")
-    print(f"        peak while saving {_fmt(checkpoint_disk_bytes(*args, 'newest', peak=True))}")
-    print(f"all:    {_fmt(checkpoint_disk_bytes(*args, 'all'))}")
-
-
-if __name__ == "__main__":
-    main()

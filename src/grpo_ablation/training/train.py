@@ -1,4 +1,4 @@
-"""Train one ablation cell: ``python -m grpo_ablation.training.train --base DIR --data DIR --out DIR``
+"""Train one ablation cell (``grpo-ablation train --base DIR --data DIR --out DIR``)
 (the pipeline's ``train`` command; ``--base`` a model folder or a base_policy.json).
 
 No Snakemake needed. The run directory receives ``checkpoints/checkpoint-<step>/`` (standalone
@@ -13,9 +13,9 @@ import json
 import shutil
 import subprocess
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.layout import (
@@ -33,6 +33,9 @@ from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config
 from grpo_ablation.settings import config_hash, weight_files
 from grpo_ablation.training import tracking
+
+if TYPE_CHECKING:
+    from grpo_ablation.tasks import Task
 
 
 def git_commit() -> str:
@@ -59,17 +62,6 @@ def saved_checkpoints(run: Path) -> list[Path]:
     """Every ``checkpoints/checkpoint-<step>`` folder of the run, complete or not."""
     found = (run / CHECKPOINTS).glob(f"{CHECKPOINT_PREFIX}*")
     return [p for p in found if checkpoint_step(p) is not None]
-
-
-def peak_memory() -> dict[str, float | None]:
-    """This process's peak host RSS and, on CUDA, peak allocated GPU memory, in MB."""
-    import resource
-
-    import torch
-
-    gpu = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
-    host = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return {"host_rss_mb": host, "gpu_allocated_mb": gpu}
 
 
 def checkpoint_dtypes(checkpoint: Path | None) -> list[str]:
@@ -169,6 +161,49 @@ def _vllm_args(cfg: TrainingConfig) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class RunInputs:
+    """What one run trains from: the base model (a local folder, or a hub id read from the cache
+    at ``revision``), the data folder, the config's ``task`` section as given, the training config
+    and the number of processes. A run folder resumes only from checkpoints trained from the same
+    inputs (``identity``)."""
+
+    model_dir: Path | str
+    revision: str | None
+    data_dir: Path
+    task_config: dict[str, Any] | None
+    cfg: TrainingConfig
+    num_processes: int
+
+    @property
+    def train_file(self) -> Path:
+        return self.data_dir / "train.jsonl"
+
+    @property
+    def hub(self) -> dict[str, Any]:
+        """The keyword arguments that load the base model and its tokenizer."""
+        return {} if _is_local(self.model_dir) else {"revision": self.revision}
+
+    def identity(self) -> dict[str, Any]:
+        """What a run folder's checkpoints were trained from: the training config, the base
+        model (a hub id and revision, or a local folder's weight files by name, size and mtime),
+        the training split by content, the task and the number of processes."""
+        from grpo_ablation.tasks.splits import sha256
+
+        if _is_local(self.model_dir):
+            files = weight_files(Path(self.model_dir))
+            base: Any = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+        else:
+            base = {"hub": str(self.model_dir), "revision": self.revision}
+        return {
+            "training": asdict(self.cfg),
+            "base_model": base,
+            "train_split_sha256": sha256(self.train_file.read_bytes()),
+            "task": self.task_config or {},
+            "num_processes": self.num_processes,
+        }
+
+
 def train(
     model_dir: Path | str,
     data_dir: Path,
@@ -189,98 +224,39 @@ def train(
     and, unless ``reward_func`` overrides it (tests), the reward. ``report_to`` names the live
     trackers (``tensorboard,wandb``; ``grpo_ablation.training.tracking``). ``compute``: the
     config's compute section (device, precision, retention; its defaults when not given).
+    Returns the budget and the run info written (in the main process; ``{}`` in the others).
     """
-    import torch
     from accelerate import PartialState
-    from datasets import load_dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from grpo_ablation.compute import check_dtype, device_info, resolve_device
+    from grpo_ablation.compute import check_dtype, resolve_device
     from grpo_ablation.tasks import get_task
     from grpo_ablation.training.retention import KeepOptimizerStateOfNewest
-    from grpo_ablation.training.snapshots import CurveSnapshots, snapshots
+    from grpo_ablation.training.snapshots import CurveSnapshots
     from grpo_ablation.training.trainer import AblationGRPOTrainer
 
-    if _is_local(model_dir) and not (Path(model_dir) / "config.json").exists():
-        raise FileNotFoundError(
-            f"base model directory {model_dir} does not exist or has no config.json "
-            "(build it with the base_policy rule, or name a hub model with base_policy.kind: hub)"
-        )
-    train_file = data_dir / "train.jsonl"
-    if not train_file.exists():
-        raise FileNotFoundError(f"training split {train_file} does not exist")
+    _check_inputs(model_dir, data_dir)
     task = get_task(task_config)
     compute = compute or ComputeConfig()
-    run_device, dtype = resolve_device(compute.device), check_dtype(compute.dtype)
-
+    device = resolve_device(compute.device)
+    check_dtype(compute.dtype)
     # cpu=True: on CPU, processes started by torchrun join one gloo group only when the first
     # PartialState of the process says so (it is a singleton; the Trainer's comes later).
-    state = PartialState(cpu=run_device == "cpu")
-    nproc = state.num_processes
-    out.mkdir(parents=True, exist_ok=True)
-    record = ObjectiveRecord.from_config(cfg, nproc, task.answer_rule)
-    if state.is_main_process:
-        # A run folder left by another configuration (Snakemake reruns a job whose params or
-        # inputs changed, and keeps the checkpoints: only run_info.json is declared) is never
-        # resumed: its state is cleared and the run starts afresh.
-        identity = run_identity(cfg, model_dir, revision, train_file, task_config, nproc)
-        if _read_json(out / IDENTITY) != identity:
-            _clear_run(out)
-            (out / IDENTITY).write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n")
-        record.write(out)
-    state.wait_for_everyone()
-
+    state = PartialState(cpu=device == "cpu")
+    run = RunInputs(model_dir, revision, data_dir, task_config, cfg, state.num_processes)
+    record = ObjectiveRecord.from_config(cfg, run.num_processes, task.answer_rule)
+    _claim_folder(out, run, record, state)
     if reward_func is None:
         reward_func = task.reward_function()
-
-    resume = last_checkpoint(out)
-    if resume is not None:
-        step = checkpoint_step(resume)
-        if state.is_main_process:
-            _truncate_jsonl(out / METRICS, step)
-            # Checkpoints newer than the resume point are incomplete: never take them for done.
-            for partial in saved_checkpoints(out):
-                if checkpoint_step(partial) > step:
-                    shutil.rmtree(partial)
-            for later, snapshot in snapshots(out):  # written again as the run gets there
-                if later > step:
-                    shutil.rmtree(snapshot)
-        from grpo_ablation.training.rollout_log import RolloutLog
-
-        RolloutLog(out / ROLLOUTS, state.process_index).truncate_after(step)
-    else:
-        for stale in (METRICS, ROLLOUTS, CURVE_POLICIES):
-            path = out / stale
-            if state.is_main_process and path.exists():
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-    state.wait_for_everyone()
-
+    resume = _resume_point(out, state)
     trackers, tracker_callbacks = tracking.setup(
         tracking.parse(report_to), out, record.to_dict(), state.is_main_process
     )
-    args = _build_args(cfg, out, nproc, run_device == "cpu", compute, trackers)
-    hub = {} if _is_local(model_dir) else {"revision": revision}
-    tokenizer = AutoTokenizer.from_pretrained(model_dir, **hub)
-    if task.chat_template and not tokenizer.chat_template:
-        raise ValueError(
-            f"task '{task.kind}' declares chat_template: true but the tokenizer of {model_dir} has "
-            "no chat template; set task.chat_template: false to feed prompts raw"
-        )
-    # Master weights (and AdamW's moments) stay float32 whatever compute.dtype says: bfloat16
-    # weights would round away updates of lr 1e-6 (its spacing near 0.05 is ~2e-4). bfloat16 is
-    # the autocast precision of the forward and backward passes (GRPOConfig.bf16).
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, **hub)
-    # Rollouts follow the sampling protocol set in _build_args, never the checkpoint's defaults
-    # (TRL saves this neutral config into every checkpoint, which evaluation loads again).
-    ignored = neutral_generation_config(model)
-    dataset = load_dataset("json", data_files=str(train_file), split="train")
-    if task.chat_template:
-        dataset = dataset.map(lambda row: {"prompt": task.prompt(row)})
-
+    args = _build_args(cfg, out, run.num_processes, device == "cpu", compute, trackers)
+    tokenizer, model, ignored = _load_policy(run, task)
     trainer = AblationGRPOTrainer(
         model=model,
         args=args,
-        train_dataset=dataset,
+        train_dataset=_prompts(run, task),
         processing_class=tokenizer,
         reward_funcs=reward_func,
         options=cfg,
@@ -293,72 +269,142 @@ def train(
             *(callbacks or []),
         ],
     )
+    elapsed_s = _run_trainer(trainer, resume, cfg.max_steps)
+
+    summary: dict[str, Any] = {}
+    if state.is_main_process:
+        budget = _write_budget(out, cfg, trainer.state.global_step, elapsed_s)
+        info = _write_run_info(
+            out, run, task=task, compute=compute, device=device, ignored_generation_config=ignored
+        )
+        summary = {"budget": budget, "run_info": info}
+    state.wait_for_everyone()
+    return summary
+
+
+def _check_inputs(model_dir: Path | str, data_dir: Path) -> None:
+    if _is_local(model_dir) and not (Path(model_dir) / "config.json").exists():
+        raise FileNotFoundError(
+            f"base model directory {model_dir} does not exist or has no config.json "
+            "(build it with the base_policy rule, or name a hub model with base_policy.kind: hub)"
+        )
+    train_file = data_dir / "train.jsonl"
+    if not train_file.exists():
+        raise FileNotFoundError(f"training split {train_file} does not exist")
+
+
+def _claim_folder(out: Path, run: RunInputs, record: ObjectiveRecord, state: Any) -> None:
+    """Make ``out`` the folder of this run and write its objective record. A folder left by
+    other inputs (Snakemake reruns a job whose params or inputs changed, and keeps the
+    checkpoints: only run_info.json is declared) is never resumed: its state is cleared."""
+    out.mkdir(parents=True, exist_ok=True)
+    if state.is_main_process:
+        identity = run.identity()
+        if _read_json(out / IDENTITY) != identity:
+            _clear_run(out)
+            (out / IDENTITY).write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n")
+        record.write(out)
+    state.wait_for_everyone()
+
+
+def _resume_point(out: Path, state: Any) -> Path | None:
+    """The checkpoint the run resumes from, with the logs cut back to its step (they are
+    written again as the run gets there); None, with every earlier log removed, for a fresh
+    start."""
+    resume = last_checkpoint(out)
+    if resume is None:
+        if state.is_main_process:
+            _remove_logs(out)
+    else:
+        _cut_logs_back(out, checkpoint_step(resume), state)
+    state.wait_for_everyone()
+    return resume
+
+
+def _remove_logs(out: Path) -> None:
+    for stale in (METRICS, ROLLOUTS, CURVE_POLICIES):
+        path = out / stale
+        if path.exists():
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def _cut_logs_back(out: Path, step: int, state: Any) -> None:
+    """Metrics, checkpoints and curve policies after ``step`` removed (by the main process), and
+    each process's rollouts after it."""
+    from grpo_ablation.training.rollout_log import RolloutLog
+    from grpo_ablation.training.snapshots import snapshots
+
+    if state.is_main_process:
+        _truncate_jsonl(out / METRICS, step)
+        # Checkpoints newer than the resume point are incomplete: never take them for done.
+        for partial in saved_checkpoints(out):
+            if checkpoint_step(partial) > step:
+                shutil.rmtree(partial)
+        for later, snapshot in snapshots(out):
+            if later > step:
+                shutil.rmtree(snapshot)
+    RolloutLog(out / ROLLOUTS, state.process_index).truncate_after(step)
+
+
+def _load_policy(run: RunInputs, task: Task) -> tuple[Any, Any, dict[str, Any]]:
+    """The base model's tokenizer and model, and what its generation config set that the
+    rollouts will not use."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(run.model_dir, **run.hub)
+    if task.chat_template and not tokenizer.chat_template:
+        raise ValueError(
+            f"task '{task.kind}' declares chat_template: true but the tokenizer of {run.model_dir} "
+            "has no chat template; set task.chat_template: false to feed prompts raw"
+        )
+    # Master weights (and AdamW's moments) stay float32 whatever compute.dtype says: bfloat16
+    # weights would round away updates of lr 1e-6 (its spacing near 0.05 is ~2e-4). bfloat16 is
+    # the autocast precision of the forward and backward passes (GRPOConfig.bf16).
+    model = AutoModelForCausalLM.from_pretrained(run.model_dir, dtype=torch.float32, **run.hub)
+    # Rollouts follow the sampling protocol set in _build_args, never the checkpoint's defaults
+    # (TRL saves this neutral config into every checkpoint, which evaluation loads again).
+    ignored = neutral_generation_config(model)
+    return tokenizer, model, ignored
+
+
+def _prompts(run: RunInputs, task: Task) -> Any:
+    """The training split as TRL takes it (through the task's chat prompt when it declares a
+    chat template)."""
+    from datasets import load_dataset
+
+    dataset = load_dataset("json", data_files=str(run.train_file), split="train")
+    if task.chat_template:
+        dataset = dataset.map(lambda row: {"prompt": task.prompt(row)})
+    return dataset
+
+
+def _run_trainer(trainer: Any, resume: Path | None, max_steps: int) -> float:
+    """Train, from ``resume`` when given; the seconds it took. A run killed after its final
+    checkpoint is finished: its state is loaded, not trained (the Trainer, resumed there, would
+    take one more step before it checks max_steps)."""
     started = time.time()
-    if resume is not None and int(resume.name.split("-")[1]) >= cfg.max_steps:
-        # Killed after its final checkpoint: finished. (The Trainer, resumed there, would take one
-        # more step before it checks max_steps.)
+    if resume is not None and checkpoint_step(resume) >= max_steps:
         from transformers import TrainerState
 
         trainer.state = TrainerState.load_from_json(str(resume / "trainer_state.json"))
     else:
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    elapsed = time.time() - started
-
-    summary: dict[str, Any] = {}
-    if state.is_main_process:
-        hardware = device_info(run_device, dtype) | {
-            "gradient_checkpointing": compute.gradient_checkpointing
-        }
-        summary = _finish(
-            out,
-            cfg,
-            model_dir,
-            data_dir,
-            task.to_dict() | {"kind": task.kind},
-            nproc,
-            elapsed,
-            trainer,
-            hardware,
-            revision,
-            ignored,
-        )
-    state.wait_for_everyone()
-    return summary
+    return time.time() - started
 
 
 IDENTITY = "run_identity.json"
 # What a run folder holds from training (objective.json and run_identity.json are rewritten).
 _RUN_STATE = (
-    CHECKPOINTS, METRICS, ROLLOUTS, CURVE_POLICIES, "wall_time.json", BUDGET, RUN_INFO, "tensorboard"
-)  # fmt: skip
-
-
-def run_identity(
-    cfg: TrainingConfig,
-    model_dir: Path | str,
-    revision: str | None,
-    train_file: Path,
-    task_config: dict[str, Any] | None,
-    nproc: int,
-) -> dict[str, Any]:
-    """What a run folder's checkpoints were trained from: the training config, the base model
-    (a hub id and revision, or a local folder's weight files by name, size and mtime), the
-    training split by content, the task and the number of processes. Resuming is allowed only
-    from a folder whose identity is this one."""
-    from grpo_ablation.tasks.splits import sha256
-
-    if _is_local(model_dir):
-        files = weight_files(Path(model_dir))
-        base: Any = [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
-    else:
-        base = {"hub": str(model_dir), "revision": revision}
-    return {
-        "training": asdict(cfg),
-        "base_model": base,
-        "train_split_sha256": sha256(train_file.read_bytes()),
-        "task": task_config or {},
-        "num_processes": nproc,
-    }
+    CHECKPOINTS,
+    METRICS,
+    ROLLOUTS,
+    CURVE_POLICIES,
+    "wall_time.json",
+    BUDGET,
+    RUN_INFO,
+    "tensorboard",
+)
 
 
 def _read_json(path: Path) -> Any:
@@ -385,19 +431,20 @@ def _split_hashes(manifest: Path) -> dict[str, str] | None:
     return {name: entry["sha256"] for name, entry in sorted(splits.items())}
 
 
-def _finish(
-    out, cfg, model_dir, data_dir, task_config, nproc, elapsed, trainer, compute, revision, ignored
+def _write_budget(
+    out: Path, cfg: TrainingConfig, optimizer_steps: int, elapsed_s: float
 ) -> dict[str, Any]:
+    """``budget.json``: what the run spent, counted from its rollouts; the wall time adds up the
+    attempts (a resumed run's included)."""
     from grpo_ablation.training.rollout_log import read_rollouts
-    from grpo_ablation.training.snapshots import snapshots
 
     rollouts = read_rollouts(out / ROLLOUTS)
     attempts_path = out / "wall_time.json"
     attempts = json.loads(attempts_path.read_text()) if attempts_path.exists() else []
-    attempts.append(elapsed)
+    attempts.append(elapsed_s)
     attempts_path.write_text(json.dumps(attempts))
     budget = {
-        "optimizer_steps": trainer.state.global_step,
+        "optimizer_steps": optimizer_steps,
         "generation_steps": int(rollouts["step"].nunique()),
         "prompts": int(rollouts.groupby("step")["group_index"].nunique().sum()),
         "completions": len(rollouts),
@@ -414,20 +461,37 @@ def _finish(
         "nominal": cfg.nominal_budget(),
     }
     (out / BUDGET).write_text(json.dumps(budget, indent=2) + "\n")
-    manifest = data_dir / MANIFEST
+    return budget
+
+
+def _write_run_info(
+    out: Path,
+    run: RunInputs,
+    *,
+    task: Task,
+    compute: ComputeConfig,
+    device: str,
+    ignored_generation_config: dict[str, Any],
+) -> dict[str, Any]:
+    """``run_info.json``: where the run came from and what ran it (``device``: compute.device
+    resolved), its checkpoints and curve policies."""
+    from grpo_ablation.compute import device_info, peak_memory
+    from grpo_ablation.training.snapshots import snapshots
+
     info = {
         "git_commit": git_commit(),
-        "training_config": asdict(cfg),
-        "training_config_hash": config_hash(cfg),
-        "task_config": task_config,
-        "base_model": str(model_dir),
-        "base_model_revision": revision,
+        "training_config": asdict(run.cfg),
+        "training_config_hash": config_hash(run.cfg),
+        "task_config": task.to_dict() | {"kind": task.kind},
+        "base_model": str(run.model_dir),
+        "base_model_revision": run.revision,
         # What the base model's generation_config.json set that the rollouts did not use.
-        "ignored_generation_config": ignored,
-        "compute": compute,
-        "split_hashes": _split_hashes(manifest),
+        "ignored_generation_config": ignored_generation_config,
+        "compute": device_info(device, compute.dtype)
+        | {"gradient_checkpointing": compute.gradient_checkpointing},
+        "split_hashes": _split_hashes(run.data_dir / MANIFEST),
         "library_versions": library_versions(),
-        "num_processes": nproc,
+        "num_processes": run.num_processes,
         "checkpoints": sorted(checkpoint_step(p) for p in saved_checkpoints(out)),
         # The weights-only policies of the efficiency curve (grpo_ablation.training.snapshots).
         "curve_steps": [step for step, _ in snapshots(out)],
@@ -436,18 +500,7 @@ def _finish(
         # was asked for (DeepSpeed saves its bf16 module under bf16 mixed precision).
         "checkpoint_dtypes": checkpoint_dtypes(last_checkpoint(out)),
         # Measured by the process that trained (a job worker's client sees only itself).
-        "peak_memory": peak_memory(),
+        "peak_memory": peak_memory().megabytes(),
     }
     (out / RUN_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
-    return {"budget": budget, "run_info": info}
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m grpo_ablation.training.train``: the pipeline's ``train`` command."""
-    from grpo_ablation.commands import run_command
-
-    run_command("train", argv)
-
-
-if __name__ == "__main__":
-    main()
+    return info

@@ -131,7 +131,11 @@ def hash_seed(*parts: int) -> int:
 
 class _Batch:
     """One generated and scored generation batch: TRL's output, what the trainer captured, the
-    rewards (NaN: unscored) and the prompt ids, with its groups' mixed flags."""
+    rewards (NaN: unscored) and the prompt ids, with its groups' mixed flags.
+
+    Mixed here means not zero-variance (``zero_variance_groups``): the group's scored rewards
+    differ, so its advantages carry signal. A group with a failed score is mixed when two of its
+    scored rewards differ (its category is still ``failed_scoring``)."""
 
     def __init__(self, out: dict, cap: dict, rewards: torch.Tensor, ids: list[str], G: int):
         self.out, self.cap, self.rewards, self.ids = out, cap, rewards, ids
@@ -177,8 +181,8 @@ def _select_mixed(
             missing = width - p.shape[1] if value.dim() > 1 else 0
             if missing:
                 fill = pad_id if key in ("prompt_ids", "completion_ids") else 0
-                pad = torch.full((p.shape[0], missing, *p.shape[2:]), fill, dtype=p.dtype,
-                                 device=p.device)  # fmt: skip
+                shape = (p.shape[0], missing, *p.shape[2:])
+                pad = torch.full(shape, fill, dtype=p.dtype, device=p.device)
                 p = torch.cat([pad, p] if key in _PROMPT_KEYS else [p, pad], dim=1)
             padded.append(p)
         out[key] = torch.cat(padded)
@@ -558,8 +562,8 @@ class AblationGRPOTrainer(GRPOTrainer):
             m[f"groups/{cat}"].append(counts.get(cat, 0) / n_groups)
         # the optimizer-side budget: the share of the generated groups the loss counts
         m["groups/in_loss"].append(in_loss.float().mean().item())
-        grouped = rewards.view(-1, G)
-        zero_std = torch.isfinite(grouped).all(dim=1) & (grouped == grouped[:, :1]).all(dim=1)
+        # Zero-variance groups, the ones filter drops: scored rewards all equal, or fewer than two.
+        zero_std = zero_variance_groups(rewards, G)[::G]
         m["groups/zero_std_fraction"].append(sum(zero_std.tolist()) / n_groups)
         m["truncation_rate"].append(truncated.float().mean().item())
         m["scoring_failure_rate"].append((~finite).float().mean().item())
