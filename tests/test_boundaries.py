@@ -117,3 +117,56 @@ def test_no_module_imports_another_modules_private_names(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("def f():\n    from grpo_ablation.numerics import _private, public\n")
     assert private_imports(probe) == ["grpo_ablation.numerics._private"]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (at the top or inside a function; ``from
+    package import module`` counts as importing the module)."""
+    return {m: {i for i in found if i in MODULES and i != m} for m, found in MODULES.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected component of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_the_package_has_no_import_cycle():
+    """No module imports, directly or through others, a module that imports it: the analysis runs
+    one way (tables -> figures, tables -> reading), and so does every other layer."""
+    assert cycles(import_graph()) == []
+    # the scan sees a cycle where there is one, imports inside functions included
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_import_scan_counts_imports_inside_functions():
+    assert "grpo_ablation.analysis.saving" in MODULES["grpo_ablation.analysis.push"]

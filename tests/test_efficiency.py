@@ -114,18 +114,23 @@ def _results_and_runs():
     for cell, shift in (("ref", 0.0), ("other", 0.05)):
         for seed in range(3):
             ok = cell == "other" or seed < 2
-            runs.append({
-                "stage": "s", "cell": cell, "reference": "ref", "seed": seed,
-                "efficiency_status": FIT if ok else NOT_IDENTIFIED,
-                "efficiency_reason": "" if ok else "no saturation within the run",
-                "efficiency_identified": float(ok),
-                "efficiency_A": 0.7 + shift + 0.01 * seed if ok else math.nan,
-                "efficiency_B": 1.0 if ok else math.nan,
-                "efficiency_C_mid": 1000.0 if ok else math.nan,
-                "efficiency_log10_C_mid": 3.0 + 0.01 * seed if ok else math.nan,
-                "efficiency_auc": 0.6 + shift + 0.001 * seed,
-                "efficiency_late": 0.65 + shift + (0.01 * seed if cell == "other" else 0.0),
-            })  # fmt: skip
+            runs.append(
+                {
+                    "stage": "s",
+                    "cell": cell,
+                    "reference": "ref",
+                    "seed": seed,
+                    "efficiency_status": FIT if ok else NOT_IDENTIFIED,
+                    "efficiency_reason": "" if ok else "no saturation within the run",
+                    "efficiency_identified": float(ok),
+                    "efficiency_A": 0.7 + shift + 0.01 * seed if ok else math.nan,
+                    "efficiency_B": 1.0 if ok else math.nan,
+                    "efficiency_C_mid": 1000.0 if ok else math.nan,
+                    "efficiency_log10_C_mid": 3.0 + 0.01 * seed if ok else math.nan,
+                    "efficiency_auc": 0.6 + shift + 0.001 * seed,
+                    "efficiency_late": 0.65 + shift + (0.01 * seed if cell == "other" else 0.0),
+                }
+            )
     runs = pd.DataFrame(runs)
     for q in tables.PAIRED:
         if q not in runs:
@@ -169,8 +174,10 @@ def test_the_late_accuracy_is_the_mean_of_the_last_half_of_the_curve_points():
     assert math.isnan(late_accuracy([]))
     # in a run's summary, in step order whatever the order of the points, fit or no fit
     steps = pd.DataFrame({"step": range(50), "groups": 4, "generated_tokens": [100] * 50})
-    curve = [{"step": s, "accuracy": a} for s, a in zip([50, 10, 40, 20, 30], [0.9, 0.5, 0.8,
-             0.6, 0.7], strict=True)]  # fmt: skip
+    curve = [
+        {"step": s, "accuracy": a}
+        for s, a in zip([50, 10, 40, 20, 30], [0.9, 0.5, 0.8, 0.6, 0.7], strict=True)
+    ]
     out = run_efficiency(curve, steps, group_size=8, R0=0.5)
     assert out["efficiency_late"] == pytest.approx(0.8)
     flat = run_efficiency([{**p, "accuracy": 0.5} for p in curve], steps, group_size=8, R0=0.5)

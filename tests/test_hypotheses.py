@@ -451,9 +451,18 @@ def test_each_verdict_states_what_the_design_could_detect_and_what_it_would_need
     assert power_at[0] < 0.8 <= power_at[1]
     # the reading of an inconclusive verdict says it, with the units and their time
     v = pd.Series(
-        {"metric": "greedy_final", "kind": "directional", "verdict": "inconclusive", "sd": 0.03, "n": 6,
-         "mde": got["mde"], "units_needed": float(n), "minutes_needed": 4.5 * n, "power": got["power"]}
-    )  # fmt: skip
+        {
+            "metric": "greedy_final",
+            "kind": "directional",
+            "verdict": "inconclusive",
+            "sd": 0.03,
+            "n": 6,
+            "mde": got["mde"],
+            "units_needed": float(n),
+            "minutes_needed": 4.5 * n,
+            "power": got["power"],
+        }
+    )
     clause = hypotheses._power_clause(v, "draw")
     assert clause.startswith(f" — this design detects ≥ {got['mde']:.3f} (80% power")
     assert f"; {n} draws (≈ " in clause and "would be needed for its expected effect" in clause
@@ -501,7 +510,17 @@ def test_the_plan_command_reads_the_config_and_a_gpu_calibration(tmp_path, capsy
         )
     )
     out = tmp_path / "plan.md"
-    cli.main(["plan", "--configfile", str(ROOT / "config/config.yaml"), "--calibration", str(calibration), "--out", str(out)])  # fmt: skip
+    cli.main(
+        [
+            "plan",
+            "--configfile",
+            str(ROOT / "config/config.yaml"),
+            "--calibration",
+            str(calibration),
+            "--out",
+            str(out),
+        ]
+    )
     text = out.read_text()
     design = Design.of(yaml.safe_load((ROOT / "config/config.yaml").read_text()))
     table = pd.DataFrame(declarations.plan_rows(design, 2.0)).set_index("id")
@@ -512,8 +531,17 @@ def test_the_plan_command_reads_the_config_and_a_gpu_calibration(tmp_path, capsy
 
 
 def test_what_the_verdict_says_where_no_power_can_be_computed_or_it_would_be_circular():
-    base = {"metric": "greedy_final", "kind": "directional", "n": 3, "mde": 0.1, "power": 0.9,
-            "units_needed": 5.0, "minutes_needed": 10.0, "units_needed_upper": 90.0, "expected": 0.02}  # fmt: skip
+    base = {
+        "metric": "greedy_final",
+        "kind": "directional",
+        "n": 3,
+        "mde": 0.1,
+        "power": 0.9,
+        "units_needed": 5.0,
+        "minutes_needed": 10.0,
+        "units_needed_upper": 90.0,
+        "expected": 0.02,
+    }
     same = pd.Series({**base, "verdict": "inconclusive", "sd": 0.0})
     assert "every draw gave the same difference" in hypotheses._power_clause(same, "draw")
     decided = hypotheses._power_clause(
@@ -541,8 +569,10 @@ def test_negative_controls_and_declared_pairs_are_left_out_of_the_late_accuracy_
         [{"metric": "efficiency_late", "cell": cell_label(NONE), "reference": cell_label(REF)}]
     )
     effects = pd.DataFrame(
-        [{"cell": POP, "reference": REF, "role": "negative control"},
-         {"cell": BATCH, "reference": REF, "role": "exploratory"}]
-    )  # fmt: skip
+        [
+            {"cell": POP, "reference": REF, "role": "negative control"},
+            {"cell": BATCH, "reference": REF, "role": "exploratory"},
+        ]
+    )
     pairs = hypotheses.uncounted_pairs(verdicts, effects)
     assert pairs == {(cell_label(NONE), cell_label(REF)), (cell_label(POP), cell_label(REF))}

@@ -44,7 +44,7 @@ def test_the_rules_take_wildcards_through_the_tree():
         tree.run_log("train", "{cell}", "{seed}")
         == "R/draw={draw}/logs/train/{cell}/seed={seed}.log"
     )
-    assert tree.figure("effects.csv", "{stage}") == "R/draw={draw}/figures/{stage}/effects.csv"
+    assert tree.figure("effects.png", "{stage}") == "R/draw={draw}/figures/{stage}/effects.png"
 
 
 def spelled_outside_layout(pattern: re.Pattern) -> list[str]:
@@ -95,3 +95,22 @@ def test_the_files_the_jobs_write_are_named_only_in_layout():
     ]
     quoted = re.compile(r"""["'/](""" + "|".join(map(re.escape, names)) + r""")["'{]""")
     assert spelled_outside_layout(quoted) == []
+
+
+def test_the_analysis_outputs_are_declared_once_in_layout():
+    """The tables job's files and each stage's figure files: named in layout.py, declared by the
+    rules through Tree, with the output keys the rules use."""
+    from grpo_ablation import layout
+
+    tree = Tree("R/draw={draw}")
+    tables = tree.tables()
+    assert list(tables.values()) == [f"R/draw={{draw}}/tables/{n}" for n in layout.TABLES]
+    assert tables["results"].endswith("/results.csv")
+    assert tables["results_md"].endswith("/results.md")
+    assert tables["effects"].endswith("/effects.csv")
+    assert layout.TABLE["effects"] == "effects.csv" and len(layout.TABLE) == len(layout.TABLES)
+    figures = tree.stage_figures("{stage}")
+    assert figures["effects_png"] == "R/draw={draw}/figures/{stage}/effects.png"
+    assert len(figures) == len(layout.STAGE_FIGURES) * len(layout.FIGURE_FORMATS)
+    rules = (ROOT / "workflow/rules/report.smk").read_text()
+    assert "TREE.tables()" in rules and 'TREE.stage_figures("{stage}")' in rules

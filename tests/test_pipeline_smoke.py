@@ -21,6 +21,7 @@ from conftest import LANDING, in_chromium, rendered
 from grpo_ablation.analysis import STAGE_FIGURES
 from grpo_ablation.analysis.tables import BASE_LABEL, EFFECTS
 from grpo_ablation.design.ablation import Design, read_winners, reference_of
+from grpo_ablation.layout import TABLES, Tree
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -286,8 +287,11 @@ def test_effect_plots_show_the_results_tables_contrasts_and_the_reading_is_writt
 ):
     config, stages = design
     table = pd.read_csv(smoke_pipeline.exp / "tables/results.csv").set_index(["stage", "cell"])
+    # one long effects table, written by the tables job; the figures and the reading read it
+    every = pd.read_csv(smoke_pipeline.exp / "tables/effects.csv")
+    assert list(dict.fromkeys(every["stage"])) == list(stages)
     for stage, (_, cells) in stages.items():
-        effects = pd.read_csv(smoke_pipeline.exp / f"figures/{stage}/effects.csv")
+        effects = every[every["stage"] == stage]
         assert sorted(set(effects["cell"])) == sorted(c.path for c in cells)
         interaction = effects["quantity"].str.endswith("_interaction")
         assert list(dict.fromkeys(effects.loc[~interaction, "quantity"])) == list(EFFECTS)
@@ -321,10 +325,28 @@ def test_effect_plots_show_the_results_tables_contrasts_and_the_reading_is_writt
     assert reading.index("``dr_grpo_not_worse``: **") < reading.index("**Stage 1")
     assert "**Exploratory contrasts in all**" in reading
     # G's mixed-group contrast is a manipulation check, with the value the reference predicts
-    g = pd.read_csv(smoke_pipeline.exp / "figures/group_size/effects.csv")
+    g = every[every["stage"] == "group_size"]
     check = g[(g["quantity"] == "fraction_mixed") & ~g["is_reference"]]
     assert (check["role"] == "manipulation check").all() and check["predicted"].notna().all()
     assert "predicted" in reading.split("Manipulation checks", 1)[1]
+
+
+def test_the_tables_and_figures_jobs_write_exactly_their_declared_outputs(smoke_pipeline, design):
+    """Each job prints what it wrote: the tables job layout.TABLES, each stage's figures job its
+    Tree.stage_figures, the files the DAG declares as the rules' outputs (from the same layout)."""
+    _, stages = design
+    tree = Tree(smoke_pipeline.exp)
+
+    def printed(log: str) -> list[str]:
+        lines = Path(log).read_text().splitlines()
+        return sorted(x for x in lines if x.startswith(str(smoke_pipeline.exp)))
+
+    assert printed(tree.log("tables")) == sorted(tree.tables().values())
+    assert sorted(Path(p).name for p in tree.tables().values()) == sorted(TABLES)
+    for stage in stages:
+        assert printed(tree.log("figures", stage)) == sorted(tree.stage_figures(stage).values())
+        folder = smoke_pipeline.exp / "figures" / stage
+        assert sorted(map(str, folder.iterdir())) == sorted(tree.stage_figures(stage).values())
 
 
 def jobs(stdout: str) -> set[str]:

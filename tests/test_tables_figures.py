@@ -1,6 +1,7 @@
 """Tables compare cells only with intervals over seeds; figures keep one colour per cell."""
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from grpo_ablation.analysis import STAGE_FIGURES, figures, loading, reading, render, tables
 from grpo_ablation.design import checks
 from grpo_ablation.design.ablation import Design, cell_label
+from grpo_ablation.layout import FIGURE_FORMATS, TABLE, Tree
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 
 REF, OTHER = "std=sample/agg=sequence_mean/G=4", "std=population/agg=sequence_mean/G=4"
@@ -67,8 +69,12 @@ def run_rows(greedy: dict[str, list[float]]) -> pd.DataFrame:
             }
             row.update({f"fraction_{c}": 0.25 for c in GROUP_CATEGORIES})
             row["fraction_mixed"] = 0.3 + g / 10
-            row.update(efficiency_auc=0.4 + g / 4, efficiency_A=0.5 + g / 2,
-                       efficiency_log10_C_mid=3.0 - g, efficiency_late=0.45 + g / 3)  # fmt: skip
+            row.update(
+                efficiency_auc=0.4 + g / 4,
+                efficiency_A=0.5 + g / 2,
+                efficiency_log10_C_mid=3.0 - g,
+                efficiency_late=0.45 + g / 3,
+            )
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -212,10 +218,8 @@ def synthetic_effects() -> pd.DataFrame:
     return tables.effects_table(tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}))
 
 
-def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
+def synthetic_figure_data() -> figures.FigureData:
     curves, steps = synthetic_frames()
-    palette = figures.cell_palette(Design.of(CONFIG).all_cells())
-    groups = calibration_groups().assign(stage="std_scaling")
     coupled = pd.DataFrame(
         {
             "stage": "std_scaling",
@@ -228,20 +232,63 @@ def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
         }
     )
     points, fits = synthetic_efficiency()
-    paths = figures.write_stage_figures(
-        curves, steps, groups, synthetic_effects(), coupled, points, fits, 0.5, "std_scaling",
-        palette, tmp_path,
-    )  # fmt: skip
+    return figures.FigureData(
+        effects=synthetic_effects(),
+        curves=curves,
+        steps=steps,
+        groups=calibration_groups().assign(stage="std_scaling"),
+        coupling=coupled,
+        points=points,
+        fits=fits,
+        R0=0.5,
+    )
+
+
+def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
+    palette = figures.cell_palette(Design.of(CONFIG).all_cells())
+    data = synthetic_figure_data().of_stage("std_scaling")
+    out = tmp_path / "figures" / "std_scaling"
+    paths = figures.write_stage_figures(data, palette, out, "std_scaling")
+    declared = Tree(tmp_path).stage_figures("std_scaling")
+    assert sorted(map(str, paths)) == sorted(declared.values())
     assert sorted(p.name for p in paths) == sorted(
-        ["effects.csv", *(f"{k}.{e}" for k in STAGE_FIGURES for e in ("png", "pdf"))]
+        f"{k}.{e}" for k in STAGE_FIGURES for e in FIGURE_FORMATS
     )
-    assert all(p.stat().st_size > 1000 for p in paths if p.suffix != ".csv")
-    written = pd.read_csv(tmp_path / "effects.csv")
-    assert list(written.columns) == tables.EFFECT_COLUMNS and len(written) == 2 * len(
-        tables.EFFECTS
-    )
+    assert all(p.stat().st_size > 1000 for p in paths)
     paths = figures.write_weight_figure(tmp_path)
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_the_figures_job_reads_the_tables_and_writes_its_declared_files(tmp_path):
+    """What the figures draw round-trips through the tables job's files (layout.TABLES), and the
+    figures job writes exactly the files layout declares for each stage."""
+    data = synthetic_figure_data()
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.75]})
+    tables.results_table(runs, {"greedy": 0.1, "sampled": 0.5}).to_csv(
+        folder / TABLE["results"], index=False
+    )
+    frames = {
+        "effects": data.effects,
+        "accuracy_curves": data.curves,
+        "training_steps": data.steps,
+        "calibration_groups": data.groups,
+        "coupling_steps": data.coupling,
+        "efficiency_points": data.points,
+        "efficiency_fits": data.fits,
+    }
+    for key, frame in frames.items():
+        frame.to_csv(folder / TABLE[key], index=False)
+    back = figures.FigureData.read(folder)
+    assert back.R0 == 0.5
+    pd.testing.assert_frame_equal(back.effects, data.effects, check_exact=True)
+    paths = figures.write_figures(Design.of(CONFIG), folder, tmp_path / "figures")
+    declared = Tree(tmp_path).stage_figures("std_scaling").values()
+    assert sorted(map(str, paths)) == sorted(declared)
+    assert {p.name for p in (tmp_path / "figures" / "std_scaling").iterdir()} == {
+        Path(p).name for p in declared
+    }
 
 
 def synthetic_efficiency() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -255,13 +302,29 @@ def synthetic_efficiency() -> tuple[pd.DataFrame, pd.DataFrame]:
             for step in (1, 2, 4, 8, 16):
                 tokens = 100.0 * step
                 acc = float(scalerl_curve(tokens, 0.5, 0.8, 1.0, 400.0))
-                points.append({"stage": "std_scaling", "cell": cell, "seed": seed, "step": step,
-                               "generated_tokens": tokens, "completions": 8 * step,
-                               "accuracy": acc})  # fmt: skip
+                points.append(
+                    {
+                        "stage": "std_scaling",
+                        "cell": cell,
+                        "seed": seed,
+                        "step": step,
+                        "generated_tokens": tokens,
+                        "completions": 8 * step,
+                        "accuracy": acc,
+                    }
+                )
             ok = cell == REF or seed == 0
-            fits.append({"stage": "std_scaling", "cell": cell, "seed": seed,
-                         "efficiency_identified": float(ok), "efficiency_A": 0.8,
-                         "efficiency_B": 1.0, "efficiency_C_mid": 400.0})  # fmt: skip
+            fits.append(
+                {
+                    "stage": "std_scaling",
+                    "cell": cell,
+                    "seed": seed,
+                    "efficiency_identified": float(ok),
+                    "efficiency_A": 0.8,
+                    "efficiency_B": 1.0,
+                    "efficiency_C_mid": 400.0,
+                }
+            )
     return pd.DataFrame(points), pd.DataFrame(fits)
 
 

@@ -16,7 +16,9 @@
             diagnostics/<cell>/seed=<s>/    steps.csv, summary.json (from the rollout log)
             selection/<stage>.json          a stage's validation winner
             push/<cell>/seed=<s>/push.json  the push of every objective
-            tables/, figures/<stage>/       the analysis
+            tables/                         the analysis's numbers (TABLES)
+            figures/<stage>/                its figures (STAGE_FIGURES)
+            figures/reading.rst             the reading, composed from tables/
             logs/, benchmarks/              per job
 
 ``Tree`` builds these paths as strings, so the rules can pass ``"{cell}"`` and ``"{seed}"`` for
@@ -46,6 +48,65 @@ POOLED_TABLES = (
     "efficiency.csv",
     "efficiency.md",
 )
+# What the tables job writes in a draw's tables/ (``analysis.tabulate.write_all``): every number
+# of the analysis, computed once; the figures and the reading read them. The DAG declares the
+# same (a rule's output key: ``output_key``), and the job refuses to write any other set.
+TABLES = (
+    "results.csv",
+    "results.md",
+    "results.tex",
+    "objectives.csv",
+    "objectives.md",
+    "objectives.tex",
+    "hypotheses.csv",
+    "hypotheses.md",
+    "calibration.csv",
+    "calibration.md",
+    "coupling.csv",
+    "coupling.md",
+    "coupling_steps.csv",
+    "efficiency.csv",
+    "efficiency.md",
+    # long, one row per (stage, cell, quantity): the effect plots' numbers with their roles and
+    # the manipulation checks' predictions, for the figures and the reading
+    "effects.csv",
+    # what the figures draw, one row per run, checkpoint, step, group or curve point
+    "efficiency_fits.csv",
+    "efficiency_points.csv",
+    "accuracy_curves.csv",
+    "training_steps.csv",
+    "calibration_groups.csv",
+)
+# The figures drawn for every stage (figures/<stage>/<kind>.<format>); the effect plot comes
+# first: the report opens with it. The first format is the one the report shows.
+STAGE_FIGURES = (
+    "effects",
+    "accuracy",
+    "groups",
+    "length",
+    "clip_truncation",
+    "mixed",
+    "coupling",
+    "efficiency",
+)
+FIGURE_FORMATS = ("png", "pdf")
+
+
+def figure_files(kind: str) -> list[str]:
+    """The files of one figure (``<kind>.png``, ``<kind>.pdf``)."""
+    return [f"{kind}.{ext}" for ext in FIGURE_FORMATS]
+
+
+def output_key(name: str) -> str:
+    """A rule's output key for a file: ``results.csv`` -> ``results``, ``results.md`` ->
+    ``results_md``, ``effects.png`` -> ``effects_png``."""
+    stem, ext = name.rsplit(".", 1)
+    return stem if ext == "csv" else f"{stem}_{ext}"
+
+
+# Output key -> file name of each table (``TABLE["effects"]`` is ``effects.csv``): how the analysis
+# names a table it reads or writes.
+TABLE: dict[str, str] = {output_key(name): name for name in TABLES}
 # What the evaluation job writes in its folder (``Evaluation``); the diagnostics job's summary
 # has the same name in its folder.
 SUMMARY = "summary.json"
@@ -197,8 +258,21 @@ class Tree:
     def table(self, name: str) -> str:
         return self.at("tables", name)
 
+    def tables(self) -> dict[str, str]:
+        """The tables job's files (``TABLES``), by output key."""
+        return {output_key(name): self.table(name) for name in TABLES}
+
     def figure(self, name: str, stage: str | None = None) -> str:
         return self.at("figures", name) if stage is None else self.at("figures", stage, name)
+
+    def stage_figures(self, stage: str) -> dict[str, str]:
+        """A stage's figure files (``STAGE_FIGURES`` in each of ``FIGURE_FORMATS``), by output
+        key (``<kind>_<format>``)."""
+        return {
+            output_key(name): self.figure(name, stage)
+            for kind in STAGE_FIGURES
+            for name in figure_files(kind)
+        }
 
     def run_log(self, job: str, cell: str, seed: Any) -> str:
         return self.log(job, run_key(cell, seed))

@@ -4,14 +4,17 @@
 #     snakemake --cores 2 --configfile config/<name>.yaml figures
 # figures.py is an input of the figure rules, so editing it is enough to rebuild them; add
 # `--forcerun stage_figures token_weight_figure` to rebuild them without any edit.
-from grpo_ablation.analysis import STAGE_FIGURES
+from grpo_ablation.layout import FIGURE_FORMATS
 
 STAGES_ON = DESIGN.stage_names
 # The plotting and table code are inputs, so editing them rebuilds what they draw.
-FIGURE_CODE = str(SRC / "analysis" / "figures.py")
+FIGURE_CODE = [str(SRC / "analysis" / n) for n in ("figures.py", "saving.py")]
 TABLE_CODE = [
     str(SRC / "analysis" / n)
-    for n in ("loading.py", "tables.py", "render.py", "reading.py", "stats.py", "hypotheses.py", "calibration.py", "coupling.py", "efficiency.py")
+    for n in (
+        "tabulate.py", "loading.py", "tables.py", "render.py", "reading.py", "compose.py",
+        "stats.py", "hypotheses.py", "calibration.py", "coupling.py", "efficiency.py",
+    )
 ]
 
 
@@ -60,58 +63,36 @@ rule diagnostics:
         "python {params.cli} diagnostics --run {params.run} --out {params.out} > {log} 2>&1"
 
 
+# The tables the report shows: output key -> (caption, category, label). Every file the tables job
+# writes is declared, from layout.TABLES (``Tree.tables``); the job refuses to write another set.
+REPORTED_TABLES = {
+    "results": ("results_table", "Tables", "results per cell and stage"),
+    "objectives": ("objectives_table", "Appendix", "objective records"),
+    "hypotheses": ("hypotheses_table", "Tables", "declared hypotheses and their verdicts"),
+    "calibration": ("calibration_table", "Tables", "mixed-group calibration"),
+    "coupling": ("coupling_table", "Tables", "coupling of the cells' samples"),
+    "efficiency": ("efficiency_table", "Tables", "compute efficiency per cell"),
+}
+table_output = lambda key, path: (
+    path if key not in REPORTED_TABLES else report(
+        path,
+        caption=f"../report/{REPORTED_TABLES[key][0]}.rst",
+        category=REPORTED_TABLES[key][1],
+        labels={**DRAW_LABEL, "table": REPORTED_TABLES[key][2]},
+    )
+)
+
+
 rule tables:
+    # Every number of the analysis, computed once (analysis/tabulate.py): the figures and the
+    # reading read these files.
     input:
         unpack(lambda wildcards: results_of(STAGES_ON, draw_of(wildcards))),
         code=TABLE_CODE,
         base=rules.evaluate_base.output.test,  # the base policy, every table's first row
         design=rules.design.output[0],
     output:
-        results=report(
-            TREE.table("results.csv"),
-            caption="../report/results_table.rst",
-            category="Tables",
-            labels={**DRAW_LABEL, "table": "results per cell and stage"},
-        ),
-        results_md=TREE.table("results.md"),
-        results_tex=TREE.table("results.tex"),
-        objectives=report(
-            TREE.table("objectives.csv"),
-            caption="../report/objectives_table.rst",
-            category="Appendix",
-            labels={**DRAW_LABEL, "table": "objective records"},
-        ),
-        objectives_md=TREE.table("objectives.md"),
-        objectives_tex=TREE.table("objectives.tex"),
-        hypotheses=report(
-            TREE.table("hypotheses.csv"),
-            caption="../report/hypotheses_table.rst",
-            category="Tables",
-            labels={**DRAW_LABEL, "table": "declared hypotheses and their verdicts"},
-        ),
-        hypotheses_md=TREE.table("hypotheses.md"),
-        calibration=report(
-            TREE.table("calibration.csv"),
-            caption="../report/calibration_table.rst",
-            category="Tables",
-            labels={**DRAW_LABEL, "table": "mixed-group calibration"},
-        ),
-        calibration_md=TREE.table("calibration.md"),
-        coupling=report(
-            TREE.table("coupling.csv"),
-            caption="../report/coupling_table.rst",
-            category="Tables",
-            labels={**DRAW_LABEL, "table": "coupling of the cells' samples"},
-        ),
-        coupling_md=TREE.table("coupling.md"),
-        efficiency=report(
-            TREE.table("efficiency.csv"),
-            caption="../report/efficiency_table.rst",
-            category="Tables",
-            labels={**DRAW_LABEL, "table": "compute efficiency per cell"},
-        ),
-        efficiency_md=TREE.table("efficiency.md"),
-        coupling_steps=TREE.table("coupling_steps.csv"),
+        **{key: table_output(key, path) for key, path in TREE.tables().items()},
     params:
         cli=CLI,
         exp=lambda wildcards: exp_of(draw_of(wildcards)),
@@ -128,35 +109,35 @@ rule tables:
         " --out {params.out} > {log} 2>&1"
 
 
-# Subcategories by stage title ("stage 1: ..."), which sorts in stage order.
+# Subcategories by stage title ("stage 1: ..."), which sorts in stage order. A figure's first
+# format (PNG) is the report's; every file comes from layout (``Tree.stage_figures``).
 stage_title = lambda wildcards: DESIGN.stage_title(wildcards.stage)
-figure_png = lambda kind: report(
-    TREE.figure(f"{kind}.png", "{stage}"),
-    caption=f"../report/figure_{kind}.rst",
-    category="1. Effects" if kind == "effects" else "Figures",
-    subcategory=stage_title,
-    labels={**DRAW_LABEL, "stage": "{stage}", "figure": kind},
+SHOWN = f"_{FIGURE_FORMATS[0]}"
+figure_output = lambda key, path: (
+    path if not key.endswith(SHOWN) else report(
+        path,
+        caption=f"../report/figure_{key.removesuffix(SHOWN)}.rst",
+        category="1. Effects" if key.removesuffix(SHOWN) == "effects" else "Figures",
+        subcategory=stage_title,
+        labels={**DRAW_LABEL, "stage": "{stage}", "figure": key.removesuffix(SHOWN)},
+    )
 )
 
 
 rule stage_figures:
+    # Reads the tables job's files and draws: no run is loaded, nothing is fitted again.
     input:
-        unpack(lambda wildcards: results_of([wildcards.stage], draw_of(wildcards))),
-        code=[FIGURE_CODE, *TABLE_CODE],
-        base=rules.evaluate_base.output.test,  # the base policy, every table's first row
+        code=[*FIGURE_CODE, *TABLE_CODE],
         design=rules.design.output[0],
-        # The contrasts come from the results table, computed once by the tables job.
         results=rules.tables.output.results,
+        tables=rules.tables.output,
     output:
-        **{kind: figure_png(kind) for kind in STAGE_FIGURES},
-        **{f"{kind}_pdf": TREE.figure(f"{kind}.pdf", "{stage}") for kind in STAGE_FIGURES},
-        effects_csv=TREE.figure("effects.csv", "{stage}"),
+        **{key: figure_output(key, path) for key, path in TREE.stage_figures("{stage}").items()},
     params:
         cli=CLI,
-        exp=lambda wildcards: exp_of(draw_of(wildcards)),
-        selection=selection_arg,
+        tables=folder("results", of="input"),
         objective=lambda wildcards: DESIGN.stage_caption(wildcards.stage),
-        out=folder("accuracy"),
+        out=folder(f"effects{SHOWN}"),
     conda:
         CONDA_ENV
     log:
@@ -164,15 +145,16 @@ rule stage_figures:
     benchmark:
         TREE.benchmark("figures", "{stage}")
     shell:
-        "python {params.cli} figures --exp {params.exp} --design {input.design} {params.selection}"
-        " --results {input.results} --stage {wildcards.stage} --out {params.out} > {log} 2>&1"
+        "python {params.cli} figures --design {input.design} --tables {params.tables}"
+        " --stage {wildcards.stage} --out {params.out} > {log} 2>&1"
 
 
 rule effects_reading:
-    # The verdicts on the declared hypotheses, then one paragraph per stage from the effect plots'
-    # numbers; the report's landing page shows it.
+    # The verdicts on the declared hypotheses, then one paragraph per stage from the effects
+    # table; composed from the tables job's files (analysis/compose.py). The report's landing page
+    # shows it.
     input:
-        effects=[TREE.figure("effects.csv", s) for s in STAGES_ON],
+        effects=rules.tables.output.effects,
         verdicts=rules.tables.output.hypotheses,
         calibration=rules.tables.output.calibration,
         coupling=rules.tables.output.coupling,
@@ -230,8 +212,7 @@ rule token_weight_figure:
 FIGURE_TARGETS = [
     *per_draw(
         [
-            *(TREE.figure(f"{k}.{e}", s) for s in STAGES_ON for k in STAGE_FIGURES for e in ("png", "pdf")),
-            *(TREE.figure("effects.csv", s) for s in STAGES_ON),
+            *(path for s in STAGES_ON for path in TREE.stage_figures(s).values()),
             *rules.effects_reading.output,
         ]
     ),

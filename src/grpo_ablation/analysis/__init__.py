@@ -1,15 +1,11 @@
-"""From run outputs to conclusions: diagnostics, intervals, tables, figures."""
+"""From run outputs to conclusions: diagnostics, intervals, tables, figures.
 
-# The figures drawn for every stage; the DAG names their files, so this lives where importing it
-# pulls in neither matplotlib nor torch.
-# The effect plot comes first: the report opens with it.
-STAGE_FIGURES = (
-    "effects",
-    "accuracy",
-    "groups",
-    "length",
-    "clip_truncation",
-    "mixed",
-    "coupling",
-    "efficiency",
-)
+One direction: the tables job (``tabulate.write_all``) computes every number once and writes
+``layout.TABLES``; the figures job (``figures.write_figures``) reads those tables and draws; the
+reading (``compose.write_reading``) is composed from them."""
+
+# The figures drawn for every stage: spelled in layout, which the DAG imports (neither matplotlib
+# nor torch); kept here for the analysis's callers.
+from grpo_ablation.layout import STAGE_FIGURES
+
+__all__ = ["STAGE_FIGURES"]

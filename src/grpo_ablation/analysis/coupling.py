@@ -18,14 +18,13 @@ slots and are not compared; the reading names them.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from grpo_ablation.layout import OBJECTIVE, ROLLOUTS, Tree
+from grpo_ablation.layout import ROLLOUTS, Tree
 from grpo_ablation.training.rollout_log import read_rollouts
 
 KEY = ["step", "group_index", "completion_index"]
@@ -76,18 +75,22 @@ def first_difference(steps: pd.DataFrame) -> int:
     return int(differ.min()) if len(differ) else int(steps["step"].max()) + 1
 
 
-def load_coupling(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
+def load_coupling(
+    exp: Path,
+    rows: list[dict[str, Any]],
+    seeds: Iterable[int],
+    update_epochs: Mapping[str, int] | None = None,
+) -> pd.DataFrame:
     """Per (stage, cell, seed, step) of every non-reference cell: the share of its completions
-    identical to its reference's at that seed (``STEP_COLUMNS``)."""
+    identical to its reference's at that seed (``STEP_COLUMNS``). ``update_epochs``: each cell's
+    μ, from the design (``loading.run_training``); a cell it does not name has μ = 1."""
     cache: dict[tuple[str, int], pd.DataFrame] = {}
 
     def rollouts(cell: str, seed: int) -> pd.DataFrame:
         # Steps as generation indices: a cell with mu update epochs generates every mu steps.
         if (cell, seed) not in cache:
-            run = Path(Tree(exp).run(cell, seed))
-            frame = read_rollouts(run / ROLLOUTS)
-            record = run / OBJECTIVE
-            mu = json.loads(record.read_text())["num_iterations"] if record.exists() else 1
+            frame = read_rollouts(Path(Tree(exp).run(cell, seed)) / ROLLOUTS)
+            mu = int((update_epochs or {}).get(cell, 1))
             cache[(cell, seed)] = frame.assign(step=frame["step"] // mu)
         return cache[(cell, seed)]
 
@@ -136,12 +139,16 @@ def coupling_table(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_coupling(
-    exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int], out: Path
+    exp: Path,
+    rows: list[dict[str, Any]],
+    seeds: Iterable[int],
+    out: Path,
+    update_epochs: Mapping[str, int] | None = None,
 ) -> list[Path]:
     """``out/coupling.{csv,md}`` (per cell) and ``out/coupling_steps.csv`` (per step and seed)."""
     from grpo_ablation.analysis.render import to_markdown
 
-    steps = load_coupling(exp, rows, seeds)
+    steps = load_coupling(exp, rows, seeds, update_epochs)
     table = coupling_table(steps)
     compared = set(zip(table["stage"], table["cell"], strict=True))
     excluded = [

@@ -1,10 +1,11 @@
 """Figures (seaborn; PNG and PDF). One colour per cell across every figure: the palette is keyed
 by cell path (sorted), so a cell keeps its colour whichever stage or figure shows it.
 
-Pure plotting functions take the frames of ``loading.load_curves``/``loading.load_steps`` (and
-``tables.effects_table``) and return a matplotlib Figure; ``write_stage_figures`` and
-``write_weight_figure`` save them. Bands are 95% Student-t intervals over seeds
-(``stats.t_interval``); with one seed no band is drawn. Per-step curves of a few prompts per step
+Pure plotting functions take the frames the tables job wrote (``FigureData``: the effects table,
+``loading.load_curves``, ``loading.load_steps`` ...) and return a matplotlib Figure;
+``write_stage_figures`` and ``write_weight_figure`` save them (``saving.save``). The figures job
+reads tables and draws: it loads no run and fits nothing. Bands are 95% Student-t intervals over
+seeds (``stats.t_interval``); with one seed no band is drawn. Per-step curves of a few prompts per step
 are noise at every step, so each run is smoothed by a centred rolling mean (``smoothing_window``
 steps, stated on the axis) before the mean over seeds; axes fit the runs' smoothed values, so a
 band wider than the runs themselves (two seeds: t = 12.7) is cut at the axes, not the data.
@@ -14,8 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -29,18 +30,11 @@ import torch
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
-from grpo_ablation.analysis import (
-    STAGE_FIGURES,
-    calibration,
-    coupling,
-    efficiency,
-    hypotheses,
-    loading,
-    tables,
-)
+from grpo_ablation.analysis import STAGE_FIGURES, efficiency, loading, tables
+from grpo_ablation.analysis.saving import save
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.design.ablation import Design, cell_label
-from grpo_ablation.design.hypotheses import contrast_roles
+from grpo_ablation.layout import TABLE, figure_files
 from grpo_ablation.objective.conventions import AGGREGATIONS, GROUP_CATEGORIES
 from grpo_ablation.objective.formulas import token_weights
 
@@ -488,13 +482,21 @@ def efficiency_figure(points: pd.DataFrame, runs: pd.DataFrame, R0: float, palet
             if len(fit) and fit["efficiency_identified"].iloc[0] == 1.0:
                 f = fit.iloc[0]
                 grid = np.geomspace(x.min(), x.max(), 100)
-                ax.plot(grid, efficiency.scalerl_curve(
-                    grid, R0, f["efficiency_A"], f["efficiency_B"], f["efficiency_C_mid"]
-                ), lw=0.9, color=palette[cell])  # fmt: skip
+                ax.plot(
+                    grid,
+                    efficiency.scalerl_curve(
+                        grid, R0, f["efficiency_A"], f["efficiency_B"], f["efficiency_C_mid"]
+                    ),
+                    lw=0.9,
+                    color=palette[cell],
+                )
         ax.axhline(R0, color="0.4", lw=0.8, ls=":")
         n_fit = int(fits["efficiency_identified"].sum())
-        ax.set(xscale="log", xlabel="generated tokens (training compute)",
-               title=f"{cell_label(cell)}\n{n_fit} of {len(fits)} fits identified")  # fmt: skip
+        ax.set(
+            xscale="log",
+            xlabel="generated tokens (training compute)",
+            title=f"{cell_label(cell)}\n{n_fit} of {len(fits)} fits identified",
+        )
         ax.xaxis.set_minor_formatter(NullFormatter())  # log minor labels collide
         ax.title.set_fontsize(7)
     axes[0][0].set_ylabel("test sampled accuracy (dotted: base policy)")
@@ -563,58 +565,79 @@ def weight_figure(weights: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def save(fig: plt.Figure, stem: Path) -> list[Path]:
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
-    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
-    plt.close(fig)
-    return paths
+@dataclass(frozen=True)
+class FigureData:
+    """What the figures draw, read from the tables job's files (``layout.TABLES``): the effects
+    table, the test-accuracy curves, the per-step diagnostics, the calibration groups, the
+    coupling per step, the efficiency-curve points and each run's fit, and the base policy's
+    sampled accuracy R0 (the results table's base row). Nothing here is computed again."""
+
+    effects: pd.DataFrame
+    curves: pd.DataFrame
+    steps: pd.DataFrame
+    groups: pd.DataFrame
+    coupling: pd.DataFrame
+    points: pd.DataFrame
+    fits: pd.DataFrame
+    R0: float
+
+    @classmethod
+    def read(cls, folder: Path) -> FigureData:
+        """From the tables job's folder."""
+        results = loading.read_results(folder / TABLE["results"])
+        base = results.loc[results["cell"] == tables.BASE_LABEL, "sampled_final_mean"]
+        return cls(
+            effects=loading.read_table(folder / TABLE["effects"]),
+            curves=loading.read_table(folder / TABLE["accuracy_curves"]),
+            steps=loading.read_table(folder / TABLE["training_steps"]),
+            groups=loading.read_table(folder / TABLE["calibration_groups"]),
+            coupling=loading.read_table(folder / TABLE["coupling_steps"]),
+            points=loading.read_table(folder / TABLE["efficiency_points"]),
+            fits=loading.read_table(folder / TABLE["efficiency_fits"]),
+            R0=float(base.iloc[0]),
+        )
+
+    def of_stage(self, stage: str) -> FigureData:
+        """The rows of one stage."""
+        frames = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), pd.DataFrame)
+        }
+        return replace(
+            self,
+            **{
+                name: frame[frame["stage"] == stage] if "stage" in frame else frame
+                for name, frame in frames.items()
+            },
+        )
 
 
-def write_stage_figures(
-    curves: pd.DataFrame,
-    steps: pd.DataFrame,
-    groups: pd.DataFrame,
-    effects: pd.DataFrame,
-    coupled: pd.DataFrame,
-    points: pd.DataFrame,
-    runs: pd.DataFrame,
-    R0: float,
-    stage: str,
-    palette,
-    out: Path,
-    title: str = "",
-) -> list[Path]:
-    """``out/<kind>.{png,pdf}`` for every kind of STAGE_FIGURES, for one stage's cells, and
-    ``out/effects.csv``: the effect plot's numbers, for the report's reading and for tests."""
-    c, s = curves[curves["stage"] == stage], steps[steps["stage"] == stage]
-    g = groups[groups["stage"] == stage] if not groups.empty else groups
-    e = effects[effects["stage"] == stage]
-    k = coupled[coupled["stage"] == stage]
+def write_stage_figures(data: FigureData, palette, out: Path, title: str) -> list[Path]:
+    """``out/<kind>.{png,pdf}`` for every kind of STAGE_FIGURES, from one stage's ``data``
+    (``FigureData.of_stage``); refuses to have written other files than layout declares."""
+    s = data.steps
     out.mkdir(parents=True, exist_ok=True)
-    e.to_csv(out / "effects.csv", index=False)
     made = {
-        "effects": effects_figure(e, palette),
-        "accuracy": accuracy_figure(c, palette),
+        "effects": effects_figure(data.effects, palette),
+        "accuracy": accuracy_figure(data.curves, palette),
         "groups": groups_figure(s, palette),
         "length": length_figure(s, palette),
         "clip_truncation": clip_truncation_figure(s, palette),
-        "mixed": mixed_figure(g, sorted(s["cell"].unique()), palette),
-        "coupling": coupling_figure(k, palette),
-        "efficiency": efficiency_figure(
-            points[points["stage"] == stage] if not points.empty else points,
-            runs[runs["stage"] == stage],
-            R0,
-            palette,
-        ),
+        "mixed": mixed_figure(data.groups, sorted(s["cell"].unique()), palette),
+        "coupling": coupling_figure(data.coupling, palette),
+        "efficiency": efficiency_figure(data.points, data.fits, data.R0, palette),
     }
     if tuple(made) != STAGE_FIGURES:  # the DAG names these files from STAGE_FIGURES
         raise RuntimeError(f"figures drawn {tuple(made)} differ from STAGE_FIGURES {STAGE_FIGURES}")
-    paths: list[Path] = [out / "effects.csv"]
+    paths: list[Path] = []
     for kind, fig in made.items():
-        fig.suptitle(title or stage, fontsize=9, y=1.0)
+        fig.suptitle(title, fontsize=9, y=1.0)
         paths += save(fig, out / kind)
+    # the files layout declares for a stage (Tree.stage_figures), which the DAG expects
+    declared = [out / name for kind in STAGE_FIGURES for name in figure_files(kind)]
+    if paths != declared:
+        raise RuntimeError(f"the figures job wrote {paths}, not the declared {declared}")
     return paths
 
 
@@ -625,62 +648,15 @@ def write_weight_figure(out: Path) -> list[Path]:
     return save(weight_figure(weights), out / "token_weights")
 
 
-def write_figures(
-    exp: Path,
-    design: Design,
-    winners: dict[str, Any],
-    out: Path,
-    results: Path,
-    stage: str | None = None,
-) -> list[Path]:
-    """``out/<kind>.{png,pdf}`` and ``out/effects.csv`` for ``stage``, or the same under
-    ``out/<stage>/`` for every stage; the palette comes from the design, so separate calls agree
-    on colours. The contrasts are the results table's (``results``, the tables job's
-    results.csv: one implementation of the paired differences, computed once)."""
-    rows = design.rows(winners, [stage] if stage else None)
-    seeds = design.seeds
-    curves, steps = loading.load_curves(exp, rows, seeds), loading.load_steps(exp, rows, seeds)
-    groups = calibration.load_groups(exp, rows, seeds)
-    coupled = coupling.load_coupling(exp, rows, seeds)
-    runs = loading.load_runs(exp, rows, seeds)
-    base = loading.base_accuracy(exp)
-    table = loading.read_results(results)
-    table = table[table["stage"].isin({r["stage"] for r in rows})].reset_index(drop=True)
-    missing = {(r["stage"], r["cell"]) for r in rows} - set(
-        zip(table["stage"], table["cell"], strict=True)
-    )
-    if missing:
-        raise ValueError(
-            f"{results} has no row for {sorted(missing)}: it was written for another design "
-            "(rerun the tables job)"
-        )
-    points = loading.load_efficiency_points(exp, rows, seeds)
-    titles = {r["stage"]: design.stage_title(r["stage"]) for r in rows}
-    effects = tables.effects_table(
-        table,
-        titles,
-        # repeats are found against every stage whose winners this job knows
-        contrast_roles(
-            design,
-            rows,
-            design.rows(
-                winners, [s.name for s in design.stages if set(s.sources()) <= set(winners)]
-            ),
-        ),
-        hypotheses.manipulation_predictions(exp, design, rows),
-    )
+def write_figures(design: Design, folder: Path, out: Path, stage: str | None = None) -> list[Path]:
+    """``out/<kind>.{png,pdf}`` for ``stage``, or the same under ``out/<stage>/`` for every stage
+    of the tables, drawn from the tables job's files in ``folder`` (``FigureData``); the palette
+    comes from the design, so separate calls agree on colours."""
+    data = FigureData.read(folder)
     palette = cell_palette(design.all_cells())
-    if stage is not None:
-        title = design.stage_title(stage)
-        return write_stage_figures(
-            curves, steps, groups, effects, coupled, points, runs, base["sampled"], stage,
-            palette, out, title,
-        )  # fmt: skip
+    stages = [stage] if stage is not None else list(dict.fromkeys(data.effects["stage"]))
     paths = []
-    for name in dict.fromkeys(r["stage"] for r in rows):
-        title = design.stage_title(name)
-        paths += write_stage_figures(
-            curves, steps, groups, effects, coupled, points, runs, base["sampled"], name,
-            palette, out / name, title,
-        )  # fmt: skip
+    for name in stages:
+        where = out if stage is not None else out / name
+        paths += write_stage_figures(data.of_stage(name), palette, where, design.stage_title(name))
     return paths

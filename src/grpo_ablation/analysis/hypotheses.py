@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grpo_ablation.analysis.reading import PAIRING, effects_reading
+from grpo_ablation.analysis.reading import PAIRING
 from grpo_ablation.analysis.render import to_markdown
 from grpo_ablation.analysis.stats import (
     holm,
@@ -405,46 +405,3 @@ def write_verdicts(
     verdicts.to_csv(out / "hypotheses.csv", index=False)
     (out / "hypotheses.md").write_text(verdicts_reading(verdicts) + "\n" + to_markdown(verdicts))
     return [out / "hypotheses.csv", out / "hypotheses.md"]
-
-
-def write_reading(
-    effects: list[Path],
-    out: Path,
-    verdicts: Path | None = None,
-    calibration: Path | None = None,
-    coupling: Path | None = None,
-    push: Path | None = None,
-    efficiency: Path | None = None,
-) -> Path:
-    """The report's reading (reStructuredText): the verdicts on the declared hypotheses
-    (``verdicts``: hypotheses.csv) first, then the stages' ``effects.csv`` in the order given,
-    then the mixed-group calibration (``calibration``: calibration.csv) and the coupling of the
-    cells' samples (``coupling``: coupling.csv) and the push of each objective (``push``:
-    push.csv, with push_cosine.csv beside it); the compute efficiency (``efficiency``:
-    efficiency.csv) right after the effects."""
-    from grpo_ablation.analysis.calibration import calibration_reading
-    from grpo_ablation.analysis.coupling import coupling_reading
-
-    frames = [pd.read_csv(path) for path in effects]
-    judged = pd.read_csv(verdicts) if verdicts else pd.DataFrame(columns=VERDICT_COLUMNS)
-    opening = verdicts_reading(judged) if verdicts else ""
-    text = effects_reading(pd.concat(frames, ignore_index=True), opening)
-    if efficiency:
-        from grpo_ablation.analysis.efficiency import efficiency_reading
-
-        late = efficiency_reading(
-            pd.read_csv(efficiency), declared=uncounted_pairs(judged, pd.concat(frames))
-        )
-        text = text.rstrip("\n") + "\n\n" + late + "\n"
-    if calibration:
-        text = text.rstrip("\n") + "\n\n" + calibration_reading(pd.read_csv(calibration)) + "\n"
-    if coupling:
-        text = text.rstrip("\n") + "\n\n" + coupling_reading(pd.read_csv(coupling)) + "\n"
-    if push:
-        from grpo_ablation.analysis.push import push_reading
-
-        cosine = pd.read_csv(Path(push).with_name("push_cosine.csv"))
-        text = text.rstrip("\n") + "\n\n" + push_reading(pd.read_csv(push), cosine) + "\n"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    return out

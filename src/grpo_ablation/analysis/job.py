@@ -1,5 +1,5 @@
 """One diagnostics job (the ``diagnostics`` rule): its arguments and what it runs. The CLI and the
-job worker both run it (``grpo_ablation.commands``)."""
+job worker both run it (``grpo_ablation.cli.COMMANDS``)."""
 
 from __future__ import annotations
 

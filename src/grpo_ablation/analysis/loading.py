@@ -1,7 +1,8 @@
 """The analysis's inputs, read from the results tree (``grpo_ablation.layout``) into frames: one
 row per run (final and best test accuracy, diagnostics, budget, efficiency fit), per checkpoint,
 per training step and per efficiency-curve point; the base policy's accuracy; each cell's
-objective record."""
+objective record. A run's group size G and update epochs μ come from the design
+(``run_training``), which holds them; the run's records only copy them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 import pandas as pd
 
 from grpo_ablation.analysis.efficiency import compute_at_steps, run_efficiency
-from grpo_ablation.design.ablation import cell_label, cell_recipe
+from grpo_ablation.design.ablation import Design, cell_label, cell_recipe
+from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.layout import OBJECTIVE, OBJECTIVE_TEXT, Tree
 
 ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_accuracy"}
@@ -35,7 +37,13 @@ def _checkpoints(summary: Path) -> list[dict[str, Any]]:
     return json.loads(summary.read_text())["checkpoints"]
 
 
-def load_curves(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
+def run_training(design: Design, cell: str) -> TrainingConfig:
+    """A cell's training config (``Design.training_config``: G, μ and every other option its
+    runs trained with; the seed does not change them)."""
+    return design.training_config(design.parse_cell(cell), design.seeds[0])
+
+
+def load_curves(exp: Path, design: Design, rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Test accuracy per (stage, cell, seed, step), the base policy prepended as step 0;
     ``generation_step`` is the step in generation batches (optimizer steps / μ), on which runs of
     different update epochs line up at the same completions."""
@@ -43,14 +51,9 @@ def load_curves(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> 
     base = _checkpoints(Path(tree.base_summary()))[0]
     out = []
     for r in rows:
-        for seed in seeds:
+        mu = int(run_training(design, r["cell"]).num_iterations)
+        for seed in design.seeds:
             ckpts = _checkpoints(Path(tree.summary(r["cell"], seed)))
-            record = Path(tree.objective(r["cell"], seed))
-            mu = (
-                int(json.loads(record.read_text()).get("num_iterations", 1))
-                if record.exists()
-                else 1
-            )
             for is_base, c in [(True, base), *((False, c) for c in ckpts)]:
                 step = 0 if is_base else int(c["step"])
                 out.append(
@@ -67,20 +70,20 @@ def load_curves(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> 
     return pd.DataFrame(out)
 
 
-def load_efficiency_points(
-    exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]
-) -> pd.DataFrame:
+POINT_COLUMNS = ["step", "generated_tokens", "completions", "accuracy", "stage", "cell", "seed"]
+
+
+def load_efficiency_points(exp: Path, design: Design, rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Every run's efficiency-curve points with the compute spent by then: (stage, cell, seed,
     step, accuracy, generated_tokens, completions)."""
     tree, frames = Tree(exp), []
     for r in rows:
-        for seed in seeds:
+        group_size = int(run_training(design, r["cell"]).group_size)
+        for seed in design.seeds:
             curve = json.loads(Path(tree.curve(r["cell"], seed)).read_text())
-            summary = Path(tree.diagnostics_summary(r["cell"], seed))
-            group_size = json.loads(summary.read_text())["objective"]["group_size"]
             points = pd.DataFrame(curve["points"]).sort_values("step")
             steps = pd.read_csv(tree.steps(r["cell"], seed))
-            at = compute_at_steps(steps, int(group_size), points["step"].tolist())
+            at = compute_at_steps(steps, group_size, points["step"].tolist())
             frames.append(
                 at.assign(
                     accuracy=points["accuracy"].to_numpy(),
@@ -89,7 +92,7 @@ def load_efficiency_points(
                     seed=int(seed),
                 )
             )
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=POINT_COLUMNS)
 
 
 def load_steps(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
@@ -102,14 +105,15 @@ def load_steps(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> p
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd.DataFrame:
+def load_runs(exp: Path, design: Design, rows: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per (stage, cell, seed): final and best test accuracy, diagnostics, budget, and
     the efficiency summary of its curve (``efficiency.run_efficiency``: the fit, identified or
     not, and the area under the curve and late accuracy every run has)."""
     base_R0 = base_accuracy(exp)["sampled"]
     tree, out = Tree(exp), []
     for r in rows:
-        for seed in seeds:
+        group_size = int(run_training(design, r["cell"]).group_size)
+        for seed in design.seeds:
             ckpts = _checkpoints(Path(tree.summary(r["cell"], seed)))
             diag = json.loads(Path(tree.diagnostics_summary(r["cell"], seed)).read_text())
             final = max(ckpts, key=lambda c: c["step"])
@@ -121,20 +125,19 @@ def load_runs(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> pd
                 if not isinstance(value, dict):
                     row[key.replace("/", "_")] = value
             row["wall_time_s"] = diag["budget"]["wall_time_s"]
-            row.update(_efficiency(exp, r["cell"], seed, diag, base_R0))
+            row.update(_efficiency(exp, r["cell"], seed, group_size, base_R0))
             row["test_length_incorrect"] = final.get("sampled_incorrect_tokens", math.nan)
             row.update((f"{k}_final", v) for k, v in externals(final).items())
             out.append(row)
     return pd.DataFrame(out)
 
 
-def _efficiency(exp: Path, cell: str, seed: int, diag: dict[str, Any], R0: float) -> dict:
+def _efficiency(exp: Path, cell: str, seed: int, group_size: int, R0: float) -> dict:
     """The run's efficiency summary from its curve (headline sampled accuracy, so R0 is the base
     policy's sampled accuracy) and the compute its diagnostics count."""
     tree = Tree(exp)
     curve = json.loads(Path(tree.curve(cell, seed)).read_text())
     steps = pd.read_csv(tree.steps(cell, seed))
-    group_size = int(diag["objective"]["group_size"])
     return run_efficiency(curve["points"], steps, group_size, R0)
 
 
@@ -146,10 +149,17 @@ def read_results(path: Path) -> pd.DataFrame:
     """The results table the tables job wrote (``results.csv``), as ``results_table`` made it:
     floats read back exactly (pandas writes the shortest repr that round-trips); the text
     columns as written, an empty one (the base policy's reference) the empty string it was."""
+    return read_table(path)
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """Any table the tables job wrote (``layout.TABLES``), read back as ``read_results`` reads the
+    results table: the text columns it has (stage, cell, reference) as written."""
     table = pd.read_csv(
         path, dtype=dict.fromkeys(TEXT_COLUMNS, str), keep_default_na=False, na_values=[""]
     )
-    table[list(TEXT_COLUMNS)] = table[list(TEXT_COLUMNS)].fillna("")
+    text = [c for c in TEXT_COLUMNS if c in table]
+    table[text] = table[text].fillna("")
     return table
 
 

@@ -140,8 +140,8 @@ def push_figure(table: pd.DataFrame):
 
 def write_push(push_json: Path, tables: Path, figures: Path) -> list[Path]:
     """tables/push.csv, push_cosine.csv, push.md and figures/push.{png,pdf}."""
-    from grpo_ablation.analysis.figures import save
     from grpo_ablation.analysis.render import to_markdown
+    from grpo_ablation.analysis.saving import save
 
     record = json.loads(Path(push_json).read_text())
     table, cosine = push_tables(record)

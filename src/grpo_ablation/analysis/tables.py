@@ -362,13 +362,20 @@ def write_efficiency(table: pd.DataFrame, out: Path, caption: str = EFFICIENCY_C
     table.to_csv(out / "efficiency.csv", index=False)
     shown = []
     for _, r in table.iterrows():
-        row = {"stage": r["stage"], "cell": r["cell"] + (" (ref.)" if r["is_reference"] else ""),
-               "identified": f"{r['identified']} of {r['runs']}"}  # fmt: skip
-        for col, q, digits in (("A", "efficiency_A", 3), ("B", "efficiency_B", 2),
-                               ("AUC", "efficiency_auc", 3)):  # fmt: skip
+        row = {
+            "stage": r["stage"],
+            "cell": r["cell"] + (" (ref.)" if r["is_reference"] else ""),
+            "identified": f"{r['identified']} of {r['runs']}",
+        }
+        for col, q, digits in (
+            ("A", "efficiency_A", 3),
+            ("B", "efficiency_B", 2),
+            ("AUC", "efficiency_auc", 3),
+        ):
             row[col] = _shown(r, q, digits)
-        row["C_mid (tokens)"] = "" if pd.isna(r["efficiency_C_mid_mean"]) else (
-            f"{r['efficiency_C_mid_mean']:.0f}")  # fmt: skip
+        row["C_mid (tokens)"] = (
+            "" if pd.isna(r["efficiency_C_mid_mean"]) else (f"{r['efficiency_C_mid_mean']:.0f}")
+        )
         for q, name in efficiency.CONTRASTS.items():
             row[f"Δ {name}"] = "reference" if r["is_reference"] else _shown(r, f"{q}_diff", 3, True)
         row["not identified"] = r["not_identified"] if isinstance(r["not_identified"], str) else ""

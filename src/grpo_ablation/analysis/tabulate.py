@@ -1,0 +1,68 @@
+"""The tables job: every number of a draw's analysis, computed once, written as ``layout.TABLES``.
+
+The results, objectives, hypotheses, calibration, coupling and efficiency tables; the effects
+table (the effect plots' numbers with each contrast's role and each manipulation check's
+prediction, one long table with a stage column); and what the figures draw (each run's efficiency
+fit, the efficiency-curve points with their compute, the test-accuracy curves, the per-step
+diagnostics and the calibration groups). The figures job (``figures.write_figures``) and the
+reading (``compose.write_reading``) read these files and compute nothing again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from grpo_ablation.analysis import calibration, coupling, hypotheses, loading, tables
+from grpo_ablation.design.ablation import Design
+from grpo_ablation.design.hypotheses import contrast_roles
+from grpo_ablation.layout import TABLE, TABLES
+
+# The keys of a run in the efficiency fits table; its other columns are ``run_efficiency``'s.
+FIT_KEYS = ["stage", "cell", "seed"]
+
+
+def effects(exp: Path, design: Design, rows: list[dict[str, Any]], results: Path) -> pd.DataFrame:
+    """The effects table of every stage (``tables.effects_table``) from the results table as
+    written (``results``: read back exactly), with the roles of ``contrast_roles`` (repeats found
+    against every stage of ``rows``) and the manipulation checks' predictions."""
+    titles = {r["stage"]: design.stage_title(r["stage"]) for r in rows}
+    return tables.effects_table(
+        loading.read_results(results),
+        titles,
+        contrast_roles(design, rows),
+        hypotheses.manipulation_predictions(exp, design, rows),
+    )
+
+
+def write_all(exp: Path, design: Design, winners: dict[str, Any], out: Path) -> list[Path]:
+    """Every file of ``layout.TABLES`` under ``out``, for the design's rows with ``winners``;
+    refuses to have written any other set (the DAG declares exactly these)."""
+    rows, seeds = design.rows(winners), design.seeds
+    runs = loading.load_runs(exp, design, rows)  # read (and fitted) once, used by every table
+    epochs = {r["cell"]: int(loading.run_training(design, r["cell"]).num_iterations) for r in rows}
+    groups = calibration.load_groups(exp, rows, seeds)
+    paths = [
+        *tables.write_tables(exp, design, rows, runs, out),
+        *hypotheses.write_verdicts(design, rows, runs, out),
+        *calibration.write_calibration(groups, out),
+        *coupling.write_coupling(exp, rows, seeds, out, epochs),
+    ]
+    fits = runs[[*FIT_KEYS, *(c for c in runs.columns if c.startswith("efficiency_"))]]
+    frames = {
+        "effects": effects(exp, design, rows, out / TABLE["results"]),
+        "efficiency_fits": fits,
+        "efficiency_points": loading.load_efficiency_points(exp, design, rows),
+        "accuracy_curves": loading.load_curves(exp, design, rows),
+        "training_steps": loading.load_steps(exp, rows, seeds),
+        "calibration_groups": groups,
+    }
+    for key, frame in frames.items():
+        frame.to_csv(out / TABLE[key], index=False)
+        paths.append(out / TABLE[key])
+    written = [p.name for p in paths]
+    if sorted(written) != sorted(TABLES):
+        raise RuntimeError(f"the tables job wrote {written}, not layout.TABLES {list(TABLES)}")
+    return paths
