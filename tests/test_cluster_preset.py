@@ -56,7 +56,7 @@ def test_the_cluster_preset_dry_runs_through_the_slurm_profile_offline(tmp_path)
     # Compute jobs never unset the offline flags (the CLI only ever sets them by default).
     cli = "".join(
         (ROOT / "src/grpo_ablation" / f).read_text()
-        for f in ("cli.py", "commands.py", "training/train.py", "training/job.py")
+        for f in ("cli.py", "process.py", "training/train.py", "training/job.py")
     )
     assert "environ.pop" not in cli
     assert not (tmp_path / "results").exists(), "a dry run must write nothing"

@@ -1,5 +1,6 @@
-"""Every command is declared once (grpo_ablation.commands): the CLI, the job worker and the module
-mains are built from the table, and every entry point sets the process up the same way."""
+"""Every command is declared once (grpo_ablation.cli.COMMANDS): the CLI and the jobs the worker
+may run are built from the table, the CLI is the one main, and every process is set up the same
+way (grpo_ablation.process.bootstrap)."""
 
 import os
 import subprocess
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablation import commands, worker
-from grpo_ablation.commands import COMMANDS, SERVED
+from grpo_ablation import cli, worker
+from grpo_ablation.cli import COMMANDS, SERVED_JOBS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,18 +20,18 @@ def _options(parser):
 
 
 def test_the_cli_is_the_table():
-    sub = next(a for a in commands.parser()._actions if a.dest == "command")
+    sub = next(a for a in cli.parser()._actions if a.dest == "command")
     assert list(sub.choices) == list(COMMANDS)
     for name, command in COMMANDS.items():
         assert _options(sub.choices[name]) == _options(command.parser()), name
-        command_job = command.job.partition(":")
-        assert callable(getattr(__import__(command_job[0], fromlist=["x"]), command_job[2]))
+        assert callable(command.job) and callable(command.arguments)
 
 
-def test_the_worker_serves_exactly_the_served_commands(monkeypatch):
+def test_the_worker_runs_exactly_the_served_commands(monkeypatch):
     monkeypatch.setenv(worker.MODE_ENV, "on")
-    assert SERVED == ("train", "evaluate", "diagnostics")
-    assert [name for name in COMMANDS if worker.wanted(name)] == list(SERVED)
+    assert list(SERVED_JOBS) == ["train", "evaluate", "diagnostics"]
+    for name, job in SERVED_JOBS.items():
+        assert job.run is COMMANDS[name].job and worker.wanted(name)
 
 
 def test_a_served_command_may_decline_the_worker():
@@ -55,9 +56,16 @@ def test_a_served_command_may_decline_the_worker():
     assert not COMMANDS["tables"].may_serve(None)
 
 
-def test_the_training_modules_main_is_the_train_command():
+def test_the_cli_is_the_one_main():
+    package = ROOT / "src" / "grpo_ablation"
+    mains = sorted(
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if 'if __name__ == "__main__"' in p.read_text()
+    )
+    assert mains == ["cli.py"]
     done = subprocess.run(
-        [sys.executable, "-m", "grpo_ablation.training.train", "--help"],
+        [sys.executable, "-m", "grpo_ablation.cli", "train", "--help"],
         capture_output=True,
         text=True,
         check=True,
@@ -67,7 +75,7 @@ def test_the_training_modules_main_is_the_train_command():
 
 
 PROBE = (
-    "import os, sys; from grpo_ablation import commands; commands.bootstrap(offline={offline}); "
+    "import os, sys; from grpo_ablation.process import bootstrap; bootstrap(offline={offline}); "
     "print(os.environ.get('HF_HUB_OFFLINE'), os.environ.get('ATEN_CPU_CAPABILITY'), "
     "'torch' in sys.modules)"
 )

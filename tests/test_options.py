@@ -14,7 +14,7 @@ from grpo_ablation.settings import option
 @pytest.mark.parametrize("section", list(schema.SECTIONS))
 def test_the_schema_section_is_the_dataclass(section):
     text = schema.SCHEMA.read_text()
-    # Up to date: else run `python -m grpo_ablation.design.schema` and commit the schema.
+    # Up to date: else run `grpo-ablation schema` and commit the schema.
     assert schema.file_section(text, section) == schema.section_text(section)
     written = yaml.safe_load(text)["properties"][section]["properties"]
     fields = schema.SECTIONS[section].__dataclass_fields__

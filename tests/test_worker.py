@@ -81,7 +81,7 @@ def _socket(env: dict) -> Path:
     code = (
         f"import tempfile; tempfile.tempdir = {str(env['tmp'])!r}; "
         # the set-up every job does first (offline flags, CPU pins): the key depends on them
-        "from grpo_ablation.commands import bootstrap; bootstrap(); "
+        "from grpo_ablation.process import bootstrap; bootstrap(); "
         "from grpo_ablation.worker import socket_path; print(socket_path())"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

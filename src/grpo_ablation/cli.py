@@ -1,9 +1,13 @@
-"""Entry points the Snakemake rules call: ``python -m grpo_ablation.cli <command> ...``.
+"""The project's one entry point: ``grpo-ablation <command> ...`` (the rules run it through
+workflow/scripts/grpo.py; ``python -m grpo_ablation.cli`` is the same).
 
-Each command is a thin adapter from files and JSON arguments to a library function: its
-arguments (``args_<command>``) and its job (``cmd_<command>``) are here, the jobs the worker may
-serve are in their ``job`` modules, and every command is declared once in
-``grpo_ablation.commands`` (which builds this CLI from them).
+Every command is declared once, in ``COMMANDS`` at the end of this file: its help, its arguments,
+its job (real functions), whether the local job worker may serve it and whether it works offline.
+Each is a thin adapter from files and JSON arguments to a library function: the arguments
+(``args_<command>``) and the job (``cmd_<command>``) are here, except for the jobs the worker
+serves, which live in their ``job`` modules (importable without torch). ``main`` sets the process
+up (``grpo_ablation.process.bootstrap``) before anything imports torch, then runs the command in
+the job worker where it may serve it, else in this process.
 """
 
 from __future__ import annotations
@@ -12,11 +16,17 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from grpo_ablation import commands
+from grpo_ablation import worker
+from grpo_ablation.analysis import job as diagnostics_job
+from grpo_ablation.evaluation import job as evaluation_job
 from grpo_ablation.layout import BASE_INFO, checkpoint, checkpoint_step
+from grpo_ablation.process import bootstrap
+from grpo_ablation.training import job as training_job
 
 if TYPE_CHECKING:
     from grpo_ablation.design.ablation import Design
@@ -65,7 +75,7 @@ def cmd_base_policy(a: argparse.Namespace) -> None:
         print(
             f"base_policy.num_threads={threads} (not the {a.threads} granted): the weights depend on it"
         )
-    commands.bootstrap(threads=threads or a.threads)
+    bootstrap(threads=threads or a.threads)
     info = build_base_policy(
         base,
         get_task(json.loads(a.task)),
@@ -182,34 +192,23 @@ def _report_inputs(a: argparse.Namespace) -> tuple[Design, dict[str, Any]]:
 
 
 def cmd_tables(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.calibration import write_calibration
-    from grpo_ablation.analysis.coupling import write_coupling
-    from grpo_ablation.analysis.hypotheses import write_verdicts
-    from grpo_ablation.analysis.loading import load_runs
-    from grpo_ablation.analysis.tables import write_tables
+    from grpo_ablation.analysis.tabulate import write_all
 
     design, winners = _report_inputs(a)
-    rows, seeds = design.rows(winners), design.seeds
-    runs = load_runs(a.exp, rows, seeds)  # read once, used twice
-    for path in [
-        *write_tables(a.exp, design, rows, runs, a.out),
-        *write_verdicts(design, rows, runs, a.out),
-        *write_calibration(a.exp, rows, seeds, a.out),
-        *write_coupling(a.exp, rows, seeds, a.out),
-    ]:
+    for path in write_all(a.exp, design, winners, a.out):
         print(path)
 
 
 def cmd_figures(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.figures import write_figures
+    from grpo_ablation.design.ablation import Design
 
-    design, winners = _report_inputs(a)
-    for path in write_figures(a.exp, design, winners, a.out, a.results, a.stage):
+    for path in write_figures(Design.load(a.design), a.tables, a.out, a.stage):
         print(path)
 
 
 def cmd_reading(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.hypotheses import write_reading
+    from grpo_ablation.analysis.compose import write_reading
 
     print(
         write_reading(a.effects, a.out, a.verdicts, a.calibration, a.coupling, a.push, a.efficiency)
@@ -228,7 +227,7 @@ def cmd_push(a: argparse.Namespace) -> None:
     from grpo_ablation.training.push import run_push
     from grpo_ablation.training.train import last_checkpoint
 
-    commands.bootstrap(threads=a.threads)
+    bootstrap(threads=a.threads)
     training, push = json.loads(a.training), json.loads(a.push)
     final = last_checkpoint(a.run)
     steps = push.get("steps") or [0, checkpoint_step(final)]
@@ -336,13 +335,14 @@ args_tables = _args_analysis
 
 
 def args_figures(p: argparse.ArgumentParser) -> None:
-    _args_analysis(p)
+    _args_design(p)
+    p.add_argument("--tables", type=Path, required=True, help="the tables job's folder")
     p.add_argument("--stage", help="only this stage's figures, written directly under --out")
-    p.add_argument("--results", type=Path, required=True, help="the tables job's results.csv")
+    p.add_argument("--out", type=Path, required=True)
 
 
 def args_reading(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--effects", type=Path, nargs="+", required=True, help="stages' effects.csv")
+    p.add_argument("--effects", type=Path, nargs="+", required=True, help="tables/effects.csv")
     p.add_argument("--verdicts", type=Path, help="hypotheses.csv: the verdicts that open it")
     p.add_argument("--calibration", type=Path, help="calibration.csv: a closing paragraph")
     p.add_argument("--coupling", type=Path, help="coupling.csv: a closing paragraph")
@@ -377,8 +377,228 @@ def args_token_weights(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, required=True)
 
 
+def cmd_calibrate(a: argparse.Namespace) -> None:
+    from grpo_ablation.training.calibrate import calibrate
+
+    calibrate(a.configfile, a.steps, a.out, a.work)
+
+
+def args_calibrate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--configfile", type=Path, required=True)
+    p.add_argument("--steps", type=int, default=20, help="training steps to time")
+    p.add_argument("--out", type=Path, help="write the measurement and projection as JSON")
+    p.add_argument("--work", type=Path, help="keep the calibration run here (default: a temp dir)")
+
+
+def cmd_disk(a: argparse.Namespace) -> None:
+    from grpo_ablation.training.retention import disk_report
+
+    print(disk_report(a.n_params, a.dtype, a.optimizer_dtype, a.checkpoints_per_run, a.runs))
+
+
+def args_disk(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n-params", type=int, required=True, help="parameters of the policy")
+    p.add_argument("--dtype", default="float32", help="of the saved weights and the parameters")
+    p.add_argument(
+        "--optimizer-dtype",
+        default=None,
+        help="dtype of AdamW's moments (default: --dtype, as torch's AdamW)",
+    )
+    p.add_argument("--checkpoints-per-run", type=int, required=True)
+    p.add_argument("--runs", type=int, required=True)
+
+
+def cmd_schema(a: argparse.Namespace) -> None:
+    from grpo_ablation.design.schema import write_schema
+
+    write_schema(check=a.check)
+
+
+def args_schema(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--check", action="store_true", help="only say whether it is up to date")
+
+
+def cmd_worker(a: argparse.Namespace) -> None:
+    if a.action == "where":
+        print(worker.socket_path())
+    elif a.action == "stop":
+        print("stopped" if worker.stop() else "no worker running")
+    else:
+        worker.serve(a.socket or worker.socket_path(), a.idle, SERVED_JOBS)
+
+
+def args_worker(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action",
+        choices=("serve", "where", "stop"),
+        help="serve: run the worker (normally started by the first client); where: print the "
+        "socket this checkout's clients use; stop: stop this checkout's worker now",
+    )
+    p.add_argument("--socket", type=Path, default=None)
+    p.add_argument("--idle", type=float, default=worker.idle_seconds())
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    job: Callable[[argparse.Namespace], None]
+    arguments: Callable[[argparse.ArgumentParser], None]
+    # The local job worker may run it (imports paid once per machine; grpo_ablation.worker),
+    # where ``servable`` of the parsed arguments, if given, agrees.
+    served: bool = False
+    servable: Callable[[argparse.Namespace], bool] | None = None
+    offline: bool = True  # False: it talks to the hub (prefetch alone)
+
+    def parser(self, **kwargs: Any) -> argparse.ArgumentParser:
+        p = argparse.ArgumentParser(prog=self.name, description=self.help, **kwargs)
+        self.arguments(p)
+        return p
+
+    def may_serve(self, a: argparse.Namespace) -> bool:
+        return self.served and (self.servable is None or self.servable(a))
+
+
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command(
+            "prefetch",
+            "fill the Hugging Face cache (runs on the submit host)",
+            cmd_prefetch,
+            args_prefetch,
+            offline=False,
+        ),
+        Command("splits", "write the fixed splits and their manifest", cmd_splits, args_splits),
+        Command(
+            "base-policy",
+            "build and warm-start the base policy (or name a hub model)",
+            cmd_base_policy,
+            args_base_policy,
+        ),
+        Command(
+            "eval-tasks",
+            "write the lm-eval task YAMLs for test and validation",
+            cmd_eval_tasks,
+            args_eval_tasks,
+        ),
+        Command(
+            "calculations",
+            "write the worked-numbers sheet (Markdown and CSV)",
+            cmd_calculations,
+            args_calculations,
+        ),
+        Command(
+            "plan",
+            "the power and cost of every declared hypothesis, before any run",
+            cmd_plan,
+            args_plan,
+        ),
+        Command(
+            "train",
+            "train one (cell, seed) run; resumes if interrupted",
+            training_job.run,
+            training_job.add_arguments,
+            served=True,
+            servable=training_job.servable,
+        ),
+        Command(
+            "evaluate",
+            "evaluate every checkpoint of a run (or the base policy)",
+            evaluation_job.run,
+            evaluation_job.add_arguments,
+            served=True,
+            servable=evaluation_job.servable,
+        ),
+        Command(
+            "diagnostics",
+            "per-step and per-run diagnostics of one run's rollout log",
+            diagnostics_job.run,
+            diagnostics_job.add_arguments,
+            served=True,
+        ),
+        Command(
+            "design",
+            "check the config and write the design the analysis jobs read",
+            cmd_design,
+            args_design,
+        ),
+        Command(
+            "select", "choose a stage's winner on the validation split", cmd_select, args_select
+        ),
+        Command(
+            "tables", "result and objective tables (CSV, Markdown, LaTeX)", cmd_tables, args_tables
+        ),
+        Command("figures", "every figure (PNG and PDF)", cmd_figures, args_figures),
+        Command(
+            "reading",
+            "the report's reading: verdicts on the hypotheses, then the effects",
+            cmd_reading,
+            args_reading,
+        ),
+        Command(
+            "pooled",
+            "tables, verdicts and reading pooled over the base-policy draws",
+            cmd_pooled,
+            args_pooled,
+        ),
+        Command("push", "the push of every objective on the same samples", cmd_push, args_push),
+        Command("push-report", "table and figure of the push", cmd_push_report, args_push_report),
+        Command(
+            "token-weights",
+            "figure of the worked example's per-token weights",
+            cmd_token_weights,
+            args_token_weights,
+        ),
+        Command(
+            "calibrate",
+            "time a few training steps and an evaluation here; project the DAG's cost",
+            cmd_calibrate,
+            args_calibrate,
+        ),
+        Command(
+            "disk", "the disk a run's checkpoints need under each retention", cmd_disk, args_disk
+        ),
+        Command(
+            "schema",
+            "write the config schema's training and compute sections from their declarations",
+            cmd_schema,
+            args_schema,
+        ),
+        Command("worker", "the local job worker: serve, where, stop", cmd_worker, args_worker),
+    )
+}
+# What the worker may run: the served commands' parsers and jobs.
+SERVED_JOBS: dict[str, worker.Job] = {
+    name: worker.Job(c.parser, c.job) for name, c in COMMANDS.items() if c.served
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    """The whole CLI: one subcommand per command."""
+    p = argparse.ArgumentParser(prog="grpo-ablation", description="The rules' entry points.")
+    sub = p.add_subparsers(dest="command", required=True)
+    for c in COMMANDS.values():
+        c.arguments(sub.add_parser(c.name, help=c.help, description=c.help))
+    return p
+
+
 def main(argv: list[str] | None = None) -> None:
-    commands.main(argv)
+    """``grpo-ablation <command> ...``: set up the process, then run the command in the job
+    worker where it may serve it (``GRPO_WORKER``), else in this process."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args and args[0] in COMMANDS:
+        # Only prefetch talks to the hub; pins before torch's import (a worker started from this
+        # process inherits both).
+        bootstrap(offline=COMMANDS[args[0]].offline)
+    a = parser().parse_args(args)
+    command = COMMANDS[a.command]
+    if command.may_serve(a) and worker.wanted(a.command):
+        try:
+            raise SystemExit(worker.run_job(a.command, args[args.index(a.command) + 1 :]))
+        except worker.WorkerUnavailable as exc:
+            print(f"job worker unavailable, running in this process: {exc}", file=sys.stderr)
+    command.job(a)
 
 
 if __name__ == "__main__":

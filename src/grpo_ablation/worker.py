@@ -23,6 +23,8 @@ job's log, so results are byte-identical with or without the worker (tested).
 - A training job with several processes (``compute.processes_per_train_job`` > 1) is launched by
   torchrun/accelerate, never through the worker.
 - ``GRPO_WORKER``: ``auto`` (default) and ``on`` use the worker; ``off`` never does.
+- ``grpo-ablation worker serve|where|stop`` starts it by hand, names its socket, stops it. The
+  CLI hands it the jobs it may run (``Job``), so the worker knows no command table of its own.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import array
 import contextlib
 import fcntl
 import hashlib
-import importlib
 import json
 import os
 import signal
@@ -43,12 +44,13 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.commands import COMMANDS, SERVED, bootstrap
 from grpo_ablation.numerics import CPU_PINS
+from grpo_ablation.process import bootstrap
 
 MODE_ENV = "GRPO_WORKER"
 IDLE_ENV = "GRPO_WORKER_IDLE"
@@ -59,6 +61,21 @@ FORWARDED_ENV_PREFIXES = ("GRPO_", "HF_", "TRANSFORMERS_", "CUDA_", "PYTORCH_", 
 # The whole package, nested modules included: the worker runs code from all of it.
 PACKAGE_DIR = Path(__file__).resolve().parent
 START_TIMEOUT_S = 180.0
+# How the worker's command line reads in /proc (a stale pid file may name another process).
+WORKER_CMDLINE = b"grpo_ablation.cli\x00worker\x00serve"
+
+
+@dataclass(frozen=True)
+class Job:
+    """A command the worker may run: its argument parser and its job function."""
+
+    parser: Callable[[], argparse.ArgumentParser]
+    run: Callable[[argparse.Namespace], None]
+
+
+def idle_seconds() -> float:
+    """How long the worker waits for a job before it exits (``GRPO_WORKER_IDLE``)."""
+    return float(os.environ.get(IDLE_ENV, "120"))
 
 
 class WorkerUnavailable(RuntimeError):
@@ -66,13 +83,13 @@ class WorkerUnavailable(RuntimeError):
 
 
 def wanted(command: str = "evaluate") -> bool:
-    """Whether ``command`` should run in the worker. Under a batch scheduler only evaluations use
+    """Whether ``command`` (one the worker may serve) should run in the worker. Under a batch scheduler only evaluations use
     it (packed into one allocation they share one); a training or diagnostics job there is its
     own allocation, where a worker would cost its start-up and save nothing."""
     mode = os.environ.get(MODE_ENV, "auto").lower()
     if mode not in ("auto", "on", "off"):
         raise ValueError(f"{MODE_ENV} must be auto, on or off, got {mode!r}")
-    if mode == "off" or command not in SERVED:
+    if mode == "off":
         return False
     return mode == "on" or command == "evaluate" or not allocation()
 
@@ -233,7 +250,8 @@ def _connect_or_start() -> socket.socket:
             [
                 sys.executable,
                 "-m",
-                "grpo_ablation.worker",
+                "grpo_ablation.cli",
+                "worker",
                 "serve",
                 "--socket",
                 str(path),
@@ -324,12 +342,10 @@ def _preload() -> None:
     import grpo_ablation.training.train
     import grpo_ablation.training.trainer  # noqa: F401
 
-    for name in SERVED:
-        importlib.import_module(COMMANDS[name].job.partition(":")[0])
 
-
-def serve(path: Path, idle_s: float) -> None:
-    bootstrap()
+def serve(path: Path, idle_s: float, jobs: dict[str, Job]) -> None:
+    """Serve ``jobs`` on the socket ``path`` until idle for ``idle_s`` seconds."""
+    bootstrap()  # its client did already; a worker started by hand too
     _preload()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # leave through `finally`
     children: set[int] = set()
@@ -363,7 +379,7 @@ def serve(path: Path, idle_s: float) -> None:
                 continue
             if pid == 0:  # child
                 listener.close()
-                os._exit(_child(conn))
+                os._exit(_child(conn, jobs))
             children.add(pid)
             conn.close()
             last = time.monotonic()
@@ -382,7 +398,7 @@ def stop(path: Path | None = None) -> bool:
     try:
         pid = int(path.with_suffix(".pid").read_text())
         # A stale pid file may name an unrelated process by now.
-        if b"grpo_ablation.worker" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+        if WORKER_CMDLINE not in Path(f"/proc/{pid}/cmdline").read_bytes():
             return False
         os.kill(pid, signal.SIGTERM)
     except (FileNotFoundError, ValueError, ProcessLookupError):
@@ -390,7 +406,7 @@ def stop(path: Path | None = None) -> bool:
     return True
 
 
-def _child(conn: socket.socket) -> int:
+def _child(conn: socket.socket, jobs: dict[str, Job]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
@@ -410,13 +426,13 @@ def _child(conn: socket.socket) -> int:
         os.environ[CHILD_ENV] = "1"
         _send(conn, {"pid": os.getpid()})
         threading.Thread(target=_exit_when_client_leaves, args=(conn,), daemon=True).start()
-        command = COMMANDS[request["command"]]
+        job = jobs[request["command"]]
 
         try:
             # The job's command line, as a process of its own would see it (the training job
             # names itself when it relaunches; it never does in the worker, one process only).
             sys.argv = [sys.argv[0], request["command"], *request["argv"]]
-            command.run(command.parser().parse_args(request["argv"]))
+            job.run(job.parser().parse_args(request["argv"]))
             rc = 0
         except SystemExit as exc:  # as Python maps it: None -> 0, int -> itself, else print, 1
             if exc.code is None or isinstance(exc.code, int):
@@ -442,25 +458,3 @@ def _exit_when_client_leaves(conn: socket.socket) -> None:
         while conn.recv(1):
             pass
     os._exit(1)
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="run the worker (normally started by the first client)")
-    s.add_argument("--socket", type=Path, default=None)
-    s.add_argument("--idle", type=float, default=float(os.environ.get(IDLE_ENV, "120")))
-    sub.add_parser("where", help="print the socket path this checkout's clients use")
-    sub.add_parser("stop", help="stop this checkout's worker now")
-    a = p.parse_args(argv)
-    if a.command == "where":
-        print(socket_path())
-    elif a.command == "stop":
-        print("stopped" if stop() else "no worker running")
-    else:
-        bootstrap()  # its client did already; a worker started by hand too
-        serve(a.socket or socket_path(), a.idle)
-
-
-if __name__ == "__main__":
-    main()

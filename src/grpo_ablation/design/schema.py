@@ -3,13 +3,12 @@
 ``workflow/schemas/config.schema.yaml`` holds, between two marker comments per section, the
 properties of ``training`` (``TrainingConfig``) and ``compute`` (``ComputeConfig``): names, types,
 choices, bounds, defaults and descriptions, from the fields' ``option`` declarations. Run
-``python -m grpo_ablation.design.schema`` after changing a declaration; ``tests/test_options.py`` fails
+``grpo-ablation schema`` after changing a declaration; ``tests/test_options.py`` fails
 while the file differs.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from dataclasses import MISSING, fields
@@ -48,7 +47,7 @@ def section_text(section: str) -> str:
     import yaml
 
     begin, end = markers(section)
-    lines = [begin + " (python -m grpo_ablation.design.schema)"]
+    lines = [begin + " (grpo-ablation schema)"]
     for name, spec in properties(SECTIONS[section]).items():
         lines.append(f"{_INDENT}{name}:")
         for key, value in spec.items():
@@ -70,20 +69,13 @@ def file_section(text: str, section: str) -> str:
     return match.group(0)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description="Write the dataclass-declared sections (training, compute) into the schema."
-    )
-    parser.add_argument("--check", action="store_true", help="only say whether it is up to date")
-    a = parser.parse_args(argv)
+def write_schema(check: bool = False) -> None:
+    """Write the dataclass-declared sections (training, compute) into the schema; ``check``: only
+    say whether it is up to date (``grpo-ablation schema [--check]``)."""
     text = SCHEMA.read_text()
     new = text
     for section in SECTIONS:
         new = new.replace(file_section(new, section), section_text(section))
-    if a.check:
+    if check:
         raise SystemExit(0 if new == text else f"{SCHEMA} is out of date")
     SCHEMA.write_text(new)
-
-
-if __name__ == "__main__":
-    main()
