@@ -3,7 +3,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-CORES ?= 2
+# Every core of the machine unless overridden (`make run CORES=4`); the thread counts that decide
+# results (threads_per_job, base_policy.num_threads) are the config's, whatever the cores.
+CORES ?= $(shell nproc 2>/dev/null || echo 2)
 CONFIG ?= config/config.yaml
 # Silence pip's notices about local mirror folders; keep its errors.
 # Rules call `python`: the venv comes first on PATH for them.

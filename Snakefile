@@ -21,6 +21,17 @@ include: "workflow/rules/push.smk"
 include: "workflow/rules/report.smk"
 
 
+# Before the first job: how many jobs, and how long they should take here, from the job times of
+# earlier runs on this machine (grpo_ablation.design.cost).
+onstart:
+    planned = [
+        (cost.kind(job.benchmark) if job.benchmark else job.rule.name, job.threads)
+        for job in workflow.dag.needrun_jobs()
+    ]
+    measured = cost.measured_seconds(Path(config.get("results_dir", "results")))
+    print(cost.estimate(planned, measured, workflow.resource_settings.cores or 1).sentence())
+
+
 rule all:
     input:
         all_targets,

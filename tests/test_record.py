@@ -103,8 +103,12 @@ def test_the_stages_expectations_are_computed_in_the_sheet(tmp_path):
     assert "fraction clipped at eps=0.2 | exp(logp - stop_gradient(logp)) | 0; 0 |" in text
     # zero_variance filter on lengths (2, 8 | 3, 3 | 5, 1) with the middle group dropped: B 6 -> 4
     # (and 3 -> 2 groups) gives 1.5; token_mean's 22 -> 16 tokens gives 1.375
-    for mode, factor in [("sequence_mean", "1.5000"), ("token_mean", "1.3750"),
-                         ("group_token_mean", "1.5000"), ("constant", "1.5000")]:  # fmt: skip
+    for mode, factor in [
+        ("sequence_mean", "1.5000"),
+        ("token_mean", "1.3750"),
+        ("group_token_mean", "1.5000"),
+        ("constant", "1.5000"),
+    ]:
         row = f"zero_variance filter, {mode}: kept weights / kept weights under keep |"
         assert (
             f"{row} lengths (2, 8 | 3, 3 | 5, 1), middle group zero-variance | "

@@ -6,7 +6,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from grpo_ablation.design import checks
+from grpo_ablation.design import checks, cost
 from grpo_ablation.design.axes import path_regex
 from grpo_ablation.design.options import ComputeConfig
 from grpo_ablation.design.ablation import Design
