@@ -358,5 +358,5 @@ def test_the_analysis_jobs_read_the_design_file_not_config_sections():
     for command in ("select", "tables", "figures", "pooled"):
         (shell,) = re.findall(rf'"python {{params.cli}} {command} [^\n]*(?:\n\s*"[^\n]*)*', rules)
         assert "--design {input.design}" in shell and "--config" not in shell, shell
-    # the figures take their contrasts from the tables job's results table
-    assert "--results {input.results}" in rules
+    # the figures draw the tables job's numbers: they read its folder, and compute nothing
+    assert "figures --design {input.design} --tables {params.tables}" in rules

@@ -202,7 +202,7 @@ def test_adamw_keeps_its_moments_in_the_parameter_dtype():
     assert adamw_bytes_per_param("bfloat16") == 4 and adamw_bytes_per_param("float32") == 8
 
 
-def test_disk_estimate_on_worked_numbers(capsys):
+def test_disk_estimate_on_worked_numbers():
     # 1,000 params, bf16 weights (2 B) and moments (4 B), 5 checkpoints, 21 runs:
     # all = 21 x 5 x 6 x 1,000; newest = 21 x (5 x 2 + 4) x 1,000; peak adds one more state per run
     assert checkpoint_disk_bytes(1000, 2, 4, 5, 21, "all") == 630_000
@@ -220,10 +220,7 @@ def test_disk_estimate_on_worked_numbers(capsys):
     n = 494_032_768
     assert checkpoint_disk_bytes(n, 2, 4, 5, 21, "newest") == 294 * n == 145_245_633_792
     assert checkpoint_disk_bytes(n, 2, 4, 5, 21, "all") == 630 * n == 311_240_643_840
-    retention.main(
-        ["--n-params", str(n), "--dtype", "bfloat16", "--checkpoints-per-run", "5", "--runs", "21"]
-    )
-    out = capsys.readouterr().out
+    out = retention.disk_report(n, "bfloat16", None, checkpoints_per_run=5, runs=21)
     assert (
         "newest: 145,245,633,792 B = 145.2 GB" in out
         and "all:    311,240,643,840 B = 311.2 GB" in out

@@ -172,7 +172,9 @@ def _gamma_inc(a: float, x: float) -> float:
             term *= x / k
             total += term
         return total * front
-    return 1 - front * _continued_fraction(lambda m: -m * (m - a), lambda m: x + 2 * m + 1 - a)
+    # Q(a, x) = front / (x + 1 − a − 1·(1 − a)/(x + 3 − a − 2·(2 − a)/(x + 5 − a − ...)))
+    fraction = _continued_fraction(x + 1 - a, lambda m: -m * (m - a), lambda m: x + 2 * m + 1 - a)
+    return 1 - front / fraction
 
 
 def _beta_inc(a: float, b: float, x: float) -> float:
@@ -188,45 +190,28 @@ def _beta_inc(a: float, b: float, x: float) -> float:
         math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
     )
 
-    def numerator(m: int) -> float:  # d_m of the fraction 1/(1+ d_1/(1+ d_2/(1+ ...)))
+    def numerator(m: int) -> float:  # d_m of the fraction 1/(1 + d_1/(1 + d_2/(1 + ...)))
         k = m // 2
         if m % 2:
             return -(a + k) * (a + b + k) * x / ((a + 2 * k) * (a + 2 * k + 1))
         return k * (b - k) * x / ((a + 2 * k - 1) * (a + 2 * k))
 
-    return front / a / _continued_fraction(numerator, lambda m: 1.0, first=1.0)
+    return front / a / _continued_fraction(1.0, numerator, lambda m: 1.0)
 
 
 def _continued_fraction(
-    numerator: Callable[[int], float],
-    denominator: Callable[[int], float],
-    first: float | None = None,
+    first: float, numerator: Callable[[int], float], denominator: Callable[[int], float]
 ) -> float:
-    """b_0 + a_1/(b_1 + a_2/(b_2 + ...)) by the modified Lentz method; for the gamma fraction
-    (``first`` None) the value 1/(b_0 + a_1/(b_1 + ...)) with a_1 = 1."""
+    """b_0 + a_1/(b_1 + a_2/(b_2 + ...)) by the modified Lentz method (``first`` = b_0, then
+    a_m = ``numerator(m)`` and b_m = ``denominator(m)``)."""
     tiny = 1e-300
-    if first is None:  # gcf: 1/(x+1−a − 1·(1−a)/(x+3−a − ...))
-        b = denominator(0)
-        c, d = 1 / tiny, 1 / b
-        h = d
-        for m in range(1, 10_000):
-            an, b = numerator(m), denominator(m)
-            d = an * d + b
-            d = tiny if abs(d) < tiny else d
-            c = b + an / c
-            c = tiny if abs(c) < tiny else c
-            d = 1 / d
-            h *= d * c
-            if abs(d * c - 1) < 1e-16:
-                break
-        return h
-    f = c = first
-    d = 0.0
+    f = first if first != 0 else tiny
+    c, d = f, 0.0
     for m in range(1, 10_000):
-        an = numerator(m)
-        d = 1 + an * d
+        a, b = numerator(m), denominator(m)
+        d = b + a * d
         d = tiny if abs(d) < tiny else d
-        c = 1 + an / c
+        c = b + a / c
         c = tiny if abs(c) < tiny else c
         d = 1 / d
         f *= c * d
