@@ -1,6 +1,6 @@
 """Options declared once: the schema, the objective record and the checks follow them."""
 
-from dataclasses import make_dataclass
+from dataclasses import MISSING, asdict, make_dataclass
 
 import pytest
 import yaml
@@ -8,7 +8,40 @@ import yaml
 from grpo_ablation.design import schema
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.objective.record import ObjectiveRecord
-from grpo_ablation.settings import option
+from grpo_ablation.settings import check_option, identity, option
+
+# The training options declared before neutral values existed: every finished run's train params
+# hold each of them, so none may declare one (the params of its runs at that value would change,
+# and every such run retrain).
+BEFORE_NEUTRAL = (
+    "std_scaling",
+    "std_eps",
+    "aggregation",
+    "group_size",
+    "beta",
+    "clip_eps_low",
+    "clip_eps_high",
+    "mask_truncated_completions",
+    "success_threshold",
+    "zero_variance",
+    "max_generation_batches",
+    "prompts_per_step",
+    "max_steps",
+    "max_completion_length",
+    "num_iterations",
+    "gradient_accumulation_steps",
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "temperature",
+    "sampler",
+    "generation_backend",
+    "vllm_gpu_memory_utilization",
+    "vllm_importance_sampling_mode",
+    "save_steps",
+    "curve_points",
+    "seed",
+)
 
 
 @pytest.mark.parametrize("section", list(schema.SECTIONS))
@@ -46,6 +79,38 @@ def test_a_new_option_is_recorded_without_touching_the_record():
     data = record.to_dict()
     assert data["entropy_bonus"] == 0.01 and record.entropy_bonus == 0.01
     assert ObjectiveRecord.from_dict(data) == record
+
+
+def test_an_option_at_its_neutral_value_is_left_out_of_the_rerun_trigger_only():
+    def declared(default):
+        return make_dataclass(
+            "Extended",
+            [("entropy_bonus", float, option(default, "a made-up new option", neutral=0.0))],
+            bases=(TrainingConfig,),
+        )
+
+    today = asdict(TrainingConfig())
+    added = declared(0.0)  # the default trains as before the option existed
+    assert identity(added()) == today  # no finished run's trigger changes
+    assert asdict(added())["entropy_bonus"] == 0.0  # the job receives the option
+    assert ObjectiveRecord.from_config(added(), 1).to_dict()["entropy_bonus"] == 0.0  # recorded
+    assert identity(added(entropy_bonus=0.1)) == today | {"entropy_bonus": 0.1}
+    moved = declared(0.1)  # the default changed later, away from the neutral value
+    assert identity(moved()) == today | {"entropy_bonus": 0.1}  # the runs at the default retrain
+    assert identity(moved(entropy_bonus=0.0)) == today  # a run held at the neutral value stays
+
+
+def test_every_option_declared_later_says_which_value_keeps_finished_runs():
+    for name, f in TrainingConfig.__dataclass_fields__.items():
+        neutral = f.metadata["neutral"]
+        if name in BEFORE_NEUTRAL:
+            assert neutral is MISSING, f"training.{name} is in every finished run's train params"
+        else:
+            assert neutral is not MISSING, (
+                f"training.{name}: declare neutral=<the value that trains as before the option "
+                "existed>, or adding it retrains every finished run (README, 'To add an axis')"
+            )
+            check_option("training", name, neutral, f.metadata)
 
 
 def test_options_left_out_of_the_record_say_why():

@@ -3,7 +3,9 @@
 A config section declared as a dataclass gives each field as ``option(default, help, ...)``: its
 help text and constraints travel as metadata (TRL's ``GRPOConfig`` style), so the checks
 (``check_options``) and the config schema's section (``grpo_ablation.design.schema``) follow from the
-one declaration.
+one declaration. An option added after runs were trained declares ``neutral``, the value that
+reproduces the behaviour from before it existed: ``identity`` (what a rerun trigger compares)
+leaves it out at that value, so declaring it keeps every finished run.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def option(
     help: str,
     *,
     recorded: bool | str = True,
+    neutral: Any = dataclasses.MISSING,
     choices: tuple[str, ...] | None = None,
     minimum: float | None = None,
     exclusive_minimum: float | None = None,
@@ -29,13 +32,18 @@ def option(
 ) -> Any:
     """A declared option. ``recorded`` (training options): True, or why the objective record
     leaves the field out (it is not part of what the run optimises, or the record states it in
-    other words)."""
+    other words). ``neutral`` (an option added after runs were trained): the value that
+    reproduces the behaviour from before the option existed. A configuration at that value leaves
+    the option out of its ``identity``, the train jobs' rerun trigger, so adding the option
+    retrains no finished run; a value away from it (a default changed later included) enters the
+    identity and retrains the runs it changes."""
     bounds = {"minimum": minimum, "exclusiveMinimum": exclusive_minimum, "maximum": maximum}
     return dataclasses.field(
         default=default,
         metadata={
             "help": help,
             "recorded": recorded,
+            "neutral": neutral,
             "choices": choices,
             "bounds": {k: v for k, v in bounds.items() if v is not None},
         },
@@ -74,6 +82,18 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, section: str) -> T:
             f"known keys: {', '.join(sorted(known))}"
         )
     return cls(**data)
+
+
+def identity(obj: Any) -> dict[str, Any]:
+    """Dataclass ``obj``'s fields (``dataclasses.asdict``) less each option at its declared
+    ``neutral`` value: what tells one configuration from another for a rerun trigger (a train
+    job's params). While no option is at a declared neutral value, ``asdict(obj)`` itself."""
+    data = dataclasses.asdict(obj)
+    for f in dataclasses.fields(obj):
+        neutral = f.metadata.get("neutral", dataclasses.MISSING)
+        if neutral is not dataclasses.MISSING and data[f.name] == neutral:
+            del data[f.name]
+    return data
 
 
 def config_hash(data: Any) -> str:

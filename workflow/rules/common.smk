@@ -1,6 +1,7 @@
 # Config validation, the design (stages, cells, seeds) and the paths every rule shares.
 import json
 from dataclasses import asdict
+from functools import lru_cache
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -109,10 +110,27 @@ def stage_evals(stage, draw):
     return [tree.summary(c.path, s) for c in cells_of(stage, draw) for s in SEEDS]
 
 
+@lru_cache(maxsize=None)
+def run_training(cell, seed, draw):
+    """One run's TrainingConfig, built once (the train rule reads it twice)."""
+    return DESIGN.training_config(DESIGN.parse_cell(cell), int(seed), draw)
+
+
 def training_json(wildcards):
-    cfg = DESIGN.training_config(
-        DESIGN.parse_cell(wildcards.cell), int(wildcards.seed), draw_of(wildcards)
-    )
+    """The run's training options as JSON, less each one at its declared neutral value
+    (TrainingConfig.rerun_identity): the rerun trigger of its train and push jobs. An option added with the
+    value that trains as before it existed leaves it as it was, so no finished run retrains; a value
+    away from it (a changed default included) changes it. Push reads options declared before
+    neutral values existed, which this JSON always holds."""
+    cfg = run_training(wildcards.cell, wildcards.seed, draw_of(wildcards))
+    return json.dumps(cfg.rerun_identity(), sort_keys=True)
+
+
+def training_arguments(wildcards, output):
+    """Every training option as JSON: what the train job receives. A params function that takes
+    ``output`` is, for Snakemake, derived from the output path (here: the run it names), so it is
+    no rerun trigger: training_json is."""
+    cfg = run_training(wildcards.cell, wildcards.seed, draw_of(wildcards))
     return json.dumps(asdict(cfg), sort_keys=True)
 
 

@@ -11,7 +11,11 @@ rule train:
         TREE.run_info("{cell}", "{seed}"),
     params:
         cli=CLI,
-        training=training_json,
+        # Every option, for the job; computed from the output path, so not compared by Snakemake.
+        training=training_arguments,
+        # The rerun trigger: the options less each at its declared neutral value (common.smk), so
+        # an option added with the value that trains as before it existed retrains no finished run.
+        options=training_json,
         task=TASK,
         compute=COMPUTE,
         out=folder(0),

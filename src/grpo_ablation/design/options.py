@@ -25,7 +25,7 @@ from grpo_ablation.compute import (
 from grpo_ablation.design.axes import check_choices
 from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS, ZERO_VARIANCE
 from grpo_ablation.sampling import SAMPLERS
-from grpo_ablation.settings import check_options, from_dict, option
+from grpo_ablation.settings import check_options, from_dict, identity, option
 
 GENERATION_BACKENDS = ("transformers", "vllm")
 # Options TRL's GRPOTrainer holds too, as its attributes (from GRPOConfig): the trainer computes
@@ -210,6 +210,12 @@ class TrainingConfig:
         return {
             f.name: getattr(self, f.name) for f in fields(self) if f.metadata["recorded"] is True
         }
+
+    def rerun_identity(self) -> dict[str, Any]:
+        """What tells this run's training from another's for the train rule's rerun trigger:
+        every field less each option at its declared ``neutral`` value (``settings.identity``), so
+        an option added with the value that trains as before it existed retrains no finished run."""
+        return identity(self)
 
 
 def curve_steps(max_steps: int, points: int) -> list[int]:

@@ -196,7 +196,9 @@ class RunInputs:
         else:
             base = {"hub": str(self.model_dir), "revision": self.revision}
         return {
-            "training": asdict(self.cfg),
+            # as the train rule's trigger sees it: an option added at its neutral value leaves
+            # an interrupted run's identity, and so its checkpoints, as they were
+            "training": self.cfg.rerun_identity(),
             "base_model": base,
             "train_split_sha256": sha256(self.train_file.read_bytes()),
             "task": self.task_config or {},
