@@ -18,7 +18,7 @@ from grpo_ablation.analysis.tables import PAIRED, results_table
 from grpo_ablation.design import checks
 from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, DesignError, run_seed
-from grpo_ablation.layout import POOLED_TABLES
+from grpo_ablation.layout import POOLED_TABLES, STAGE_FIGURES, Tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -302,18 +302,60 @@ def test_the_pooled_tables_pair_within_draws_and_pool_over_them(drawn):
 
 
 @pytest.mark.slow
+def test_the_pooled_figures_are_drawn_from_the_pooled_tables(drawn):
+    """Each stage's effect plot over draws and the verdicts, the files layout declares, which the
+    pooled figures job prints (it draws from the pooled tables: nothing is pooled again)."""
+    _, exp = drawn
+    declared = Tree(exp / "pooled").pooled_figures(["std_scaling"], True)
+    assert sorted(map(str, (exp / "pooled/figures").rglob("*.*"))) == sorted(declared)
+    assert all(Path(p).stat().st_size > 1000 for p in declared)
+    printed = Path(Tree(exp).log("pooled_figures")).read_text().split()
+    assert sorted(x for x in printed if x.startswith(str(exp))) == sorted(declared)
+
+
+# Decode every embedded PNG in the browser and report its natural size.
+DECODE = """
+const done = arguments[arguments.length - 1];
+const uris = [...new Set(document.documentElement.innerHTML.match(/data:image\\/png[^"'\\s)]+/g) || [])];
+Promise.all(uris.map(u => new Promise(ok => { const i = new Image();
+  i.onload = () => ok([i.naturalWidth, i.naturalHeight]); i.onerror = () => ok([0, 0]); i.src = u; })))
+  .then(done);
+"""
+
+
+@pytest.mark.slow
 def test_the_report_opens_with_the_reading_pooled_over_draws(drawn):
+    import matplotlib.pyplot as plt
+
     _, exp = drawn
     page = in_chromium(
         exp.parent / "report.html",
         {
             "landing": LANDING,
-            "pooled": "return Object.keys(categories['0. Pooled over draws'] || {});",
+            "pooled": "return categories['0. Pooled over draws'] || {};",
+            "sizes": DECODE,
         },
+        asynchronous=("sizes",),
     )
     landing = " ".join(page["landing"].split())
     for paragraph in rendered((exp / "pooled/pooled_reading.rst").read_text()):
         assert paragraph in landing, paragraph
     assert landing.index("Declared hypotheses") < landing.index("Stage 1:")
     assert landing.index("over 2 draws") < landing.index("Across draws")
-    assert page["pooled"], "the pooled tables and reading have a category of their own"
+    pooled = page["pooled"]
+    assert pooled, "the pooled tables, figures and reading have a category of their own"
+    # the pooled figures: the verdicts beside the pooled reading, each stage's effects by stage
+    figures = Tree(exp / "pooled")
+    assert figures.pooled_verdict_figures()["verdicts_png"] in pooled["0. reading and verdicts"]
+    assert str(exp / "pooled/pooled_reading.rst") in pooled["0. reading and verdicts"]
+    assert (
+        figures.pooled_stage_figures("std_scaling")["effects_png"] in pooled["stage 1: std scaling"]
+    )
+    # every figure decodes in the browser, the pooled ones among them (at their own size)
+    sizes = page["sizes"]
+    assert len(sizes) >= len(STAGE_FIGURES) + 1 + 2  # identical images are embedded once
+    assert all(w > 0 and h > 0 for w, h in sizes), sizes
+    for path in Tree(exp / "pooled").pooled_figures(["std_scaling"], True):
+        if path.endswith(".png"):
+            height, width = plt.imread(path).shape[:2]
+            assert [width, height] in sizes, path

@@ -114,3 +114,17 @@ def test_the_analysis_outputs_are_declared_once_in_layout():
     assert len(figures) == len(layout.STAGE_FIGURES) * len(layout.FIGURE_FORMATS)
     rules = (ROOT / "workflow/rules/report.smk").read_text()
     assert "TREE.tables()" in rules and 'TREE.stage_figures("{stage}")' in rules
+
+
+def test_the_pooled_figures_are_declared_once_in_layout():
+    """The pooled figures job's files (the verdicts where hypotheses are declared, each stage's
+    effect plot over draws): named in layout.py, declared by the pooled_figures rule through Tree."""
+    tree = Tree("R/pooled")
+    effects = ["R/pooled/figures/s/effects.png", "R/pooled/figures/s/effects.pdf"]
+    verdicts = ["R/pooled/figures/verdicts.png", "R/pooled/figures/verdicts.pdf"]
+    assert tree.pooled_figures(["s"], True) == verdicts + effects
+    assert tree.pooled_figures(["s"], False) == effects
+    assert tree.pooled_stage_figures("s")["effects_png"] == effects[0]
+    assert tree.pooled_verdict_figures()["verdicts_png"] == verdicts[0]
+    rules = (ROOT / "workflow/rules/report.smk").read_text()
+    assert "POOLED.pooled_figures(" in rules

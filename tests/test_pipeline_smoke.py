@@ -603,3 +603,24 @@ def test_a_training_job_in_the_worker_writes_what_it_writes_in_its_own_process(
         name = f"checkpoints/checkpoint-{step}/model.safetensors"
         a, b = load_file(in_worker / name), load_file(own / name)
         assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+
+
+def test_no_figure_of_the_smoke_config_has_overlapping_text(smoke_pipeline, design, tmp_path):
+    """saving.save checks every figure it writes for text that runs into other text (titles, axis
+    and tick labels, legends, the suptitle), so the smoke run itself would have failed on one;
+    drawn again here from the smoke tables, each stage's figures and the worked example pass it."""
+    from grpo_ablation.analysis import figures, saving
+
+    _, stages = design
+    checked = []
+
+    def check(fig, name):
+        assert saving.overlaps(fig) == [], name
+        checked.append(name)
+
+    drawn = Design.load(smoke_pipeline.exp / "design.json")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(saving, "check_text", check)
+        figures.write_figures(drawn, smoke_pipeline.exp / "tables", tmp_path)
+        figures.write_weight_figure(tmp_path)
+    assert len(checked) == len(stages) * len(STAGE_FIGURES) + 1

@@ -6,10 +6,22 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from grpo_ablation.analysis import STAGE_FIGURES, figures, loading, reading, render, tables
+from grpo_ablation.analysis import (
+    STAGE_FIGURES,
+    draws,
+    figures,
+    hypotheses,
+    loading,
+    pooled_figures,
+    reading,
+    render,
+    saving,
+    tables,
+)
 from grpo_ablation.design import checks
 from grpo_ablation.design.ablation import Design, cell_label
-from grpo_ablation.layout import FIGURE_FORMATS, TABLE, Tree
+from grpo_ablation.design.hypotheses import contrast_roles, declared
+from grpo_ablation.layout import FIGURE_FORMATS, POOLED_TABLE, TABLE, Tree
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 
 REF, OTHER = "std=sample/agg=sequence_mean/G=4", "std=population/agg=sequence_mean/G=4"
@@ -335,7 +347,7 @@ def test_efficiency_figure_draws_a_curve_for_identified_fits_only():
     ref_ax, other_ax = fig.axes[:2]
     curves = [[ln for ln in ax.get_lines() if len(ln.get_xdata()) == 100] for ax in fig.axes[:2]]
     assert [len(c) for c in curves] == [2, 1]
-    assert ref_ax.get_title().startswith(cell_label(REF))
+    assert " ".join(ref_ax.get_title().split()).startswith(cell_label(REF))  # wrapped
     assert "2 of 2 fits identified" in ref_ax.get_title()
     assert "1 of 2 fits identified" in other_ax.get_title()
 
@@ -478,7 +490,8 @@ def test_effects_figure_draws_each_contrast_at_its_mean_with_a_zero_line():
     effects = synthetic_effects()
     palette = figures.cell_palette([REF, OTHER])
     fig = figures.effects_figure(effects, palette)
-    assert [ax.get_title() for ax in fig.axes] == list(tables.EFFECTS.values())
+    # titles wrap at word boundaries only, so neighbouring panels' titles never meet
+    assert [" ".join(ax.get_title().split()) for ax in fig.axes] == list(tables.EFFECTS.values())
     greedy = effects[(effects["cell"] == OTHER) & (effects["quantity"] == "greedy_final")].iloc[0]
     xs = [x for line in fig.axes[0].get_lines() for x in line.get_xdata()]
     assert greedy["mean"] in xs and greedy["low"] in xs and greedy["high"] in xs
@@ -567,3 +580,217 @@ def test_a_stage_named_like_a_missing_value_keeps_its_name(tmp_path):
     back = loading.read_results(tmp_path / "results.csv")
     assert set(back["stage"]) == {"NA"}
     pd.testing.assert_frame_equal(back, table, check_exact=True)
+
+
+def test_the_overlap_check_fires_on_overlapping_text_and_names_it(tmp_path):
+    """Every figure is checked when saved (saving.save): texts that run into one another (here two
+    panels' titles, then crowded tick labels) stop the job, naming the figure and the strings, and
+    nothing is written; the same texts laid out apart pass."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(4, 2))
+    left.set_title("a long title that runs on into the next panel")
+    right.set_title("the title of the next panel, also long")
+    with pytest.raises(saving.OverlapError) as caught:
+        saving.save(fig, tmp_path / "crowded")
+    message = str(caught.value)
+    assert "crowded" in message
+    assert "'a long title that runs on into the next panel'" in message
+    assert "'the title of the next panel, also long'" in message
+    assert list(tmp_path.iterdir()) == []
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.set_xticks([0.0, 0.1], ["a long tick label", "another long tick label"])
+    assert any("tick label" in a and "tick label" in b for a, b in saving.overlaps(fig))
+    plt.close(fig)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 2))
+    left.set_title("a long title that runs on into the next panel")
+    right.set_title("the title of the next panel, also long")
+    fig.suptitle("the figure's title")
+    fig.tight_layout()
+    assert [p.name for p in saving.save(fig, tmp_path / "apart")] == ["apart.png", "apart.pdf"]
+
+
+def test_the_effect_plot_wraps_long_titles_and_says_its_seeds_once():
+    effects = synthetic_effects()
+    fig = figures.effects_figure(effects, figures.cell_palette([REF, OTHER]))
+    assert saving.overlaps(fig) == []
+    titles = [ax.get_title() for ax in fig.axes]
+    assert all(len(line) <= figures.TITLE_CHARACTERS for t in titles for line in t.split("\n"))
+    notes = [t.get_text() for t in fig.texts]
+    assert any("mean over 3 seed pairs" in t for t in notes), notes
+    # one seed: said once, under the panels, not beside every point
+    one = effects.assign(n=1, low=math.nan, high=math.nan)
+    fig = figures.effects_figure(one, figures.cell_palette([REF, OTHER]))
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert not any("no interval" in t for t in texts)
+    assert any("one seed pair" in t.get_text() for t in fig.texts)
+
+
+POOLED_HYPOTHESES = [
+    {
+        "id": "population_equals_sample",
+        "kind": "equivalence",
+        "stage": "std_scaling",
+        "cell": "population",
+        "metric": "greedy_final",
+        "margin": 0.05,
+        "source": "test",
+    },
+    {
+        "id": "population_raises_sampled",
+        "kind": "directional",
+        "stage": "std_scaling",
+        "cell": "population",
+        "metric": "sampled_final",
+        "direction": "higher",
+        "minimum_effect": 0.01,
+        "source": "test",
+    },
+    {
+        "id": "population_shortens_incorrect",
+        "kind": "directional",
+        "stage": "std_scaling",
+        "cell": "population",
+        "metric": "length_incorrect_late",
+        "direction": "lower",
+        "minimum_effect": 0.1,
+        "source": "test",
+    },
+]
+
+
+def pooled_design(hypotheses: bool = True) -> Design:
+    """The std scaling stage under three base-policy draws of one seed each."""
+    return Design.of(
+        {
+            **CONFIG,
+            "seeds": [0],
+            "stages": {"std_scaling": CONFIG["stages"]["std_scaling"]},
+            "base_policy": {"kind": "local", "draws": [9, 10, 11]},
+            "hypotheses": POOLED_HYPOTHESES if hypotheses else [],
+        }
+    )
+
+
+def pooled_tables(design: Design, folder: Path) -> dict[str, pd.DataFrame]:
+    """The pooled job's effects, draws and hypotheses tables (``draws.write_pooled``'s own
+    functions) of runs whose difference is 0.022, 0.019 and 0.026 in the three draws."""
+    gaps = {9: 0.022, 10: 0.019, 11: 0.026}
+    runs = pd.concat(
+        [
+            run_rows({REF: [0.4 + d / 100], OTHER: [0.4 + d / 100 + gap]}).assign(draw=d)
+            for d, gap in gaps.items()
+        ],
+        ignore_index=True,
+    )
+    pooled = draws.draw_means(runs)
+    table = tables.results_table(pooled, {"greedy": 0.1, "sampled": 0.05})
+    rows = design.rows()
+    out = {
+        "effects": tables.effects_table(table, None, contrast_roles(design, rows)),
+        "draws": draws.per_draw_contrasts(runs),
+        "hypotheses": hypotheses.verdicts_table(declared(design), pooled, rows, design),
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, frame in out.items():
+        frame.to_csv(folder / POOLED_TABLE[key], index=False)
+    return out
+
+
+def test_the_pooled_figures_job_draws_the_pooled_tables_into_its_declared_files(tmp_path):
+    for declared_hypotheses in (True, False):
+        design = pooled_design(declared_hypotheses)
+        out = tmp_path / str(declared_hypotheses)
+        pooled_tables(design, out / "tables")
+        paths = pooled_figures.write_pooled_figures(design, out / "tables", out)
+        assert list(map(str, paths)) == Tree(out).pooled_figures(
+            ["std_scaling"], declared_hypotheses
+        )
+        assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_the_effect_plot_over_draws_shows_each_draw_faintly_and_the_interval_over_draws(tmp_path):
+    design = pooled_design()
+    frames = pooled_tables(design, tmp_path)
+    palette = figures.cell_palette(design.all_cells())
+    fig = figures.effects_figure(frames["effects"], palette, frames["draws"])
+    greedy = fig.axes[0]
+    faint = [
+        x for line in greedy.get_lines() if (line.get_alpha() or 1) < 1 for x in line.get_xdata()
+    ]
+    assert sorted(faint) == pytest.approx([0.019, 0.022, 0.026])
+    pooled = frames["effects"].set_index(["cell", "quantity"]).loc[(OTHER, "greedy_final")]
+    assert pooled["n"] == 3 and pooled["mean"] == pytest.approx((0.019 + 0.022 + 0.026) / 3)
+    drawn = [x for line in greedy.get_lines() for x in line.get_xdata()]
+    assert pooled["low"] in drawn and pooled["high"] in drawn
+    note = " ".join(t.get_text() for t in fig.texts)
+    assert "mean over 3 base-policy draws" in note and "its one seed" in note
+    assert saving.overlaps(fig) == []
+
+
+def test_the_verdict_figure_draws_each_interval_against_its_margin_or_minimum_effect(tmp_path):
+    from matplotlib.colors import to_hex
+
+    design = pooled_design()
+    verdicts = pooled_tables(design, tmp_path)["hypotheses"]
+    # the three verdicts, so that the colours are seen to differ
+    assert list(verdicts["verdict"]) == ["supported", "inconclusive", "refuted"]
+    declared_ = {h.id: h for h in declared(design)}
+    fig = pooled_figures.verdicts_figure(verdicts, declared_)
+    assert len(fig.axes) == len(verdicts)
+    for ax, (_, v) in zip(fig.axes, verdicts.iterrows(), strict=True):
+        h = declared_[v["id"]]
+        assert ax.get_title(loc="left").startswith(f"{v['id']}: {v['verdict']}")
+        (bar,) = [
+            line
+            for line in ax.get_lines()
+            if list(line.get_xdata()) == pytest.approx([v["low90"], v["high90"]])
+        ]
+        assert to_hex(bar.get_color()) == pooled_figures.VERDICT_COLOURS[v["verdict"]]
+        dashed = sorted(
+            line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"
+        )
+        bounds = (
+            [-h.margin, h.margin] if h.kind == "equivalence" else [h.direction * h.minimum_effect]
+        )
+        assert dashed == pytest.approx(bounds)
+        ticks = [line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() == "|"]
+        mde = v["mde"] * (1 if h.kind == "equivalence" else h.direction)
+        assert mde == pytest.approx(max(ticks) if h.direction >= 0 else min(ticks))
+    assert saving.overlaps(fig) == []
+
+
+# -- tables for people: every number rounded by what it holds (render.kind_of) ------------------
+def test_the_results_table_shows_accuracies_to_3_decimals_and_lengths_to_2():
+    table = tables.results_table(
+        run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.71]}), {"greedy": 0.1, "sampled": 0.05}
+    )
+    shown = tables.display_table(table).set_index("cell")
+    ref, other = shown.loc[REF + " (ref.)"], shown.loc[OTHER]
+    # length_incorrect_late = 5 + greedy: 5.4 over the reference's seeds
+    r = table.set_index("cell").loc[REF]
+    low, high = r["length_incorrect_late_low"], r["length_incorrect_late_high"]
+    assert ref["length incorrect, last ¼ of steps"] == f"5.40 [{low:.2f}, {high:.2f}]"
+    assert ref["final greedy acc."].startswith("0.400 [")
+    assert shown.loc[tables.BASE_LABEL, "final greedy acc."] == "0.100"  # one stage: one row
+    assert other["Δ final greedy vs ref."].startswith("+0.103 [")
+    assert other["generated tokens"] == "100" and other["seeds"] == 3
+
+
+def test_a_written_csv_keeps_full_precision_while_its_markdown_is_rounded(tmp_path):
+    from grpo_ablation.analysis import efficiency
+
+    runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.71]}).assign(
+        efficiency_status=efficiency.FIT, efficiency_reason=""
+    )
+    curves = efficiency.efficiency_table(
+        tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}), runs
+    )
+    tables.write_efficiency(curves, tmp_path, "caption")
+    csv = (tmp_path / "efficiency.csv").read_text()
+    assert csv == curves.to_csv(index=False)
+    auc = float(curves.set_index("cell").loc[OTHER, "efficiency_auc_mean"])
+    assert repr(auc) in csv and len(repr(auc)) > 6  # 0.5258333333333334
+    md = (tmp_path / "efficiency.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith(f"| std_scaling | {OTHER} |"))
+    assert f"| {auc:.3f} [" in row and repr(auc) not in md

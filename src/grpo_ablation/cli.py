@@ -167,22 +167,14 @@ def cmd_plan(a: argparse.Namespace) -> None:
         f"declares ({plan.source or 'no source given'}); 80% power; one-sided level = Holm's "
         "first step over the support and refute tests of every hypothesis. mde: directional, the "
         "true effect detected; equivalence, the smallest margin shown at the expected Δ.\n\n"
-        + to_markdown(
-            pd.DataFrame(plan_rows(design, gpu_per_unit), columns=PLAN_COLUMNS).map(_significant)
-        )
+        # every number rounded by what it holds (render.kind_of; mde, sd by the row's metric)
+        + to_markdown(pd.DataFrame(plan_rows(design, gpu_per_unit), columns=PLAN_COLUMNS))
         + "\n"
     )
     print(text)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(text + "\n")
-
-
-def _significant(x: Any) -> Any:
-    """A float for people: three significant digits; blank where unknown."""
-    if isinstance(x, float):
-        return "" if x != x else f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
-    return x
 
 
 def _report_inputs(a: argparse.Namespace) -> tuple[Design, dict[str, Any]]:
@@ -220,6 +212,14 @@ def cmd_pooled(a: argparse.Namespace) -> None:
     from grpo_ablation.design.ablation import Design
 
     for path in write_pooled(Design.load(a.design), a.out):
+        print(path)
+
+
+def cmd_pooled_figures(a: argparse.Namespace) -> None:
+    from grpo_ablation.analysis.pooled_figures import write_pooled_figures
+    from grpo_ablation.design.ablation import Design
+
+    for path in write_pooled_figures(Design.load(a.design), a.tables, a.out):
         print(path)
 
 
@@ -354,6 +354,12 @@ def args_reading(p: argparse.ArgumentParser) -> None:
 def args_pooled(p: argparse.ArgumentParser) -> None:
     _args_design(p)
     p.add_argument("--out", type=Path, required=True, help="the pooled folder")
+
+
+def args_pooled_figures(p: argparse.ArgumentParser) -> None:
+    _args_design(p)
+    p.add_argument("--tables", type=Path, required=True, help="the pooled job's tables folder")
+    p.add_argument("--out", type=Path, required=True, help="the pooled folder (figures/ in it)")
 
 
 def args_push(p: argparse.ArgumentParser) -> None:
@@ -541,6 +547,12 @@ COMMANDS: dict[str, Command] = {
             "tables, verdicts and reading pooled over the base-policy draws",
             cmd_pooled,
             args_pooled,
+        ),
+        Command(
+            "pooled-figures",
+            "figures pooled over the base-policy draws: verdicts, each stage's effects",
+            cmd_pooled_figures,
+            args_pooled_figures,
         ),
         Command("push", "the push of every objective on the same samples", cmd_push, args_push),
         Command("push-report", "table and figure of the push", cmd_push_report, args_push_report),

@@ -6,7 +6,7 @@
         tasks/<split>/ the lm-eval task folders
         calculations/  the worked-numbers sheet
         figures/       token_weights.* (the conventions' worked example)
-        pooled/        tables and reading over base-policy draws
+        pooled/        tables, figures and reading over base-policy draws
         draw=<d>/      one base policy's tree (the experiment folder itself without draws):
             base/                           the base policy
             runs/<cell>/seed=<s>/           a training run (checkpoints, rollouts, records)
@@ -90,6 +90,11 @@ STAGE_FIGURES = (
     "efficiency",
 )
 FIGURE_FORMATS = ("png", "pdf")
+# What the pooled figures job draws in pooled/figures/ (``analysis.pooled_figures``): per stage its
+# effect plot over draws (figures/<stage>/<kind>.<format>) and, where the config declares
+# hypotheses, their verdicts (figures/verdicts.<format>). The DAG declares the same.
+POOLED_STAGE_FIGURES = ("effects",)
+POOLED_VERDICTS = "verdicts"
 
 
 def figure_files(kind: str) -> list[str]:
@@ -107,6 +112,8 @@ def output_key(name: str) -> str:
 # Output key -> file name of each table (``TABLE["effects"]`` is ``effects.csv``): how the analysis
 # names a table it reads or writes.
 TABLE: dict[str, str] = {output_key(name): name for name in TABLES}
+# The same for the pooled job's tables (``POOLED_TABLE["draws"]`` is ``draws.csv``).
+POOLED_TABLE: dict[str, str] = {output_key(name): name for name in POOLED_TABLES}
 # What the evaluation job writes in its folder (``Evaluation``); the diagnostics job's summary
 # has the same name in its folder.
 SUMMARY = "summary.json"
@@ -210,6 +217,25 @@ class Tree:
     def pooled_reading(self) -> str:
         """In the pooled folder: its reading."""
         return self.at(POOLED_READING)
+
+    def pooled_stage_figures(self, stage: str) -> dict[str, str]:
+        """In the pooled folder: a stage's figures over draws (``POOLED_STAGE_FIGURES`` in each of
+        ``FIGURE_FORMATS``), by output key."""
+        return {
+            output_key(name): self.figure(name, stage)
+            for kind in POOLED_STAGE_FIGURES
+            for name in figure_files(kind)
+        }
+
+    def pooled_verdict_figures(self) -> dict[str, str]:
+        """In the pooled folder: the figure of the declared hypotheses' verdicts, by output key."""
+        return {output_key(name): self.figure(name) for name in figure_files(POOLED_VERDICTS)}
+
+    def pooled_figures(self, stages: list[str], hypotheses: bool) -> list[str]:
+        """In the pooled folder: every file of the pooled figures job, the verdicts first (where
+        ``hypotheses`` are declared), then each stage's figures."""
+        verdicts = list(self.pooled_verdict_figures().values()) if hypotheses else []
+        return verdicts + [p for s in stages for p in self.pooled_stage_figures(s).values()]
 
     # -- one draw --------------------------------------------------------------------------------
     def base_policy(self) -> str:

@@ -233,12 +233,17 @@ report_targets = lambda: [
     *FIGURE_TARGETS,
     *per_draw(PUSH_OUTPUTS if PUSH["enabled"] else []),
     *(POOLED_OUTPUTS if DRAWS else []),
+    *(POOLED_FIGURES if DRAWS else []),
 ]
 
 
-# Pooled over base-policy draws (base_policy.draws): the draw as the unit, verdicts first.
+# Pooled over base-policy draws (base_policy.draws): the draw as the unit, verdicts first. The
+# report's first category; its subcategories sort by name: the reading with the verdicts, then
+# each stage's effect plot over draws ("stage 1: ..."), then the tables.
 POOLED = Tree(DESIGN.pooled_dir())
 POOLED_OUTPUTS = [*POOLED.pooled_tables(), POOLED.pooled_reading()]
+POOLED_CATEGORY = "0. Pooled over draws"
+POOLED_FIRST = "0. reading and verdicts"
 
 
 rule pooled:
@@ -250,14 +255,16 @@ rule pooled:
         results=report(
             POOLED_OUTPUTS[0],
             caption="../report/pooled_table.rst",
-            category="0. Pooled over draws",
+            category=POOLED_CATEGORY,
+            subcategory="tables",
             labels={"table": "results pooled over draws"},
         ),
         rest=POOLED_OUTPUTS[1:-1],
         reading=report(
             POOLED_OUTPUTS[-1],
             caption="../report/pooled_reading.rst",
-            category="0. Pooled over draws",
+            category=POOLED_CATEGORY,
+            subcategory=POOLED_FIRST,
             labels={"figure": "reading over draws"},
         ),
     params:
@@ -270,3 +277,56 @@ rule pooled:
         SHARED.log("pooled"),
     shell:
         "python {params.cli} pooled --design {input.design} --out {params.out} > {log} 2>&1"
+
+
+# The pooled figures (analysis/pooled_figures.py), drawn from the pooled tables: the verdicts on the
+# declared hypotheses (where there are any) beside the pooled reading, then each stage's effect plot
+# over draws. Every file comes from layout (``Tree.pooled_figures``); the first format (PNG) of each
+# is the report's, in the pooled category, before every draw's own figures.
+POOLED_FIGURES = POOLED.pooled_figures(STAGES_ON, bool(DESIGN.sections.get("hypotheses")))
+POOLED_SHOWN = {
+    **{
+        path: ("verdicts", POOLED_FIRST)
+        for key, path in POOLED.pooled_verdict_figures().items()
+        if key.endswith(SHOWN)
+    },
+    **{
+        path: (key.removesuffix(SHOWN), DESIGN.stage_title(s))
+        for s in STAGES_ON
+        for key, path in POOLED.pooled_stage_figures(s).items()
+        if key.endswith(SHOWN)
+    },
+}
+pooled_figure_output = lambda path: (
+    path if path not in POOLED_SHOWN else report(
+        path,
+        caption=f"../report/pooled_figure_{POOLED_SHOWN[path][0]}.rst",
+        category=POOLED_CATEGORY,
+        subcategory=POOLED_SHOWN[path][1],
+        labels={"figure": f"{POOLED_SHOWN[path][0]} pooled over draws"},
+    )
+)
+
+
+rule pooled_figures:
+    # Reads the pooled job's tables and draws: nothing is pooled or tested again.
+    input:
+        tables=rules.pooled.output,
+        results=rules.pooled.output.results,
+        reading=rules.pooled.output.reading,
+        design=rules.design.output[0],
+        code=[*FIGURE_CODE, str(SRC / "analysis" / "pooled_figures.py")],
+    output:
+        [pooled_figure_output(path) for path in POOLED_FIGURES],
+    params:
+        cli=CLI,
+        tables=folder("results", of="input"),
+        out=folder("reading", of="input"),
+    localrule: True
+    conda:
+        CONDA_ENV
+    log:
+        SHARED.log("pooled_figures"),
+    shell:
+        "python {params.cli} pooled-figures --design {input.design} --tables {params.tables}"
+        " --out {params.out} > {log} 2>&1"

@@ -164,7 +164,7 @@ def write_coupling(
     (out / "coupling.md").write_text(
         "Common random numbers: share of each cell's completions identical to its reference's "
         "(same seed, step, prompt and slot), and the first step that differs.\n\n"
-        + to_markdown(table.round(4))
+        + to_markdown(table)
         + "\n"
     )
     return [out / "coupling.csv", out / "coupling.md", out / "coupling_steps.csv"]

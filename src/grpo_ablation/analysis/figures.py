@@ -14,6 +14,7 @@ band wider than the runs themselves (two seeds: t = 12.7) is cut at the axes, no
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -41,6 +42,12 @@ from grpo_ablation.objective.formulas import token_weights
 # Rolling-mean window of the per-step curves, shortened for short runs (``smoothing_window``).
 SMOOTHING_STEPS = 10
 CALIBRATION_BINS = 10
+# Longest line of a panel title (characters): longer titles wrap, so neighbouring panels' titles
+# never run into one another (``saving.save`` checks).
+TITLE_CHARACTERS = 36
+CELL_TITLE_CHARACTERS = 30
+# Where the effect plot over draws puts each draw's point: just below its cell's bar.
+DRAW_OFFSET = 0.2
 # Group categories keep fixed, non-cell colours (they are stacked inside one cell's panel).
 CATEGORY_COLOURS = {
     "all_correct": "#4daf4a",
@@ -201,17 +208,68 @@ def _steps_of(frame: pd.DataFrame) -> int:
     return int(frame["step"].nunique()) if "step" in frame and not frame.empty else 0
 
 
-def effects_figure(effects: pd.DataFrame, palette) -> plt.Figure:
+def suptitle(fig: plt.Figure, title: str) -> None:
+    """The figure's title above its panels (bottom-aligned at the top edge: saving with a tight box
+    makes room for it, so it never runs into a panel's title)."""
+    fig.suptitle(title, fontsize=9, y=1.0, va="bottom")
+
+
+def wrap(title: str, width: int = TITLE_CHARACTERS) -> str:
+    """A panel title broken into lines of at most ``width`` characters."""
+    return textwrap.fill(title, width, break_on_hyphens=False)
+
+
+def cell_title(cell: str) -> str:
+    """A panel's cell label, wrapped to the width of a panel."""
+    return wrap(cell_label(cell), CELL_TITLE_CHARACTERS)
+
+
+def _numbers(values: Iterable[float]) -> str:
+    ns = sorted({int(n) for n in values if math.isfinite(float(n))})
+    return " or ".join(map(str, ns)) or "0"
+
+
+def effects_note(effects: pd.DataFrame, draws: pd.DataFrame | None = None) -> str:
+    """What the effect plot's points and bars are, and over how many units, said once."""
+    n = effects.loc[~effects["is_reference"].astype(bool), "n"]
+    if draws is not None:
+        seeds = _numbers(draws["n"]) if "n" in draws else ""
+        each = (
+            "each draw's difference (cell − reference, its one seed)"
+            if seeds == "1"
+            else f"each draw's mean difference over its {seeds} seeds (cell − reference, same seed)"
+        )
+        return (
+            f"point: mean over {_numbers(n)} base-policy draws of {each}; bar: 95% Student-t "
+            "interval over the draws; faint dots, just below: the draws; ◇: the reference"
+        )
+    if n.empty or (n <= 1).all():
+        return (
+            "point: the difference of the one seed pair (cell − reference, same seed): with one "
+            "seed no interval; ◇: the reference"
+        )
+    none = " (none where one seed pair)" if (n <= 1).any() else ""
+    return (
+        f"point: mean over {_numbers(n)} seed pairs of (cell − reference, same seed); bar: 95% "
+        f"Student-t interval{none}; ◇: the reference"
+    )
+
+
+def effects_figure(effects: pd.DataFrame, palette, draws: pd.DataFrame | None = None) -> plt.Figure:
     """One panel per quantity of ``tables.EFFECTS``: each cell's mean paired difference to the
     stage's reference (point) with its 95% t interval (bar), against a zero line. The reference
-    is drawn as a hollow marker at 0 (its difference to itself), so every cell has its row."""
+    is drawn as a hollow marker at 0 (its difference to itself), so every cell has its row. Pooled
+    over base-policy draws, ``draws`` (the pooled job's ``draws.csv``: each contrast's mean within
+    each draw) adds each draw's mean as a faint point; the note under the panels says once over
+    how many seeds or draws the points and bars are."""
     _style()
     metrics = [q for q in tables.EFFECTS if q in set(effects["quantity"])] or list(tables.EFFECTS)
     cells = list(dict.fromkeys(effects["cell"]))
+    height = 0.45 * max(len(cells), 2) + 1.7
     fig, axes = plt.subplots(
         1,
         len(metrics),
-        figsize=(2.9 * len(metrics) + 1.6, 0.45 * max(len(cells), 2) + 1.5),
+        figsize=(2.9 * len(metrics) + 1.6, height),
         sharey=True,
         squeeze=False,
     )
@@ -222,6 +280,9 @@ def effects_figure(effects: pd.DataFrame, palette) -> plt.Figure:
     ]
     for ax, q in zip(axes[0], metrics, strict=True):
         of_q = effects[effects["quantity"] == q].set_index("cell")
+        of_draws = (
+            draws[draws["quantity"] == q] if draws is not None else pd.DataFrame(columns=["cell"])
+        )
         ax.axvline(0, color="black", linewidth=0.8, zorder=1)
         for y, cell in enumerate(cells):
             if cell not in of_q.index:
@@ -233,35 +294,40 @@ def effects_figure(effects: pd.DataFrame, palette) -> plt.Figure:
                 continue
             if math.isfinite(r["low"]) and math.isfinite(r["high"]):
                 ax.plot([r["low"], r["high"]], [y, y], color=colour, linewidth=2, zorder=2)
-            elif math.isfinite(r["mean"]):
-                ax.annotate(
-                    f"n={int(r['n'])}: no interval",
-                    (r["mean"], y),
-                    xytext=(0, 6),
-                    textcoords="offset points",
-                    ha="center",
-                    fontsize=6,
-                    color="grey",
+            mine = of_draws.loc[of_draws["cell"] == cell, "mean"] if len(of_draws) else []
+            if len(mine):
+                ax.plot(
+                    mine,
+                    [y + DRAW_OFFSET] * len(mine),
+                    "o",
+                    markersize=4,
+                    color=colour,
+                    alpha=0.5,
+                    markeredgewidth=0,
+                    zorder=2.5,
                 )
             ax.plot(r["mean"], y, marker="o", markersize=6, color=colour, zorder=3)
-        span = fit_limits([0.0, *of_q["low"], *of_q["high"], *of_q["mean"]], pad=0.12)
+        shown = [0.0, *of_q["low"], *of_q["high"], *of_q["mean"]]
+        if len(of_draws):
+            shown += list(of_draws["mean"])
+        span = fit_limits(shown, pad=0.12)
         if span is not None:
             ax.set_xlim(*span)
-        ax.set_title(tables.EFFECTS.get(q, q), fontsize=8)
+        ax.set_title(wrap(tables.EFFECTS.get(q, q)), fontsize=8)
         ax.set_xlabel("difference to reference")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
     axes[0][0].set_yticks(range(len(cells)), ylabels)
     axes[0][0].set_ylim(len(cells) - 0.5, -0.5)  # first cell on top
-    seeds = sorted({int(n) for n in effects.loc[~effects["is_reference"], "n"]})
     fig.text(
         0.5,
-        0.0,
-        f"point: mean over {' or '.join(map(str, seeds)) or 0} seed pairs of (cell − reference, "
-        "same seed); bar: 95% Student-t interval; ◇: the reference",
+        0.01,
+        effects_note(effects, draws),
         ha="center",
+        va="bottom",
         fontsize=7,
         color="#444444",
     )
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, 0.3 / height, 1, 1))
     return fig
 
 
@@ -305,7 +371,7 @@ def groups_figure(steps: pd.DataFrame, palette) -> plt.Figure:
             colors=[CATEGORY_COLOURS[c] for c in order],
             alpha=0.85,
         )
-        ax.set_title(cell_label(cell), color=palette[cell], fontsize=8)
+        ax.set_title(cell_title(cell), color=palette[cell], fontsize=8)
         ax.set(xlabel=f"generation step ({smoothing_label(window)})", ylim=(0, 1))
         ax.margins(x=0)
     axes[0][0].set_ylabel("fraction of groups")
@@ -327,7 +393,7 @@ def length_figure(steps: pd.DataFrame, palette) -> plt.Figure:
         of_cell = smoothed[smoothed["cell"] == cell]
         for col, style in zip(columns, ("-", "--"), strict=True):
             drawn += _lines(ax, of_cell, "step", col, palette, style, bounds=(0, math.inf))
-        ax.set_title(cell_label(cell), color=palette[cell], fontsize=8)
+        ax.set_title(cell_title(cell), color=palette[cell], fontsize=8)
         ax.set_xlabel(f"generation step\n({smoothing_label(window)})")
     axes[0][0].set_ylabel("mean completion length (tokens)")
     _fit_y(axes[0], drawn)
@@ -366,7 +432,7 @@ def clip_truncation_figure(steps: pd.DataFrame, palette) -> plt.Figure:
             elif col == "kl":
                 ax.text(0.5, 0.5, "no KL term (β = 0)", ha="center", transform=ax.transAxes)
             if row == 0:
-                ax.set_title(cell_label(cell), color=palette[cell], fontsize=8)
+                ax.set_title(cell_title(cell), color=palette[cell], fontsize=8)
             if row == len(rows) - 1:
                 ax.set_xlabel(f"generation step\n({smoothing_label(window)})")
         axes[row][0].set_ylabel(ylabel)
@@ -443,7 +509,7 @@ def mixed_figure(groups: pd.DataFrame, cells: list[str], palette) -> plt.Figure:
                 capsize=2,
                 linewidth=1,
             )
-        ax.set_title(cell_label(cell), color=palette[cell], fontsize=8)
+        ax.set_title(cell_title(cell), color=palette[cell], fontsize=8)
         ax.set(xlim=limits, ylim=limits, xlabel="predicted P(mixed), binned")
         ax.set_aspect("equal", adjustable="box")
     axes[0][0].set_ylabel("observed fraction of mixed groups")
@@ -495,7 +561,7 @@ def efficiency_figure(points: pd.DataFrame, runs: pd.DataFrame, R0: float, palet
         ax.set(
             xscale="log",
             xlabel="generated tokens (training compute)",
-            title=f"{cell_label(cell)}\n{n_fit} of {len(fits)} fits identified",
+            title=f"{cell_title(cell)}\n{n_fit} of {len(fits)} fits identified",
         )
         ax.xaxis.set_minor_formatter(NullFormatter())  # log minor labels collide
         ax.title.set_fontsize(7)
@@ -632,7 +698,7 @@ def write_stage_figures(data: FigureData, palette, out: Path, title: str) -> lis
         raise RuntimeError(f"figures drawn {tuple(made)} differ from STAGE_FIGURES {STAGE_FIGURES}")
     paths: list[Path] = []
     for kind, fig in made.items():
-        fig.suptitle(title, fontsize=9, y=1.0)
+        suptitle(fig, title)
         paths += save(fig, out / kind)
     # the files layout declares for a stage (Tree.stage_figures), which the DAG expects
     declared = [out / name for kind in STAGE_FIGURES for name in figure_files(kind)]

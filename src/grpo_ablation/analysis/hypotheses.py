@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablation.analysis.reading import PAIRING
-from grpo_ablation.analysis.render import to_markdown
+from grpo_ablation.analysis.render import number, to_markdown
 from grpo_ablation.analysis.stats import (
     holm,
     mixed_fraction_at,
@@ -280,8 +280,14 @@ def manipulation_predictions(
 
 
 def _number(x: float, metric: str, signed: bool = True) -> str:
-    digits = 2 if "length" in metric else 3
-    return f"{x:{'+' if signed else ''}.{digits}f}"
+    """A value of ``metric`` in the reading, rounded as the tables round it (``render.number``)."""
+    return number(metric, x, signed)
+
+
+def _p(x: float) -> str:
+    """``= 0.089``, or ``< 0.0001``: a p-value as the tables round it, after ``p`` or ``Holm``."""
+    shown = number("p", x)
+    return f"< {shown[1:]}" if shown.startswith("<") else f"= {shown}"
 
 
 def _duration(minutes: float) -> str:
@@ -359,11 +365,11 @@ def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
     ]
     for _, v in verdicts.iterrows():
         m = str(v["metric"])
-        p = "" if not math.isfinite(v["p"]) else f", p = {v['p']:.3g}"
+        p = "" if not math.isfinite(v["p"]) else f", p {_p(v['p'])}"
         if math.isfinite(v["p_holm"]):
-            p += f" (Holm {v['p_holm']:.3g})"
+            p += f" (Holm {_p(v['p_holm'])})"
         if v["verdict"] == "inconclusive" and math.isfinite(v.get("p_refute", math.nan)):
-            p += f"; the refuting test p = {v['p_refute']:.3g} (Holm {v['p_refute_holm']:.3g})"
+            p += f"; the refuting test p {_p(v['p_refute'])} (Holm {_p(v['p_refute_holm'])})"
         interval = (
             f"{_number(v['mean'], m)} [{_number(v['low90'], m)}, {_number(v['high90'], m)}]"
             if int(v["n"]) >= 2 and math.isfinite(v["low90"])

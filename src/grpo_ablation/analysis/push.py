@@ -150,7 +150,7 @@ def write_push(push_json: Path, tables: Path, figures: Path) -> list[Path]:
     cosine.to_csv(tables / "push_cosine.csv", index=False)
     shown = ["step", "choice", *(q for q in LABELS), "long_incorrect_share"]
     (tables / "push.md").write_text(
-        push_reading(table, cosine) + "\n\n" + to_markdown(table[shown].round(4)) + "\n"
+        push_reading(table, cosine) + "\n\n" + to_markdown(table[shown]) + "\n"
     )
     return [
         tables / "push.csv",

@@ -1,13 +1,182 @@
-"""Frames rendered as Markdown and LaTeX tables."""
+"""Frames rendered as Markdown and LaTeX tables, every number rounded to what it measures.
+
+One rule says how a number is shown, from the name of what it holds (``RULES``, first match
+wins): a column's name (``greedy_final_diff_low``, ``p_holm``, ``units_needed``), or, for a column
+whose name names no quantity (``mean``, ``low90``, ``sd``, ``mde``, ``expected``), the quantity its
+row names in its ``metric`` or ``quantity`` column (a paired quantity of
+``design.hypotheses.PAIRED``). Accuracies and every other fraction (their differences, interval
+bounds, SDs and minimum detectable effects) get 3 decimals, lengths in tokens 2, p-values 2
+significant digits (``<0.0001`` below 0.0001), counts none; anything the rule does not name gets
+3 significant digits (no decimals from 100 on). ``to_markdown`` and ``to_latex`` show every
+number of the frames they are given by it, and ``number`` and ``interval`` build the formatted
+cells of the results and efficiency tables with it; the CSVs keep full precision.
+"""
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pandas as pd
+
+# The kinds of number a table shows.
+ACCURACY = "accuracy"  # accuracies and every other fraction, share, rate or probability
+LENGTH = "length"  # lengths in tokens
+P_VALUE = "p-value"
+COUNT = "count"  # seeds, runs, groups, steps, units, tokens
+STATISTIC = "statistic"  # z scores, the efficiency fit's steepness B
+LOG10 = "log10"  # log10 C_mid and its differences
+OTHER = "other"  # durations, levels, anything not named: 3 significant digits
+# Below it a p-value reads ``<0.0001``.
+P_FLOOR = 1e-4
+
+
+def _words(*words: str) -> str:
+    """Any of ``words`` as a whole ``_``-separated part of a name."""
+    return rf"(^|_)({'|'.join(words)})(_|$)"
+
+
+# name pattern -> kind, first match wins (``re.search`` on a column's or a quantity's name).
+RULES: tuple[tuple[str, str], ...] = (
+    (_words("level", "unresolved", "cosine", "norm"), OTHER),  # thresholds, tiny probabilities
+    (_words("p"), P_VALUE),  # p, p_holm, p_refute_holm, interaction_p
+    (_words("log10"), LOG10),  # efficiency_log10_C_mid (before C_mid, a number of tokens)
+    (_words("wall", "minutes", "hours"), OTHER),  # durations
+    (r"first_difference_median", OTHER),  # a median of steps: a half where seeds split evenly
+    (
+        _words(
+            "n",
+            "seeds",
+            "runs",
+            "groups",
+            "draws",
+            "replicates",
+            "steps?",
+            "units",
+            "tokens",
+            "excluded",
+            "same_sign",
+            "first_difference",
+            "C_mid",
+        ),
+        COUNT,
+    ),
+    (r"length", LENGTH),  # length_incorrect_late, test_length_incorrect, incorrect_length
+    (_words("z", "B"), STATISTIC),
+    (
+        _words(
+            "greedy",
+            "sampled",
+            "accuracy",
+            "external",
+            "fraction",
+            "share",
+            "rate",
+            "clip",
+            "mixed",
+            "correct",
+            "incorrect",
+            "scoring",
+            "identical",
+            "identified",
+            "auc",
+            "late",
+            "A",
+            "observed",
+            "predicted",
+            "power",
+        ),
+        ACCURACY,
+    ),
+)
+# The columns that name the quantity of their row's numbers (the hypotheses, agreement and plan
+# tables: ``mean``, ``sd``, ``mde``, ... are in that quantity's unit).
+QUANTITY_COLUMNS = ("metric", "quantity")
+
+
+def kind_of(name: str) -> str | None:
+    """The kind of the numbers a column or quantity called ``name`` holds; None when the name
+    says nothing of it."""
+    return next((kind for pattern, kind in RULES if re.search(pattern, name)), None)
+
+
+def _fixed(digits: int) -> Callable[[float, bool], str]:
+    def show(x: float, signed: bool = False) -> str:
+        x = 0.0 if round(x, digits) == 0 else x  # never "-0.000"
+        return f"{x:{'+' if signed else ''}.{digits}f}"
+
+    return show
+
+
+def _p_value(x: float, signed: bool = False) -> str:
+    return f"<{P_FLOOR:g}" if x < P_FLOOR else f"{x:#.2g}"
+
+
+def _significant(x: float, signed: bool = False) -> str:
+    sign = "+" if signed else ""
+    x = 0.0 if x == 0 else x
+    return f"{x:{sign}.0f}" if abs(x) >= 100 else f"{x:{sign}.3g}"
+
+
+FORMATS: dict[str, Callable[[float, bool], str]] = {
+    ACCURACY: _fixed(3),
+    LENGTH: _fixed(2),
+    P_VALUE: _p_value,
+    COUNT: _fixed(0),
+    STATISTIC: _fixed(2),
+    LOG10: _fixed(3),
+    OTHER: _significant,
+}
+
+
+def number(name: str, x: float, signed: bool = False) -> str:
+    """``x``, a value of the quantity or column ``name``, as its kind shows it (``signed``: with
+    its sign, for a difference); blank when it is missing."""
+    x = float(x)
+    if math.isnan(x):
+        return ""
+    if math.isinf(x):
+        return f"{x:{'+' if signed else ''}}"
+    return FORMATS[kind_of(name) or OTHER](x, signed)
+
+
+def interval(name: str, mean: float, low: float, high: float, n: int, signed: bool = False) -> str:
+    """``0.250 [0.100, 0.400]`` of the quantity ``name`` (mean [low, high] over n units), or
+    ``0.250 (n=1: interval undefined)``, or ``n/a`` with no value; never a bare mean."""
+    if n == 0 or not math.isfinite(mean):
+        return "n/a"
+    middle = number(name, mean, signed)
+    if n < 2 or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{middle} (n={n}: interval undefined)"
+    return f"{middle} [{number(name, low, signed)}, {number(name, high, signed)}]"
+
+
+def _cell(value: Any, name: str | None) -> Any:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, float | np.floating):
+        return value  # text, flags and integers as they are
+    return number(name or "", value)
+
+
+def shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as a table shows it: every float formatted by its column's kind (``kind_of``),
+    or by its row's quantity where the column's name names none; text, flags and integers
+    unchanged."""
+    of_row = next((frame[c].astype(str) for c in QUANTITY_COLUMNS if c in frame), None)
+    out = frame.astype(object).copy()
+    for i, col in enumerate(frame.columns):
+        own = str(col) if kind_of(str(col)) else None
+        names = [own] * len(frame) if own or of_row is None else list(of_row)
+        out.iloc[:, i] = [_cell(v, name) for v, name in zip(frame.iloc[:, i], names, strict=True)]
+    return out
 
 
 def to_markdown(frame: pd.DataFrame) -> str:
+    """A Markdown table of ``frame``, its numbers as ``shown`` formats them."""
+    frame = shown(frame)
+
     def cell(v: Any) -> str:
         return str(v).replace("|", "\\|").replace("\n", " ")
 
@@ -41,7 +210,9 @@ def tex_escape(text: Any) -> str:
 def to_latex(
     frame: pd.DataFrame, caption: str, label: str, wrap: dict[str, str] | None = None
 ) -> str:
-    """A booktabs ``table``; ``wrap`` gives p{} widths for long text columns."""
+    """A booktabs ``table`` of ``frame``, its numbers as ``shown`` formats them; ``wrap`` gives
+    p{} widths for long text columns."""
+    frame = shown(frame)
     wrap = wrap or {}
     spec = "".join(f"p{{{wrap[c]}}}" if c in wrap else "l" for c in frame.columns)
     lines = [

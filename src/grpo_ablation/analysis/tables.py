@@ -22,11 +22,10 @@ from grpo_ablation.analysis.loading import (
     base_accuracy,
     objectives_table,
 )
-from grpo_ablation.analysis.render import to_latex, to_markdown
+from grpo_ablation.analysis.render import interval, number, to_latex, to_markdown
 from grpo_ablation.analysis.stats import (
     CONFIDENCE,
     Interval,
-    format_interval,
     paired_interval,
     t_interval,
 )
@@ -136,17 +135,20 @@ def results_table(runs: pd.DataFrame, base: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
-DISPLAY = {  # column of the Markdown/LaTeX table -> (quantity, how to show it)
+# column of the Markdown/LaTeX table -> (quantity, what of it to show: ``interval`` mean [low,
+# high], ``diff`` the signed paired difference to the reference, ``mean`` the mean alone); the
+# digits are the quantity's (``render.kind_of``).
+DISPLAY = {
     "final greedy acc.": ("greedy_final", "interval"),
     "Δ final greedy vs ref.": ("greedy_final_diff", "diff"),
     "best greedy acc.": ("greedy_best", "interval"),
     "final sampled accuracy": ("sampled_final", "interval"),
     "Δ final sampled vs ref.": ("sampled_final_diff", "diff"),
     "best sampled accuracy": ("sampled_best", "interval"),
-    "length correct, last ¼ of steps": ("length_correct_late", "interval1"),
-    "length incorrect, last ¼ of steps": ("length_incorrect_late", "interval1"),
+    "length correct, last ¼ of steps": ("length_correct_late", "interval"),
+    "length incorrect, last ¼ of steps": ("length_incorrect_late", "interval"),
     "Δ length incorrect vs ref.": ("length_incorrect_late_diff", "diff"),
-    "test length incorrect (final, sampled)": ("test_length_incorrect", "interval1"),
+    "test length incorrect (final, sampled)": ("test_length_incorrect", "interval"),
     "Δ test length incorrect vs ref.": ("test_length_incorrect_diff", "diff"),
     "all-correct": ("fraction_all_correct", "mean"),
     "all-incorrect": ("fraction_all_incorrect", "mean"),
@@ -161,10 +163,10 @@ DISPLAY = {  # column of the Markdown/LaTeX table -> (quantity, how to show it)
     "fits identified": ("efficiency_identified", "mean"),
     "asymptote A": ("efficiency_A", "interval"),
     "Δ A vs ref.": ("efficiency_A_diff", "diff"),
-    "C_mid (tokens)": ("efficiency_C_mid", "int"),
+    "C_mid (tokens)": ("efficiency_C_mid", "mean"),
     "Δ log10 C_mid vs ref.": ("efficiency_log10_C_mid_diff", "diff"),
-    "generated tokens": ("generated_tokens", "int"),
-    "wall time s": ("wall_time_s", "int"),
+    "generated tokens": ("generated_tokens", "mean"),
+    "wall time s": ("wall_time_s", "mean"),
 }
 
 
@@ -197,21 +199,15 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
                 row[col] = ""
                 continue
             if r["cell"] == BASE_LABEL:
-                row[col] = f"{mean:.3f}"
+                row[col] = number(q, mean)
                 continue
             if how == "diff" and r["is_reference"]:
                 row[col] = "reference"
                 continue
-            n = int(r[f"{q}_n"])
-            iv = Interval(float(mean), float(r[f"{q}_low"]), float(r[f"{q}_high"]), n)
             if how in ("interval", "diff"):
-                row[col] = format_interval(iv, 3, signed=how == "diff")
-            elif how == "interval1":
-                row[col] = format_interval(iv, 1)
-            elif how == "int":
-                row[col] = f"{mean:.0f}"
+                row[col] = _shown(r, q, signed=how == "diff")
             else:
-                row[col] = f"{mean:.3f}"
+                row[col] = number(q, mean)
         out.append(row)
     return pd.DataFrame(out)
 
@@ -367,28 +363,22 @@ def write_efficiency(table: pd.DataFrame, out: Path, caption: str = EFFICIENCY_C
             "cell": r["cell"] + (" (ref.)" if r["is_reference"] else ""),
             "identified": f"{r['identified']} of {r['runs']}",
         }
-        for col, q, digits in (
-            ("A", "efficiency_A", 3),
-            ("B", "efficiency_B", 2),
-            ("AUC", "efficiency_auc", 3),
-        ):
-            row[col] = _shown(r, q, digits)
-        row["C_mid (tokens)"] = (
-            "" if pd.isna(r["efficiency_C_mid_mean"]) else (f"{r['efficiency_C_mid_mean']:.0f}")
-        )
+        for col, q in (("A", "efficiency_A"), ("B", "efficiency_B"), ("AUC", "efficiency_auc")):
+            row[col] = _shown(r, q)
+        row["C_mid (tokens)"] = number("efficiency_C_mid", r["efficiency_C_mid_mean"])
         for q, name in efficiency.CONTRASTS.items():
-            row[f"Δ {name}"] = "reference" if r["is_reference"] else _shown(r, f"{q}_diff", 3, True)
+            row[f"Δ {name}"] = "reference" if r["is_reference"] else _shown(r, f"{q}_diff", True)
         row["not identified"] = r["not_identified"] if isinstance(r["not_identified"], str) else ""
         shown.append(row)
     (out / "efficiency.md").write_text(caption + "\n\n" + to_markdown(pd.DataFrame(shown)))
 
 
-def _shown(r: pd.Series, q: str, digits: int, signed: bool = False) -> str:
+def _shown(r: pd.Series, q: str, signed: bool = False) -> str:
+    """The ``{q}_mean`` [``_low``, ``_high``] of a table row as ``render.interval`` shows the
+    quantity ``q``; blank without a mean."""
     mean = r.get(f"{q}_mean", math.nan)
     if pd.isna(mean):
         return ""
     n = r.get(f"{q}_n", 0)
-    iv = Interval(
-        float(mean), float(r[f"{q}_low"]), float(r[f"{q}_high"]), 0 if pd.isna(n) else int(n)
-    )
-    return format_interval(iv, digits, signed=signed)
+    low, high = (float(r.get(f"{q}_{b}", math.nan)) for b in ("low", "high"))
+    return interval(q, float(mean), low, high, 0 if pd.isna(n) else int(n), signed)

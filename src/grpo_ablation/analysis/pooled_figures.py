@@ -1,0 +1,152 @@
+"""Figures pooled over base-policy draws (``analysis.draws``), drawn from the pooled job's tables
+(``layout.POOLED_TABLES``): nothing is pooled, tested or fitted again.
+
+- Per stage, the effect plot over draws (``figures.effects_figure`` given the draws): each
+  contrast's pooled mean with its 95% t interval over draws (``effects.csv``) and each draw's mean
+  over its seeds as a faint point (``draws.csv``), the draw being the unit.
+- Where the config declares hypotheses, the verdicts: each hypothesis's 90% interval over draws
+  (``hypotheses.csv``: ``low90``/``high90``) against its margin ±m (equivalence) or its minimum
+  effect δ in the predicted direction (directional), coloured by its verdict, with the minimum
+  effect the design detects (``mde``) marked where it is known. The margin and δ are the
+  declarations (``design.json``), not numbers of the analysis.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: jobs run without a display
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from grpo_ablation.analysis import figures, loading
+from grpo_ablation.analysis.saving import save
+from grpo_ablation.design.ablation import Design
+from grpo_ablation.design.hypotheses import PAIRED, Hypothesis, declared
+from grpo_ablation.layout import POOLED_STAGE_FIGURES, POOLED_TABLE, POOLED_VERDICTS, Tree
+
+VERDICT_COLOURS = {"supported": "#1a9641", "refuted": "#d7191c", "inconclusive": "#7f7f7f"}
+BOUND_COLOUR = "#2c7bb6"  # the margin or minimum effect, and the region the hypothesis predicts
+MDE_COLOUR = "#555555"
+
+
+def _finite(*xs: float) -> bool:
+    return all(x is not None and math.isfinite(float(x)) for x in xs)
+
+
+def _row_title(v: pd.Series, unit: str) -> str:
+    n = int(v["n"]) if _finite(v["n"]) else 0
+    head = f"{v['id']}: {v['verdict']} (90% interval over {n} {unit}{'s' if n != 1 else ''})"
+    what = (
+        f"Δ {PAIRED.get(v['metric'], v['metric'])}, {v['cell']} − {v['reference']}; "
+        f"predicted {v['prediction']}"
+    )
+    return head + "\n" + textwrap.fill(what, 100)
+
+
+def verdicts_figure(
+    verdicts: pd.DataFrame, hypotheses: Mapping[str, Hypothesis], unit: str = "draw"
+) -> plt.Figure:
+    """One row per declared hypothesis (the rows of ``hypotheses.verdicts_table``), each on its
+    metric's own axis: the 90% interval of the mean difference (bar; point: the mean) coloured by
+    the verdict, the margin ±m or the minimum effect δ (dashed) with the region the hypothesis
+    predicts shaded, zero (solid), and the minimum detectable effect (``mde``, 80% power: for an
+    equivalence the smallest margin it could show) as grey ticks where it is known."""
+    figures._style()
+    rows = len(verdicts)
+    height = 1.25 * rows + 0.9
+    fig, axes = plt.subplots(rows, 1, figsize=(7.5, height), squeeze=False)
+    for ax, (_, v) in zip(axes[:, 0], verdicts.iterrows(), strict=True):
+        h = hypotheses[v["id"]]
+        colour = VERDICT_COLOURS.get(v["verdict"], "black")
+        mean, low, high = (float(v[k]) for k in ("mean", "low90", "high90"))
+        mde = float(v["mde"]) if "mde" in v and _finite(v["mde"]) else math.nan
+        if h.kind == "equivalence":
+            bounds = [-h.margin, h.margin]
+            marks = [-mde, mde] if math.isfinite(mde) else []
+        else:
+            bounds = [h.direction * h.minimum_effect]
+            marks = [h.direction * mde] if math.isfinite(mde) else []
+        span = figures.fit_limits([0.0, mean, low, high, *bounds, *marks], pad=0.15)
+        lo, hi = span if span is not None else (-1.0, 1.0)
+        if h.kind == "equivalence":
+            ax.axvspan(-h.margin, h.margin, color=BOUND_COLOUR, alpha=0.1, linewidth=0)
+        elif h.direction > 0:
+            ax.axvspan(bounds[0], hi, color=BOUND_COLOUR, alpha=0.1, linewidth=0)
+        else:
+            ax.axvspan(lo, bounds[0], color=BOUND_COLOUR, alpha=0.1, linewidth=0)
+        for b in bounds:
+            ax.axvline(b, color=BOUND_COLOUR, linestyle="--", linewidth=1)
+        ax.axvline(0, color="black", linewidth=0.8)
+        for m in marks:
+            ax.plot(m, 0, marker="|", markersize=16, markeredgewidth=1.6, color=MDE_COLOUR)
+        if _finite(low, high):
+            ax.plot([low, high], [0, 0], color=colour, linewidth=4, solid_capstyle="butt")
+        if _finite(mean):
+            ax.plot(mean, 0, marker="o", markersize=7, color=colour, markeredgecolor="white")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(-1, 1)
+        ax.set_yticks([])
+        ax.grid(axis="y", visible=False)
+        ax.set_title(_row_title(v, unit), loc="left", fontsize=7.5, color="#222222")
+    handles = [
+        *(Line2D([], [], color=c, linewidth=4, label=k) for k, c in VERDICT_COLOURS.items()),
+        Line2D([], [], color=BOUND_COLOUR, linestyle="--", label="margin ±m or minimum effect δ"),
+        Patch(color=BOUND_COLOUR, alpha=0.1, label="what the hypothesis predicts"),
+    ]
+    if "mde" in verdicts and verdicts["mde"].notna().any():
+        mark = dict(color=MDE_COLOUR, marker="|", markersize=10, markeredgewidth=1.6, linestyle="")
+        handles.append(Line2D([], [], **mark, label="minimum detectable effect (80% power)"))
+    fig.legend(handles=handles, loc="lower center", ncol=3, frameon=False)
+    legend = 0.2 * math.ceil(len(handles) / 3) + 0.15  # inches below the panels
+    fig.tight_layout(rect=(0, legend / height, 1, 1), h_pad=1.2)
+    return fig
+
+
+def write_pooled_figures(design: Design, tables: Path, out: Path) -> list[Path]:
+    """``out/figures/<stage>/effects.{png,pdf}`` per stage and, with declared hypotheses,
+    ``out/figures/verdicts.{png,pdf}``, from the pooled job's tables in ``tables``; refuses to
+    have written other files than layout declares (``Tree.pooled_figures``)."""
+    effects = loading.read_table(tables / POOLED_TABLE["effects"])
+    per_draw = loading.read_table(tables / POOLED_TABLE["draws"])
+    verdicts = loading.read_table(tables / POOLED_TABLE["hypotheses"])
+    hypotheses = {h.id: h for h in declared(design)}
+    palette = figures.cell_palette(design.all_cells())
+    tree, draws = Tree(out), len(design.draws)
+    paths: list[Path] = []
+    if hypotheses:
+        fig = verdicts_figure(verdicts, hypotheses)
+        figures.suptitle(
+            fig,
+            f"Declared hypotheses pooled over {draws} base-policy draws: each 90% interval over "
+            "the draws against its margin or minimum effect",
+        )
+        paths += save(fig, Path(tree.figure(POOLED_VERDICTS)))
+    for stage in design.stage_names:
+        of_stage = effects[effects["stage"] == stage]
+        made = {
+            "effects": figures.effects_figure(
+                of_stage, palette, per_draw[per_draw["stage"] == stage]
+            )
+        }
+        if tuple(made) != POOLED_STAGE_FIGURES:  # the DAG names these files from layout
+            raise RuntimeError(
+                f"drew {tuple(made)}, not POOLED_STAGE_FIGURES {POOLED_STAGE_FIGURES}"
+            )
+        for kind, fig in made.items():
+            figures.suptitle(
+                fig, f"{design.stage_title(stage)}, pooled over {draws} base-policy draws"
+            )
+            paths += save(fig, Path(tree.figure(kind, stage)))
+    wanted = tree.pooled_figures(design.stage_names, bool(hypotheses))
+    if sorted(map(str, paths)) != sorted(wanted):
+        raise RuntimeError(f"the pooled figures job wrote {paths}, not the declared {wanted}")
+    return paths
