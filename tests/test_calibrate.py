@@ -69,10 +69,10 @@ def test_the_projection_adds_up_the_jobs_of_the_dag():
     limits = {"base_policy_runtime": 60, "train_runtime": 85, "eval_runtime": 9}
     assert over_limit(p, limits) == []
     assert over_limit(p, limits | {"train_runtime": 84, "eval_runtime": 8}) == [
-        "WARNING: train jobs are projected to take 84.3 min but request resources.train_runtime"
-        " = 84 min: raise it (or shorten the job)",
-        "WARNING: evaluate jobs are projected to take 8.7 min but request resources.eval_runtime"
-        " = 8 min: raise it (or shorten the job)",
+        "train jobs are projected to take 84.3 min but request resources.train_runtime"
+        " = 84 min: set it to 106 (or shorten the job)",  # 84.33 x 1.25 = 105.4
+        "evaluate jobs are projected to take 8.7 min but request resources.eval_runtime"
+        " = 8 min: set it to 11 (or shorten the job)",  # 8.67 x 1.25 = 10.8
     ]
 
 
@@ -93,3 +93,11 @@ def test_calibrating_the_cluster_shaped_config_on_cpu(tmp_path):
     assert m["peak_memory_kind"] == "host RSS" and m["peak_memory_bytes"] > 100 * 2**20
     assert record["dag"]["runs"] == 6 and p["gpu_hours"] == 0  # CPU config: no GPU requested
     assert p["job_hours"] > p["wall_hours_critical_path"] > 0
+    # A request the projection exceeds: the record is written, and calibrate refuses.
+    config["resources"]["train_runtime"] = 1
+    config["training"]["max_steps"] = 10_000
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    with pytest.raises(SystemExit, match="do not submit this config as it is"):
+        calibrate(path, 1, tmp_path / "refused.json", None)
+    refused = json.loads((tmp_path / "refused.json").read_text())["over_limit"]
+    assert len(refused) == 1 and refused[0].startswith("train jobs are projected")

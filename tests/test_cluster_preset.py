@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from grpo_ablation.tasks import math as math_task
 from grpo_ablation.tasks.math import MathTask, gold_answer, last_boxed
@@ -268,3 +269,64 @@ def test_a_cuda_device_is_refused_where_there_is_none(monkeypatch):
         DeviceError, match=r"compute\.device is .cuda. but torch finds no CUDA device"
     ):
         resolve_device("cuda")
+
+
+def test_the_cuda_error_names_the_driver_the_torch_build_needs_and_the_one_found(monkeypatch):
+    import torch
+
+    from grpo_ablation import compute
+
+    assert compute.driver_advice("13.0", "550.54.15") == (
+        "it needs NVIDIA driver >= 580; the driver found is 550.54.15 (too old)"
+    )
+    assert "found is 580.65.06 (new enough" in compute.driver_advice("13.0", "580.65.06")
+    assert compute.driver_advice("12.8", "550.54.15").endswith(
+        "(new enough: look for a GPU hidden from the job)"
+    )
+    assert "nvidia-smi found no driver" in compute.driver_advice("13.0", None)
+    assert "CPU build" in compute.driver_advice(None, None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(compute, "driver_version", lambda: "535.104.05")
+    with pytest.raises(
+        compute.DeviceError, match=r"driver >= 580; the driver found is 535\.104\.05 \(too old\)"
+    ):
+        compute.resolve_device("cuda")
+
+
+def test_retries_come_from_the_profile_alone():
+    """A rule's own `retries` would override the profile's for its jobs (Snakemake gives the rule
+    precedence), so no rule sets one."""
+    import re
+
+    import yaml
+
+    rules = [ROOT / "Snakefile", *sorted((ROOT / "workflow/rules").glob("*.smk"))]
+    assert not [p.name for p in rules if re.search(r"^\s+retries:", p.read_text(), re.M)]
+    profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
+    assert profile["retries"] == 2
+
+
+def test_a_warm_start_on_cuda_gets_a_gpu_and_nothing_else_does():
+    from grpo_ablation.design.checks import base_policy_gpus
+
+    preset = yaml.safe_load((ROOT / "config/cluster.yaml").read_text())
+    assert base_policy_gpus(preset) == 0  # sft_steps 0: the model is only looked up
+    preset["base_policy"]["sft_steps"] = 100
+    assert base_policy_gpus(preset) == 1
+    preset["compute"]["device"] = "cpu"
+    assert base_policy_gpus(preset) == 0
+    assert base_policy_gpus(yaml.safe_load((ROOT / "config/config.yaml").read_text())) == 0
+
+
+def test_jobs_work_offline_and_tell_vllm_not_to_phone_home(monkeypatch):
+    from grpo_ablation import compute
+
+    for var in (*compute.OFFLINE_VARS, *compute.QUIET_VARS):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("DO_NOT_TRACK", "0")  # a user's own setting wins
+    compute.work_offline()
+    import os
+
+    assert [os.environ[v] for v in (*compute.OFFLINE_VARS, "VLLM_NO_USAGE_STATS")] == ["1"] * 3
+    assert os.environ["DO_NOT_TRACK"] == "0"

@@ -12,7 +12,8 @@ import pytest
 import yaml
 from conftest import cache_revision_only, snakemake
 
-from grpo_ablation.policy.standin import build_standin_model, write_gsm8k_standin
+from grpo_ablation.policy.standin import build_standin_model
+from grpo_ablation.tasks.word_problems import write_word_problems
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +25,7 @@ DATA_REVISION = "cc7b047b6e5bb11b4f1af84efc572db110a51b3c"  # openai/gsm8k, as t
 def hub(tmp_path_factory) -> dict:
     """An HF_HOME whose hub cache holds the stand-in model and data set at one commit each."""
     root = tmp_path_factory.mktemp("hub_snapshots")
-    data = write_gsm8k_standin(root / "content" / "gsm8k", 200, 24, 0)
+    data = write_word_problems(root / "content" / "gsm8k", 200, 24, 0)
     corpus = [f"{r['question']} {r['answer']}" for r in _rows(data)]
     corpus.append("system user assistant You are a helpful assistant. The answer is \\boxed{}")
     model = build_standin_model(root / "content" / "model", corpus, seed=0)
@@ -44,7 +45,7 @@ def _rows(data: Path) -> list[dict]:
 
 def _config(hub: dict, name: str, model_revision: str) -> tuple[Path, dict]:
     config = yaml.safe_load((ROOT / "config/cluster_smoke.yaml").read_text())
-    del config["stand_in"]
+    del config["stand_in"], config["word_problems"]
     config |= {"results_dir": str(hub["root"] / name), "seeds": [0]}
     config["task"] |= {"dataset_path": None, "revision": DATA_REVISION}
     config["base_policy"] = {"kind": "hub", "name": MODEL, "revision": model_revision}

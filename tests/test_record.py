@@ -156,3 +156,32 @@ def test_the_record_says_what_the_trainer_does_with_processes_and_accumulation()
     assert "multiplied by the number of processes" in text
     assert "accumulation steps add up unscaled" in text
     assert "by the accumulation steps" not in text
+
+
+def test_the_vllm_importance_sampling_bounds_are_passed_and_recorded(monkeypatch):
+    import dataclasses
+    import importlib.util
+
+    from trl import GRPOConfig
+
+    from grpo_ablation.objective.conventions import VLLM_IS_CLIP
+    from grpo_ablation.training import train
+
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    # TRL's own defaults today: passing them explicitly changes no run, and pins them.
+    assert (
+        defaults["vllm_importance_sampling_clip_min"],
+        defaults["vllm_importance_sampling_clip_max"],
+    ) == VLLM_IS_CLIP
+    cfg = TrainingConfig(generation_backend="vllm")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: object() if n == "vllm" else real(n, *a)
+    )
+    args = train._vllm_args(cfg)
+    assert (
+        args["vllm_importance_sampling_clip_min"],
+        args["vllm_importance_sampling_clip_max"],
+    ) == VLLM_IS_CLIP
+    record = ObjectiveRecord.from_config(cfg, 1)
+    assert record.generation.endswith("ratio bounds [C_min, C_max] = [None, 3.0]")

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import cache_revision_only
 
-from grpo_ablation.policy.standin import write_gsm8k_standin
 from grpo_ablation.tasks.math import MathTask, write_splits
 from grpo_ablation.tasks.source import Source
+from grpo_ablation.tasks.word_problems import write_word_problems
 
 REVISION = "cc7b047b6e5bb11b4f1af84efc572db110a51b3c"
 
@@ -34,8 +34,8 @@ def test_the_test_session_has_its_own_hugging_face_cache():
 
 @pytest.mark.parametrize("order", ["small_first", "large_first"])
 def test_folders_alike_in_name_and_readme_load_their_own_rows(tmp_path, order):
-    small = write_gsm8k_standin(tmp_path / "a" / "gsm8k", 100, 24, 0)
-    large = write_gsm8k_standin(tmp_path / "b" / "gsm8k", 100, 200, 0)
+    small = write_word_problems(tmp_path / "a" / "gsm8k", 100, 24, 0)
+    large = write_word_problems(tmp_path / "b" / "gsm8k", 100, 200, 0)
     assert (small / "README.md").read_bytes() == (large / "README.md").read_bytes()
     folders = [small, large] if order == "small_first" else [large, small]
     tests = {folder: Source(str(folder), "main").read("test") for folder in folders}
@@ -58,8 +58,8 @@ def test_a_hub_data_set_is_read_offline_from_its_pinned_snapshot(tmp_path, monke
     cache = tmp_path / "hub"
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    pinned = write_gsm8k_standin(tmp_path / "pinned", 100, 30, 0)
-    newer = write_gsm8k_standin(tmp_path / "newer", 100, 40, 1)
+    pinned = write_word_problems(tmp_path / "pinned", 100, 30, 0)
+    newer = write_word_problems(tmp_path / "newer", 100, 40, 1)
     cache_revision_only(cache, "openai/gsm8k", REVISION, pinned, "dataset")
     cache_revision_only(
         cache, "openai/gsm8k", "f" * 40, newer, "dataset"
@@ -82,12 +82,12 @@ def test_a_hub_data_set_is_read_offline_from_its_pinned_snapshot(tmp_path, monke
 
 
 def test_files_changed_since_the_prefetch_stop_the_splits_job(tmp_path):
-    data = write_gsm8k_standin(tmp_path / "gsm8k", 100, 24, 0)
+    data = write_word_problems(tmp_path / "gsm8k", 100, 24, 0)
     task = MathTask(dataset_path=str(data), n_validation=10)
     fetched = task.prefetch()
     before = fetched["files"]["test"][0]["sha256"]
     shutil.rmtree(data)
-    write_gsm8k_standin(data, 100, 24, 1)  # same name, same sizes, other rows
+    write_word_problems(data, 100, 24, 1)  # same name, same sizes, other rows
     after = hashlib.sha256((data / "main" / "test-00000-of-00001.parquet").read_bytes())
     with pytest.raises(ValueError, match="changed since the prefetch") as err:
         write_splits(task, tmp_path / "splits", fetched=fetched)
@@ -99,7 +99,7 @@ def test_files_changed_since_the_prefetch_stop_the_splits_job(tmp_path):
 @pytest.fixture(scope="module")
 def small_source(tmp_path_factory) -> Path:
     """A GSM8K-layout folder with 50 train and 24 test rows."""
-    return write_gsm8k_standin(tmp_path_factory.mktemp("sizes") / "gsm8k", 50, 24, 0)
+    return write_word_problems(tmp_path_factory.mktemp("sizes") / "gsm8k", 50, 24, 0)
 
 
 @pytest.mark.parametrize(

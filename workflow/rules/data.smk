@@ -7,8 +7,8 @@ rule prefetch:
         PREFETCH,
     params:
         cli=CLI,
-        config=json.dumps(
-            {k: config.get(k) for k in ("task", "base_policy", "evaluation", "stand_in")}, sort_keys=True
+        config=verbatim(
+            json.dumps({k: config.get(k) for k in checks.PREFETCH_SECTIONS}, sort_keys=True)
         ),
     conda:
         CONDA_ENV
@@ -63,6 +63,7 @@ rule base_policy:
     resources:
         runtime=config["resources"]["base_policy_runtime"],
         mem_mb=config["resources"]["base_policy_mem_mb"],
+        gpu=checks.base_policy_gpus(config),
     conda:
         CONDA_ENV
     log:
@@ -105,7 +106,7 @@ rule design:
         SHARED.design(),
     params:
         cli=CLI,
-        config=json.dumps(DESIGN.sections),
+        config=verbatim(json.dumps(DESIGN.sections)),
     conda:
         CONDA_ENV
     log:

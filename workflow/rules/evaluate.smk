@@ -90,7 +90,6 @@ rule evaluate:
         tasks=folder("tasks", up=2, of="input"),
         out=folder("test", up=2),
     threads: THREADS
-    retries: 1
     resources:
         runtime=config["resources"]["eval_runtime"],
         mem_mb=config["resources"]["eval_mem_mb"],

@@ -26,6 +26,8 @@ rule train:
         mem_mb=config["resources"]["train_mem_mb"],
         # `gpu` is the resource the SLURM executor turns into --gpus.
         gpu=config["resources"]["gpus_per_train_job"] * COMPUTE_OPTIONS.processes_per_train_job,
+        # One machine: the launcher starts every process of a cell on the node it runs on.
+        nodes=1,
         # A resource, not a param: params are rerun triggers, and tracking changes no result.
         report_to=",".join(config["tracking"]["report_to"]) or "none",
     conda:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from grpo_ablation.compute import INSTALL_GGUF, missing_packages
 from grpo_ablation.design import hypotheses
 from grpo_ablation.design.ablation import (
     SEEDS_PER_DRAW,
@@ -33,6 +34,7 @@ def check_design(config: dict[str, Any]) -> Design:
     design."""
     evaluation_config(config)
     check_draws(config)
+    check_optional_packages(config)
     design = Design.of(config)
     enabled = set(design.stage_names)
     for s in design.declared:
@@ -68,6 +70,19 @@ def check_design(config: dict[str, Any]) -> Design:
     for line in hypotheses.power_warnings(design):
         print(line, file=sys.stderr)
     return design
+
+
+def check_optional_packages(config: dict[str, Any]) -> None:
+    """A base policy converted from a GGUF needs the optional packages: say so before any job."""
+    spec = config["base_policy"].get("gguf")
+    if not spec:
+        return
+    missing = missing_packages(spec)
+    if missing:
+        raise DesignError(
+            f"base_policy.gguf needs the optional package(s) {', '.join(missing)}, not installed "
+            f"in this environment; install them with {INSTALL_GGUF}"
+        )
 
 
 # Launch presets whose processes hold shards of the weights (a rank-0 save would be partial).
@@ -144,14 +159,28 @@ def sampled_metric(config: dict[str, Any]) -> str:
     return "exact" if exact else "mean_at_k"
 
 
+# The config sections the prefetch rule reads (it reruns when one changes).
+PREFETCH_SECTIONS = ("task", "base_policy", "evaluation", "stand_in", "word_problems")
+
+
 def needs_prefetch(config: dict[str, Any]) -> bool:
-    """Whether any job reads hub content (or its stand-in): then the prefetch rule runs first."""
+    """Whether any job reads hub content or content made locally in its place (a stand-in, word
+    problems, a converted GGUF): then the prefetch rule runs first."""
     return bool(
         config.get("stand_in")
+        or config.get("word_problems")
         or config["base_policy"].get("kind") == "hub"
         or get_task(config["task"]).hub_data
         or config["evaluation"].get("external_benchmarks")
     )
+
+
+def base_policy_gpus(config: dict[str, Any]) -> int:
+    """GPUs of the base_policy job: one where it warm-starts a hub model on CUDA (the local
+    character GPT-2 warm-starts on the CPU; a hub model with sft_steps 0 is only looked up)."""
+    base = config["base_policy"]
+    warm = base.get("kind", "local") == "hub" and int(base.get("sft_steps", 0)) > 0
+    return int(warm and ComputeConfig.of(config.get("compute")).device == "cuda")
 
 
 def uses_vllm(config: dict[str, Any]) -> bool:

@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.evaluation.task_folders import exact_tokens
-from grpo_ablation.sampling import (
-    neutral_generation_config,
-)
+from grpo_ablation.sampling import neutral_generation_config, stop_token_ids
 
 
 def evaluation_versions() -> dict[str, str]:
@@ -42,8 +40,9 @@ def load_lm(
 
         if device != "cuda":
             raise ValueError("evaluation.backend 'vllm' needs compute.device cuda")
-        # add_bos_token=False and the eos stop as for HFLM below; vLLM stops at the eos itself.
-        # generation_config="vllm": the engine's neutral defaults, not the checkpoint's file.
+        # add_bos_token=False as for HFLM below. generation_config="vllm": the engine's neutral
+        # defaults, not the checkpoint's file; which also drops the file's extra eos ids, so the
+        # stop ids are given with every request (vllm_stops).
         lm = VLLM(
             pretrained=str(path),
             dtype=dtype,
@@ -54,6 +53,10 @@ def load_lm(
             generation_config="vllm",
             **hub,
         )
+        from transformers import GenerationConfig
+
+        checkpoint = GenerationConfig.from_pretrained(str(path), **hub)
+        vllm_stops(lm, stop_token_ids(lm.tokenizer.eos_token_id, checkpoint.eos_token_id))
         return lm, {"not read": "vLLM engine with generation_config='vllm'"}
     from lm_eval.models.huggingface import HFLM
 
@@ -70,12 +73,25 @@ def load_lm(
     tok, gen = lm.tokenizer, lm.model.generation_config
     if tok.eos_token_id is None:
         raise ValueError(f"{path}: tokenizer has no eos token; generate_until needs one")
-    # Stopping must work on the eos id (task_folders' docstring); fill it in where a checkpoint lacks it.
-    if gen.eos_token_id is None:
-        gen.eos_token_id = tok.eos_token_id
+    # Stopping works on ids (task_folders' docstring): the ones training stops at.
+    gen.eos_token_id = stop_token_ids(tok.eos_token_id, gen.eos_token_id)
     if gen.pad_token_id is None:
         gen.pad_token_id = tok.pad_token_id
     return lm, ignored
+
+
+def vllm_stops(lm: Any, ids: list[int]) -> None:
+    """Make lm-eval's vLLM requests stop where training stops and decode as HFLM decodes: every
+    request's SamplingParams gets ``stop_token_ids`` (lm-eval gives only the eos *string*, and vLLM
+    with generation_config="vllm" knows only the tokenizer's eos id) and ``skip_special_tokens``
+    (lm-eval keeps special tokens in the text, where the answer rule would read past the end)."""
+    inner = lm.modify_gen_kwargs
+
+    def modify(gen_kwargs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        out, until, max_gen_toks = inner(gen_kwargs, *args, **kwargs)
+        return out | {"stop_token_ids": list(ids), "skip_special_tokens": True}, until, max_gen_toks
+
+    lm.modify_gen_kwargs = modify
 
 
 @contextlib.contextmanager

@@ -217,4 +217,10 @@ GROUP_CATEGORIES: tuple[str, ...] = get_args(GroupCategory)
 # they stay in every count (B, the number of groups) and contribute zero, as TRL's ``grpo`` does,
 # so masking a completion never changes the weight of the others. verl instead drops them from
 # the sequence mean; the objective record names the rule used.
+# Bounds [C_min, C_max] of TRL's vLLM importance-sampling ratio (vllm_importance_sampling_clip_min
+# and _max; TRL 1.16's defaults), passed explicitly so that another TRL cannot change them silently,
+# and recorded in the objective record: a truncate mode clips the ratio into them, a mask mode
+# zeroes the sequences or tokens outside.
+VLLM_IS_CLIP: tuple[float | None, float | None] = (None, 3.0)
+
 EMPTY_COMPLETION_RULE = "counted in B and in the number of groups, contributing zero"

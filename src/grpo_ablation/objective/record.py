@@ -16,6 +16,7 @@ from typing import Any
 from grpo_ablation.layout import OBJECTIVE, OBJECTIVE_TEXT
 from grpo_ablation.objective.conventions import (
     EMPTY_COMPLETION_RULE,
+    VLLM_IS_CLIP,
     length_aggregation,
     std_scaling,
     zero_variance_rule,
@@ -67,6 +68,9 @@ class ObjectiveRecord:
         "scaled for accumulation, so the Trainer does not divide it)"
     )
     library_versions: dict[str, str] = field(default_factory=library_versions)
+    # The base model the run started from: folder or hub id, revision, and for a folder converted
+    # from a GGUF file, that file's provenance (grpo_ablation.policy.gguf).
+    base_model: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Every named choice is one the conventions define (a record read back included).
@@ -86,7 +90,11 @@ class ObjectiveRecord:
 
     @classmethod
     def from_config(
-        cls, cfg: Any, num_processes: int, answer_rule: str = "not recorded"
+        cls,
+        cfg: Any,
+        num_processes: int,
+        answer_rule: str = "not recorded",
+        base_model: dict[str, Any] | None = None,
     ) -> ObjectiveRecord:
         """The record of a run of ``cfg`` (a ``TrainingConfig``) on ``num_processes`` processes."""
         vllm = cfg.generation_backend == "vllm"
@@ -96,11 +104,13 @@ class ObjectiveRecord:
             num_processes=num_processes,
             answer_rule=answer_rule,
             generation=f"vllm colocate, importance-sampling correction "
-            f"{cfg.vllm_importance_sampling_mode}"
+            f"{cfg.vllm_importance_sampling_mode}, ratio bounds [C_min, C_max] = "
+            f"[{VLLM_IS_CLIP[0]}, {VLLM_IS_CLIP[1]}]"
             if vllm
             else cfg.generation_backend,
             sampling=protocol(cfg.temperature, cfg.max_completion_length),
             sampler=sampler_description(cfg.sampler, vllm),
+            base_model=base_model or {},
         )
 
     @property

@@ -7,14 +7,17 @@ the CLI unless the user set them), and this step, run as a local rule, fills the
 the config, and with the data of any external lm-eval benchmark. A local path needs no download and
 is only checked.
 
-``stand_in`` (``config/cluster_smoke.yaml`` only) builds the local folders that stand in for the hub
-repositories (a tiny Qwen2 with a chat template, GSM8K-format rows), so the cluster path runs
-end to end on a CPU with nothing downloaded.
+Local content is made here too, once, so the cluster path runs on a CPU with nothing downloaded:
+``word_problems`` writes GSM8K-format rows at ``task.dataset_path``
+(``grpo_ablation.tasks.word_problems``); ``base_policy.gguf`` converts a GGUF file into the model
+folder at ``base_policy.name`` (``grpo_ablation.policy.gguf``); ``stand_in``
+(``config/cluster_smoke.yaml``) builds a tiny Qwen2 with a chat template there instead.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +31,15 @@ RECORDED_VARS = (*OFFLINE_VARS, "HF_HOME")
 def prefetch(config: dict[str, Any]) -> dict[str, Any]:
     """Fetch (or check) model, data set and external benchmark data; return what was done."""
     record: dict[str, Any] = {"environment": {k: os.environ.get(k) for k in RECORDED_VARS}}
+    if config.get("word_problems"):
+        record["word_problems"] = write_task_data(config)
+    base = config["base_policy"]
     if config.get("stand_in"):
         record["stand_in"] = build_stand_in(config)
-    base = config["base_policy"]
+    if base.get("gguf"):
+        from grpo_ablation.policy.gguf import convert
+
+        record["gguf"] = convert(base["gguf"], Path(base["name"]))
     if base.get("kind", "local") == "hub":
         name = base["name"]
         if Path(name).exists():
@@ -48,18 +57,31 @@ def prefetch(config: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def write_task_data(config: dict[str, Any]) -> dict[str, Any]:
+    """Write the ``word_problems`` rows at ``task.dataset_path`` (kept when already there)."""
+    from grpo_ablation.tasks.math import MathTask
+    from grpo_ablation.tasks.word_problems import WordProblems, write_word_problems
+
+    spec = WordProblems.from_dict(config["word_problems"])
+    task = get_task(config["task"])
+    if not isinstance(task, MathTask) or not task.dataset_path:
+        raise ValueError("word_problems needs task.kind: math with a local task.dataset_path")
+    data = Path(task.dataset_path)
+    if not (data / "README.md").exists():
+        write_word_problems(data, **asdict(spec))
+    return {"dataset": str(data.resolve()), "spec": asdict(spec)}
+
+
 def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
-    """Write the stand-in data set at ``task.dataset_path`` and model at ``base_policy.name``."""
-    from grpo_ablation.policy.standin import build_standin_model, write_gsm8k_standin
+    """Build the stand-in model at ``base_policy.name``, its tokenizer trained on the task's
+    words (the task's data, ``word_problems``, first)."""
+    from grpo_ablation.policy.standin import build_standin_model
     from grpo_ablation.tasks.math import MathTask, source_rows
 
     spec = config["stand_in"]
     task = get_task(config["task"])
     if not isinstance(task, MathTask) or not task.dataset_path:
         raise ValueError("stand_in needs task.kind: math with a local task.dataset_path")
-    data = Path(task.dataset_path)
-    if not (data / "README.md").exists():
-        write_gsm8k_standin(data, spec["n_train"], spec["n_test"], spec["seed"])
     model = Path(config["base_policy"]["name"])
     if not (model / "config.json").exists():
         # The tokenizer learns the words of the prompts, the answers and the chat scaffolding.
@@ -77,4 +99,4 @@ def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
             hidden_size=spec["hidden_size"],
             num_layers=spec["num_layers"],
         )
-    return {"dataset": str(data.resolve()), "model": str(model.resolve())}
+    return {"model": str(model.resolve())}

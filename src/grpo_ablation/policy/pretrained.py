@@ -35,6 +35,8 @@ class PretrainedBaseConfig:
     sft_batch_size: int = 32
     sft_lr: float = 1e-3
     seed: int = 0
+    # A GGUF file the prefetch rule converts into the folder ``name`` (grpo_ablation.policy.gguf).
+    gguf: dict[str, str] | None = None
 
 
 def build_base_policy(
@@ -66,6 +68,10 @@ def warm_start_base(
     info: dict[str, Any] = {"kind": "hub", "config": asdict(cfg)}
     local = Path(cfg.name).exists()
     source = Path(cfg.name) if local else hub_snapshot(cfg.name, cfg.revision)
+    if cfg.gguf:
+        from grpo_ablation.policy.gguf import provenance
+
+        info["conversion"] = provenance(source)  # the GGUF and package the weights came from
     if cfg.sft_steps == 0:
         # revision None: "model" is a folder, the pinned snapshot itself (config keeps the id).
         return info | {"model": str(source), "revision": None, "stats": None}

@@ -16,6 +16,7 @@ a config with a ``stand_in`` builds its stand-in.
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
@@ -111,18 +112,25 @@ JOB_LIMITS = {
 }
 
 
+# The runtime to request over the projected one: the machines of a partition differ, and a job
+# killed at its limit is lost up to its last checkpoint.
+RUNTIME_MARGIN = 1.25
+
+
 def over_limit(p: dict[str, Any], resources: dict[str, Any]) -> list[str]:
-    """A warning for every job whose projected wall time exceeds the runtime its rule requests
-    (config ``resources``, minutes): the scheduler would kill it before it finished."""
-    warnings = []
+    """A line for every job whose projected wall time exceeds the runtime its rule requests
+    (config ``resources``, minutes): the scheduler would kill it before it finished. Each names
+    the request that fits, the projection plus RUNTIME_MARGIN."""
+    lines = []
     for rule, (projected, limit) in JOB_LIMITS.items():
         minutes = p[projected] / 60
         if minutes > resources[limit]:
-            warnings.append(
-                f"WARNING: {rule} jobs are projected to take {minutes:.1f} min but request "
-                f"resources.{limit} = {resources[limit]} min: raise it (or shorten the job)"
+            lines.append(
+                f"{rule} jobs are projected to take {minutes:.1f} min but request "
+                f"resources.{limit} = {resources[limit]} min: set it to "
+                f"{math.ceil(minutes * RUNTIME_MARGIN)} (or shorten the job)"
             )
-    return warnings
+    return lines
 
 
 def load_config(path: Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -252,7 +260,7 @@ def report(
             f"projected job wall times         base policy {p['base_policy_s'] / 60:.1f} min, "
             f"train {p['train_run_s'] / 60:.1f} min, evaluate {p['eval_run_s'] / 60:.1f} min "
             "(external benchmarks included)",
-            *over_limit(p, resources),
+            *(f"NOT SUBMITTABLE: {line}" for line in over_limit(p, resources)),
         ]
     )
 
@@ -279,3 +287,9 @@ def calibrate(configfile: Path, steps: int, out: Path | None, work: Path | None)
             "config": str(configfile),
         }
         out.write_text(json.dumps(record, indent=2) + "\n")
+    if over_limit(p, config["resources"]):
+        # No recommendation to submit a config whose jobs the scheduler would kill.
+        raise SystemExit(
+            "calibrate: do not submit this config as it is: its jobs would outlive their "
+            "requested runtime (the NOT SUBMITTABLE lines above say what to set)"
+        )

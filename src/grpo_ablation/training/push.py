@@ -10,6 +10,13 @@ change of J per unit L2 step along the update; the folds being independent, unbi
 accuracy and P(mixed), consistent for the incorrect length, a ratio), the share
 of the update's token weight on long incorrect completions, and the cosine between every pair of
 update directions. Intervals are t intervals over the replicates (independent prompt sets).
+
+``parameters`` (a regular expression over parameter names; all of them when unset) restricts every
+gradient to the parameters it matches, the others held fixed: the push is then the first-order
+change along the update's component in that subspace. It makes the push affordable for a real LLM
+on a CPU (20 full gradients of SmolLM2-135M are 21 GB, and each backward pass runs through all 30
+layers; the top blocks alone cost a fraction of both). The record names the pattern and the
+number of parameters it kept.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +40,10 @@ from grpo_ablation.objective.push import (
     mixed_weights,
 )
 from grpo_ablation.policy.sft import prompt_ids
-from grpo_ablation.sampling import SAMPLING, neutral_generation_config
+from grpo_ablation.sampling import SAMPLING, neutral_generation_config, stop_token_ids
 
 QUANTITIES = ("accuracy", "incorrect_length", "mixed")
 CHOICES = [f"{s}/{a}" for s, a in itertools.product(SCALINGS, AGGREGATIONS)]
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
-    """Every id that ends a completion, as TRL stops at them: the generation config's, else the
-    tokenizer's."""
-    ids = model.generation_config.eos_token_id
-    ids = tokenizer.eos_token_id if ids is None else ids
-    return list(ids) if isinstance(ids, list | tuple) else [ids]
 
 
 def _pad_id(tokenizer: Any) -> int:
@@ -61,7 +61,11 @@ def sample_fold(
     model: Any, tokenizer: Any, rows: list[dict], prompts: list[list[int]], cfg: dict, key: tuple
 ) -> dict[str, Any]:
     """G keyed completions of every prompt of the fold, their token ids, lengths and rewards."""
-    G, eos, pad = cfg["group_size"], _eos_ids(model, tokenizer), _pad_id(tokenizer)
+    G, eos, pad = (
+        cfg["group_size"],
+        stop_token_ids(tokenizer.eos_token_id, model.generation_config.eos_token_id),
+        _pad_id(tokenizer),
+    )
     seqs = [p for p in prompts for _ in range(G)]
     keys = [completion_key(*key, r["prompt_id"], slot) for r in rows for slot in range(G)]
     ids, mask = _left_pad(seqs, pad)
@@ -195,6 +199,19 @@ def replicate(model: Any, tokenizer: Any, folds: tuple[dict, dict], cfg: dict) -
     }
 
 
+def differentiate_only(model: Any, pattern: str | None) -> dict[str, Any]:
+    """Hold fixed every parameter whose name does not match ``pattern`` (None: none); return the
+    pattern and how many parameters are differentiated of how many."""
+    total = sum(p.numel() for p in model.parameters())
+    if pattern:
+        for name, p in model.named_parameters():
+            p.requires_grad_(re.search(pattern, name) is not None)
+    kept = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if kept == 0:
+        raise ValueError(f"push.parameters={pattern!r} matches no parameter of the model")
+    return {"pattern": pattern, "differentiated": kept, "of": total}
+
+
 def measure(
     model_dir: Path, rows: list[dict], task: Any, cfg: dict, *, step: int, seed: int
 ) -> dict[str, Any]:
@@ -202,6 +219,7 @@ def measure(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    parameters = differentiate_only(model, cfg.get("parameters"))
     neutral_generation_config(model)
     model.eval()  # no dropout: the directions are those of the policy that sampled
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -214,7 +232,12 @@ def measure(
             prompts = [prompt_ids(tokenizer, task.prompt(x)) for x in part]
             folds.append(sample_fold(model, tokenizer, part, prompts, cfg, ("push", seed, step, f)))
         replicates.append(replicate(model, tokenizer, (folds[0], folds[1]), cfg))
-    return {"step": step, "policy": str(model_dir), "replicates": replicates}
+    return {
+        "step": step,
+        "policy": str(model_dir),
+        "parameters": parameters,
+        "replicates": replicates,
+    }
 
 
 def run_push(

@@ -29,6 +29,7 @@ from grpo_ablation.layout import (
     RUN_INFO,
     checkpoint_step,
 )
+from grpo_ablation.objective.conventions import VLLM_IS_CLIP
 from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config
 from grpo_ablation.settings import config_hash, weight_files
@@ -158,6 +159,8 @@ def _vllm_args(cfg: TrainingConfig) -> dict[str, Any]:
         "vllm_gpu_memory_utilization": cfg.vllm_gpu_memory_utilization,
         "vllm_importance_sampling_correction": True,
         "vllm_importance_sampling_mode": cfg.vllm_importance_sampling_mode,
+        "vllm_importance_sampling_clip_min": VLLM_IS_CLIP[0],
+        "vllm_importance_sampling_clip_max": VLLM_IS_CLIP[1],
     }
 
 
@@ -183,6 +186,18 @@ class RunInputs:
     def hub(self) -> dict[str, Any]:
         """The keyword arguments that load the base model and its tokenizer."""
         return {} if _is_local(self.model_dir) else {"revision": self.revision}
+
+    def base_model(self) -> dict[str, Any]:
+        """What the objective record says of the base model: where it was read, and where its
+        weights came from when a GGUF file was converted into it."""
+        from grpo_ablation.policy.gguf import provenance
+
+        local = _is_local(self.model_dir)
+        return {
+            "model": str(self.model_dir),
+            "revision": self.revision,
+            "converted_from": provenance(self.model_dir) if local else None,
+        }
 
     def identity(self) -> dict[str, Any]:
         """What a run folder's checkpoints were trained from: the training config, the base
@@ -245,7 +260,9 @@ def train(
     # PartialState of the process says so (it is a singleton; the Trainer's comes later).
     state = PartialState(cpu=device == "cpu")
     run = RunInputs(model_dir, revision, data_dir, task_config, cfg, state.num_processes)
-    record = ObjectiveRecord.from_config(cfg, run.num_processes, task.answer_rule)
+    record = ObjectiveRecord.from_config(
+        cfg, run.num_processes, task.answer_rule, base_model=run.base_model()
+    )
     _claim_folder(out, run, record, state)
     if reward_func is None:
         reward_func = task.reward_function()

