@@ -26,6 +26,7 @@ from benchmarks.evaluation import curve_cost, evaluation_modes, evaluation_overh
 from benchmarks.noise import SAMPLED_METRICS, crn_gain, sampled_noise
 from benchmarks.packing import SIDES, slurm_packing
 from benchmarks.pipeline import dag_floor, dag_scaling, memory, pipeline_overhead
+from benchmarks.real_model import bench_cost, bench_level
 from benchmarks.records import one_draw
 from benchmarks.trainer import gradient_checkpointing, trainer_overhead
 
@@ -61,6 +62,8 @@ def main() -> None:
         "sampled_noise": lambda: sampled_noise(one_draw(a.experiment)),
         "crn_gain": lambda: crn_gain(a.before, one_draw(a.experiment)),
         "slurm_packing": slurm_packing,
+        "real_model_level": bench_level,
+        "real_model_cost": bench_cost,
     }
     a.out.mkdir(parents=True, exist_ok=True)
     results = []
@@ -159,6 +162,32 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif name == "memory":
             for rule, mb in r["peak_rss_mb"].items():
                 add(name, f"peak RSS of rule {rule} (MB)", mb)
+        elif name == "real_model_level":
+            for row in r["rows"]:
+                s = row["sampled"]
+                level = f"level ({row['steps']}, {row['max_operand']})"
+                add(name, f"{level}: groups mixed at T={row['temperature']}", s["mixed"])
+                add(
+                    name,
+                    f"{level}: sampled accuracy / at the cap",
+                    f"{s['accuracy']:.3g} / {s['at_cap']:.3g}",
+                )
+            add(name, "recommended level (steps, max_operand)", str(r["recommended"]), r["target"])
+        elif name == "real_model_cost":
+            for lengths, medians in r["medians"].items():
+                for v, m in medians.items():
+                    add(
+                        name,
+                        f"{v}, {lengths} lengths: s per step (generation + rest)",
+                        f"{m['step_s']:.3g} ({m['generation_s']:.3g} + {m['rest_s']:.3g})",
+                    )
+                for k in ("keyed/stream step_s", "keyed/stock step_s"):
+                    add(
+                        name,
+                        f"{k}, {lengths} lengths (median)",
+                        r["ratios"][lengths][k],
+                        r["target"],
+                    )
         elif name == "slurm_packed_evaluation":
             add(
                 name,

@@ -94,7 +94,8 @@ def reference(inputs, tmp_path_factory) -> dict:
     mtimes = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
     marker = results.parent / "eval_failed_once"
     env = faults_env(_env(), GRPO_FAULT_FAIL_EVAL_ONCE=str(marker))
-    evaluated = snakemake(results, f"{EVAL}/test/summary.json", env=env)
+    # Retries come from the profile (profiles/slurm: 2); locally, from the command line.
+    evaluated = snakemake(results, f"{EVAL}/test/summary.json", env=env, extra=("--retries", "1"))
     return {"results": results, "mtimes": mtimes, "marker": marker, "eval": evaluated}
 
 

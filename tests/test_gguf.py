@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -62,3 +63,32 @@ def test_without_the_optional_packages_the_config_stops_before_any_job(monkeypat
     )
     with pytest.raises(DesignError, match=r"gguf, not installed.*make setup-smollm2"):
         check_design(config)
+
+
+@pytest.mark.slow
+def test_the_gpu_override_plans_the_full_size_through_the_slurm_profile(tmp_path):
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [
+        str(Path(sys.executable).parent / "snakemake"),
+        "-n",
+        "--profile",
+        "slurm",
+        "--configfile",
+        "config/smollm2.yaml",
+        "config/smollm2_gpu.yaml",
+        "--config",
+        f"results_dir={tmp_path}",
+    ]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
+    assert int(stats["train"]) == int(stats["evaluate"]) == 3 * 4  # 3 cells x 4 seeds
+    train = re.search(r"rule train:.*?resources: ([^\n]*)", out, re.S).group(1)
+    assert "gpu=1" in train and "nodes=1" in train
+    assert f"{tmp_path}/smollm2_gpu/runs/" in out  # its own experiment folder
