@@ -72,8 +72,9 @@ def convert(spec: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     with source.open("rb") as f:
         digest = hashlib.file_digest(f, "sha256").hexdigest()
     done = out_dir / CONVERSION
-    if done.exists() and json.loads(done.read_text()).get("gguf_sha256") == digest:
-        return json.loads(done.read_text())
+    kept = provenance(out_dir)
+    if kept is not None and kept.get("gguf_sha256") == digest:
+        return kept
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
