@@ -185,3 +185,21 @@ def smollm2_model(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M-Instruct"
     convert(SMOLLM2, folder)
     return folder
+
+
+def run_config(root: Path, config: dict, **options) -> dict:
+    """Write ``config`` under ``root``, run its whole DAG and its report (``options`` go to
+    :func:`snakemake`); return the config, its experiment folder, ``root`` and the runs' infos."""
+    import yaml
+
+    path = root / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    snakemake(path, timeout=1200, **options)
+    snakemake(path, "--report", str(root / "report.html"), **options)
+    exp = Path(config["results_dir"]) / config["experiment"]
+    return {
+        "config": config,
+        "exp": exp,
+        "root": root,
+        "runs": sorted(exp.glob("runs/**/run_info.json")),
+    }

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import snakemake
+from conftest import run_config
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,17 +32,7 @@ def run(tmp_path_factory) -> dict:
     config["results_dir"] = str(root / "results")
     config["task"]["dataset_path"] = str(root / "hub/gsm8k")
     config["base_policy"]["name"] = str(root / "hub/qwen2-tiny")
-    path = root / "config.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    snakemake(path, timeout=1200, unset=OFFLINE)
-    snakemake(path, "--report", str(root / "report.html"), unset=OFFLINE)
-    exp = root / "results" / config["experiment"]
-    return {
-        "config": config,
-        "exp": exp,
-        "root": root,
-        "runs": sorted(exp.glob("runs/**/run_info.json")),
-    }
+    return run_config(root, config, unset=OFFLINE)
 
 
 def test_the_cluster_config_differs_from_the_preset_only_in_names_paths_and_sizes():

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from conftest import ROOT, snakemake
+from conftest import ROOT, run_config
 
 pytestmark = pytest.mark.slow
 
@@ -28,17 +28,7 @@ def run(tmp_path_factory, smollm2_model) -> dict:
     config["base_policy"]["name"] = str(smollm2_model)  # converted from the same file: kept
     config["training"] |= {"max_steps": 2, "save_steps": 2, "max_completion_length": 64}
     config["stages"]["aggregation"]["enabled"] = False
-    path = root / "config.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    snakemake(path, timeout=1200)
-    snakemake(path, "--report", str(root / "report.html"))
-    exp = root / "results" / config["experiment"]
-    return {
-        "config": config,
-        "exp": exp,
-        "root": root,
-        "runs": sorted(exp.glob("runs/**/run_info.json")),
-    }
+    return run_config(root, config)
 
 
 def test_every_rule_ran_from_the_converted_model_to_the_report(run):
