@@ -330,3 +330,18 @@ def test_jobs_work_offline_and_tell_vllm_not_to_phone_home(monkeypatch):
 
     assert [os.environ[v] for v in (*compute.OFFLINE_VARS, "VLLM_NO_USAGE_STATS")] == ["1"] * 3
     assert os.environ["DO_NOT_TRACK"] == "0"
+
+
+def test_kernel_caches_stay_on_the_node_unless_the_user_names_a_folder(monkeypatch, tmp_path):
+    from grpo_ablation import compute
+
+    for var in compute.CACHE_VARS:
+        monkeypatch.setenv(var, "")  # recorded, so that the test's own settings are undone
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # SLURM's per-job folder, where a site sets one
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/scratch/me/triton")
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    compute.work_offline()
+    assert os.environ["TRITON_CACHE_DIR"] == "/scratch/me/triton"
+    for var in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR"):
+        assert Path(os.environ[var]).parent == tmp_path / f"grpo-ablation-{os.getuid()}"

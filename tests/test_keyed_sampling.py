@@ -329,3 +329,20 @@ def test_vllm_evaluation_seeds_each_sampled_request_by_prompt_and_repeat():
     first = seeds[0]
     assert first[0] != first[1] and first[3] not in first[:3]  # repeats 0, 1, then 2 of [1, 2]
     assert first == evaluation_keys(5, [[1, 2], [1, 2], [3], [1, 2]], {})
+
+
+def test_vllm_stream_seeds_follow_the_runs_seed_and_the_process():
+    from grpo_ablation.keyed_sampling import stream_seeds
+    from grpo_ablation.sampling import sampler_description
+
+    def seeds(seed: int, process: int) -> list[int]:
+        torch.manual_seed(seed)
+        return stream_seeds(4, process)
+
+    assert seeds(0, 0) == seeds(0, 0)  # a rerun draws the same requests
+    assert len(set(seeds(0, 0))) == 4  # the requests of one call draw apart
+    # Runs of other seeds, and other processes of one run, draw other noise (TRL alone would give
+    # every run's engine the seed of its process index).
+    assert not set(seeds(0, 0)) & set(seeds(1, 0))
+    assert not set(seeds(0, 0)) & set(seeds(0, 1))
+    assert sampler_description("stream", vllm=True).startswith("vLLM with a per-request seed drawn")

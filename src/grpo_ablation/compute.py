@@ -25,11 +25,26 @@ OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 QUIET_VARS = ("VLLM_NO_USAGE_STATS", "DO_NOT_TRACK")
 
 
+# vLLM, Triton and torch.compile keep compiled kernels under the home folder by default: on a
+# cluster a shared, quota-bound file system that concurrent jobs write at once. A job keeps them
+# in the node's temporary folder (SLURM's per-job TMPDIR where the site sets one).
+CACHE_VARS = {
+    "VLLM_CACHE_ROOT": "vllm",
+    "TRITON_CACHE_DIR": "triton",
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+}
+
+
 def work_offline() -> None:
-    """Set the offline and no-telemetry variables unless the user set them (before datasets,
-    lm-eval or vLLM import)."""
+    """Set the offline and no-telemetry variables and the kernel caches' folders unless the user
+    set them (before datasets, lm-eval or vLLM import)."""
+    import tempfile
+
     for var in (*OFFLINE_VARS, *QUIET_VARS):
         os.environ.setdefault(var, "1")
+    root = Path(tempfile.gettempdir()) / f"grpo-ablation-{os.getuid()}"
+    for var, name in CACHE_VARS.items():
+        os.environ.setdefault(var, str(root / name))
 
 
 def hub_snapshot(
@@ -42,9 +57,13 @@ def hub_snapshot(
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
+    # Offline (HF_HUB_OFFLINE), a download reads the cache alone. huggingface-hub 1.x (the GPU
+    # lock's) does not fall back to the cache by itself for a commit hash whose file listing it
+    # did not cache: it raises OfflineModeIsEnabled.
+    local = not download or constants.is_offline_mode()
     try:
         folder = snapshot_download(
-            repo_id, repo_type=repo_type, revision=revision, local_files_only=not download
+            repo_id, repo_type=repo_type, revision=revision, local_files_only=local
         )
     except LocalEntryNotFoundError as err:
         raise FileNotFoundError(

@@ -279,6 +279,17 @@ def seeded_requests(sampling_params: list[Any], keys: list[int]) -> list[Any]:
     return requests
 
 
+def stream_seeds(n: int, process: int) -> list[int]:
+    """vLLM's stream sampling: a seed for each of ``n`` requests of process ``process``, drawn from
+    torch's global stream (the run's seed and every number drawn before). TRL seeds a colocated
+    engine with its process index alone, so without these every run, whatever its seed, would
+    draw the same noise; the process index stays in the key, as TRL has it, because processes
+    seeded alike draw alike and one prompt's group may span them."""
+    import torch
+
+    return [completion_key(int(d), process) for d in torch.randint(0, 2**62, (n,))]
+
+
 def training_keys(seed: int, step: int, prompt_ids: list[str], group_size: int, offset: int):
     """The keys of rows of a generation batch: row j is slot (offset + j) mod G of its group; a
     prompt met again in the batch (at the same slot) counts as its next occurrence. Pass the whole

@@ -104,6 +104,9 @@ EVAL_DESCRIPTION = {
 
 # With vLLM the key seeds the request's own generator (grpo_ablation.keyed_sampling.seeded_requests).
 VLLM_KEYED = "vLLM with a per-request seed: the key of "
+# Stream draws under a colocated engine seed each request from torch's global stream
+# (keyed_sampling.stream_seeds): TRL seeds the engine itself with the process index alone.
+VLLM_STREAM = "vLLM with a per-request seed drawn from the global random stream of torch"
 
 
 def sampler_description(sampler: str, vllm: bool, evaluation: bool = False) -> str:
@@ -115,6 +118,8 @@ def sampler_description(sampler: str, vllm: bool, evaluation: bool = False) -> s
             else ("(seed, generation step, prompt id, occurrence in the batch, slot in the group)")
         )
         return VLLM_KEYED + what
+    if vllm and not evaluation:
+        return VLLM_STREAM
     return (EVAL_DESCRIPTION if evaluation else DESCRIPTION)[sampler]
 
 

@@ -37,7 +37,12 @@ from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
 from grpo_ablation.design.options import TRL_ATTRIBUTES, TrainingConfig
-from grpo_ablation.keyed_sampling import KeyedGumbel, seeded_requests, training_keys
+from grpo_ablation.keyed_sampling import (
+    KeyedGumbel,
+    seeded_requests,
+    stream_seeds,
+    training_keys,
+)
 from grpo_ablation.layout import METRICS, ROLLOUTS
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 from grpo_ablation.objective.formulas import (
@@ -287,11 +292,7 @@ class AblationGRPOTrainer(GRPOTrainer):
                 "zero_variance 'resample' selects mixed groups over the whole generation batch "
                 "and runs in one process; set compute.processes_per_train_job: 1"
             )
-        if (
-            options.sampler == "keyed"
-            and self.use_vllm
-            and (self.vllm_mode != "colocate" or self.vllm_tensor_parallel_size != 1)
-        ):
+        if options.sampler == "keyed" and self.use_vllm and not self._vllm_one_engine_per_process():
             raise ValueError(
                 "sampler 'keyed' with vLLM seeds each request of a colocated engine with one "
                 "process per engine (vllm_mode colocate, tensor parallel size 1); with "
@@ -303,6 +304,12 @@ class AblationGRPOTrainer(GRPOTrainer):
         self.rollout_log = RolloutLog(self.run_dir / ROLLOUTS, self.accelerator.process_index)
         self.metrics_path = self.run_dir / METRICS
         self._captured: dict[str, Any] = {}
+
+    def _vllm_one_engine_per_process(self) -> bool:
+        """A colocated vLLM engine without tensor parallelism: this process seeds its requests."""
+        return bool(
+            self.use_vllm and self.vllm_mode == "colocate" and self.vllm_tensor_parallel_size == 1
+        )
 
     def _get_train_sampler(self, dataset=None):
         sampler = super()._get_train_sampler(dataset)
@@ -358,9 +365,12 @@ class AblationGRPOTrainer(GRPOTrainer):
 
     # -- sampling ----------------------------------------------------------------------------
     def _generate_single_turn(self, prompt_ids, *args, **kwargs):
-        if self._keys is None:
-            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
         keys = self._keys
+        if keys is None and self._vllm_one_engine_per_process():
+            # sampler "stream": seeds from the run's own stream (stream_seeds says why).
+            keys = stream_seeds(len(prompt_ids), self.accelerator.process_index)
+        if keys is None:
+            return super()._generate_single_turn(prompt_ids, *args, **kwargs)
         if self.use_vllm:
             # The colocated engine generates this rank's rows (one request each, n = 1) with the
             # one SamplingParams TRL builds: hand it one seeded copy per request instead.
