@@ -72,6 +72,22 @@ def test_the_schema_the_dag_validates_first_names_the_bad_key(change, named):
     assert named in str(refused.value)
 
 
+def test_an_automatic_batch_size_is_for_vllm_alone():
+    from snakemake.utils import validate
+
+    from grpo_ablation.design.checks import DesignError, evaluation_config
+
+    schema = str(ROOT / "workflow/schemas/config.schema.yaml")
+    for backend in ("hf", "vllm"):
+        cfg = changed_smoke_config(evaluation__batch_size="auto", evaluation__backend=backend)
+        validate(cfg, schema)  # the schema takes the word; the check decides by backend
+        if backend == "vllm":
+            assert evaluation_config(cfg)["batch_size"] == "auto"
+        else:
+            with pytest.raises(DesignError, match=r"'auto' needs evaluation\.backend vllm"):
+                evaluation_config(cfg)
+
+
 @pytest.mark.slow  # starts processes of its own
 def test_an_unknown_config_key_is_named(tmp_path):
     done = dry_run(tmp_path, trianing={"max_steps": 3})

@@ -127,6 +127,11 @@ def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
             f"evaluation.max_gen_toks={ev['max_gen_toks']} differs from training.max_completion_length="
             f"{length}: evaluation must generate as training does; drop evaluation.max_gen_toks"
         )
+    if ev.get("batch_size") == "auto" and ev.get("backend", "hf") != "vllm":
+        raise DesignError(
+            "evaluation.batch_size 'auto' needs evaluation.backend vllm: with hf, lm-eval sizes "
+            "batches by trial and the padding of a batch changes the numbers; give an integer"
+        )
     ev["max_gen_toks"] = length
     ev.setdefault("sampler", "keyed")
     ev["sampled_metric"] = sampled_metric(config)

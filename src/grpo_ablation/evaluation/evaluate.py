@@ -46,7 +46,9 @@ from grpo_ablation.evaluation.model import (
     keyed_generation,
     lm_eval_seeds,
     load_lm,
+    load_weights_into,
     ready_for_exact,
+    release_lm,
     time_generation,
     without_env_probe,
 )
@@ -114,13 +116,29 @@ class EvaluationOptions:
     """How checkpoints are evaluated: every field but ``revision`` is part of the cache key (a
     hub checkpoint's revision is part of its identity)."""
 
-    batch_size: int = 64
+    batch_size: int | str = 64  # "auto" with vLLM alone (checks.evaluation_config)
     device: str = "cpu"
     dtype: str = "float32"
     seed: int = 0  # all four lm-eval seeds, and the keyed sampler's
     limit: int | None = None  # rows per task (None: all)
     revision: str | None = None  # pins a hub checkpoint; a local one has none
     backend: str = "hf"
+
+    @classmethod
+    def of(cls, ev: dict[str, Any], **fields: Any) -> EvaluationOptions:
+        """The options of an evaluation section as ``checks.evaluation_config`` completes it,
+        the device resolved; ``fields`` (a job's seed, a hub revision) replace its values."""
+        from grpo_ablation.compute import resolve_device
+
+        section = {
+            "batch_size": ev["batch_size"],
+            "device": resolve_device(ev["device"]),
+            "dtype": ev["dtype"],
+            "seed": ev["seed"],
+            "limit": ev["limit"],
+            "backend": ev.get("backend", "hf"),
+        }
+        return cls(**{**section, **fields})
 
 
 def evaluate_checkpoints(
@@ -466,7 +484,14 @@ def evaluate_curve(
     under a key of its weights and settings (a rerun scores only what changed); ``out_dir/curve.json``
     lists them, with the seconds spent. Values at a checkpoint's step may differ from its test
     summary in the last digits (~1e-8: lm-eval batches the exact task's requests differently
-    without the unresolved prefixes)."""
+    without the unresolved prefixes).
+
+    With vLLM one engine serves every policy of the call: built for the first policy evaluated,
+    given each later one's weights (``load_weights_into``), and shut down at the end (a second
+    engine in this process would not start: the first one's GPU memory is not given back while
+    the process lives). Its keyed sampler and the exact task give each policy what an engine of
+    its own would; the stream sampler does not restart the engine's random stream at a policy,
+    so a policy's mean@k then depends on which policies this call evaluated before it."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -480,44 +505,54 @@ def evaluate_curve(
     settings += _task_content(task_dir, manifest)
     out_dir.mkdir(parents=True, exist_ok=True)
     points = []
-    for step, policy in policies:
-        policy = str(Path(policy).resolve())
-        key = json.dumps([_checkpoint_identity(policy, True, None), settings], default=str)
-        key = hashlib.sha256(key.encode()).hexdigest()
-        cached = out_dir / f"step={step}.json"
-        try:
-            point = json.loads(cached.read_text())
-            if point["key"] == key:
-                points.append(point)
-                continue
-        except (OSError, ValueError, KeyError):
-            pass
-        t0 = time.perf_counter()
-        lm, _ = load_lm(policy, device, batch_size, dtype, None, backend, seed)
-        if role == "exact":
-            ready_for_exact(lm, manifest, backend, policy)
-        elif manifest.get("sampler", "stream") == "keyed":
-            keyed_generation(lm, seed, backend)
-        with without_env_probe():
-            out = lm_eval.simple_evaluate(
-                model=lm,
-                tasks=[task],
-                task_manager=task_manager,
-                limit=limit,
-                verbosity="WARNING",
-                apply_chat_template=bool(manifest["chat_template"]),
-                **lm_eval_seeds(seed),
-            )
-        point = {
-            "step": step,
-            "accuracy": float(out["results"][task][metric]),
-            "policy": policy,
-            "seconds": time.perf_counter() - t0,
-            "key": key,
-        }
-        cached.write_text(json.dumps(point, indent=2) + "\n")
-        points.append(point)
-        del lm
+    engine = None  # vLLM: the model of the first policy evaluated, whose engine the others reuse
+    try:
+        for step, policy in policies:
+            policy = str(Path(policy).resolve())
+            key = json.dumps([_checkpoint_identity(policy, True, None), settings], default=str)
+            key = hashlib.sha256(key.encode()).hexdigest()
+            cached = out_dir / f"step={step}.json"
+            try:
+                point = json.loads(cached.read_text())
+                if point["key"] == key:
+                    points.append(point)
+                    continue
+            except (OSError, ValueError, KeyError):
+                pass
+            t0 = time.perf_counter()
+            if engine is not None:
+                lm, _ = load_weights_into(engine, policy)
+            else:
+                lm, _ = load_lm(policy, device, batch_size, dtype, None, backend, seed)
+                if backend == "vllm":
+                    engine = lm
+            if role == "exact":
+                ready_for_exact(lm, manifest, backend, policy)
+            elif manifest.get("sampler", "stream") == "keyed":
+                keyed_generation(lm, seed, backend)
+            with without_env_probe():
+                out = lm_eval.simple_evaluate(
+                    model=lm,
+                    tasks=[task],
+                    task_manager=task_manager,
+                    limit=limit,
+                    verbosity="WARNING",
+                    apply_chat_template=bool(manifest["chat_template"]),
+                    **lm_eval_seeds(seed),
+                )
+            point = {
+                "step": step,
+                "accuracy": float(out["results"][task][metric]),
+                "policy": policy,
+                "seconds": time.perf_counter() - t0,
+                "key": key,
+            }
+            cached.write_text(json.dumps(point, indent=2) + "\n")
+            points.append(point)
+            del lm
+    finally:
+        release_lm(engine)  # the engine shut down, the garbage collected, CUDA's cache emptied
+        del engine
     curve = {
         "metric": manifest["sampled_metric"] if role == "sampled" else "exact",
         "task": task,

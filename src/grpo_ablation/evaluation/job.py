@@ -53,7 +53,6 @@ def servable(a: argparse.Namespace) -> bool:
 def run(a: argparse.Namespace) -> None:
     """Evaluate every checkpoint of a run (or the base policy as step 0) on the test split, the
     final one on validation, and (a run) the calibration's probabilities."""
-    from grpo_ablation.compute import resolve_device
     from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
     from grpo_ablation.process import bootstrap
 
@@ -69,15 +68,7 @@ def run(a: argparse.Namespace) -> None:
         info = json.loads((a.run / RUN_INFO).read_text())
         checkpoints = [(s, checkpoint(a.run, s)) for s in info["checkpoints"]]
         seed = evaluation_seed(ev["seed"], run_seed=info["training_config"]["seed"])
-    options = EvaluationOptions(
-        batch_size=ev["batch_size"],
-        device=resolve_device(ev["device"]),
-        dtype=ev["dtype"],
-        seed=seed,
-        limit=ev["limit"],
-        revision=revision,
-        backend=ev.get("backend", "hf"),
-    )
+    options = EvaluationOptions.of(ev, seed=seed, revision=revision)
     folder = Evaluation(a.out)
     # External benchmarks (lm-eval's own gsm8k, ...) score the test-split checkpoints only.
     external = ev.get("external_benchmarks") or None

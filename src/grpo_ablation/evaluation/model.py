@@ -5,8 +5,12 @@ the exact task, timing of generation; lm-eval's seeds and the library versions r
 from __future__ import annotations
 
 import contextlib
+import copy
+import gc
+import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -43,7 +47,7 @@ def load_lm(
         # add_bos_token=False as for HFLM below. generation_config="vllm": the engine's neutral
         # defaults, not the checkpoint's file; which also drops the file's extra eos ids, so the
         # stop ids are given with every request (vllm_stops).
-        lm = VLLM(
+        built = VLLM(
             pretrained=str(path),
             dtype=dtype,
             batch_size=batch_size,
@@ -53,11 +57,7 @@ def load_lm(
             generation_config="vllm",
             **hub,
         )
-        from transformers import GenerationConfig
-
-        checkpoint = GenerationConfig.from_pretrained(str(path), **hub)
-        vllm_stops(lm, stop_token_ids(lm.tokenizer.eos_token_id, checkpoint.eos_token_id))
-        return lm, {"not read": "vLLM engine with generation_config='vllm'"}
+        return _vllm_view(_Engine(built, str(path)), str(path), hub), NOT_READ
     from lm_eval.models.huggingface import HFLM
 
     # add_bos_token=False: the prompt is tokenized as TRL tokenizes it (no added special tokens).
@@ -78,6 +78,139 @@ def load_lm(
     if gen.pad_token_id is None:
         gen.pad_token_id = tok.pad_token_id
     return lm, ignored
+
+
+# What a vLLM checkpoint's own generation config leaves unread (results.json records it).
+NOT_READ = {"not read": "vLLM engine with generation_config='vllm'"}
+# The files a checkpoint evaluated on another checkpoint's engine must share with it: the
+# architecture, and the tokenizer and chat template that lm-eval's VLLM read when it was built.
+SHARED_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "chat_template.json",
+)
+# Keys of those JSON files that say where from, how or by what they were loaded and saved, not
+# what they hold (a tokenizer loaded from a folder saves local_files_only and is_local).
+_PROVENANCE_KEYS = {
+    "_name_or_path",
+    "name_or_path",
+    "transformers_version",
+    "_commit_hash",
+    "local_files_only",
+    "is_local",
+    "cache_dir",
+    "revision",
+    "token",
+}
+
+
+@dataclass(frozen=True)
+class _Engine:
+    """lm-eval's VLLM as built, never patched (it owns the vLLM engine, its tokenizer and
+    settings), and the checkpoint it was built for."""
+
+    lm: Any
+    built_for: str
+
+
+def _vllm_view(engine: _Engine, path: str, hub: dict[str, Any]) -> Any:
+    """lm-eval's model of checkpoint ``path`` on ``engine``: a shallow copy of the unpatched VLLM
+    (the engine, tokenizer and settings shared), patched here with the checkpoint's stops; the
+    caller's patches (keyed_generation, ready_for_exact, time_generation) go on the copy too. So an
+    engine reused for the next checkpoint gets that checkpoint's patches once, never a second
+    layer over the last one's (keyed_generation's repeat counts start again)."""
+    from transformers import GenerationConfig
+
+    lm = copy.copy(engine.lm)
+    lm._grpo_engine = engine
+    checkpoint = GenerationConfig.from_pretrained(path, **hub)
+    vllm_stops(lm, stop_token_ids(lm.tokenizer.eos_token_id, checkpoint.eos_token_id))
+    return lm
+
+
+def _shared_content(folder: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in SHARED_FILES:
+        f = folder / name
+        if not f.is_file():
+            continue
+        if f.suffix == ".json":
+            held = json.loads(f.read_text())
+            if isinstance(held, dict):
+                held = {k: v for k, v in held.items() if k not in _PROVENANCE_KEYS}
+            out[name] = held
+        else:
+            out[name] = f.read_bytes()
+    return out
+
+
+def load_weights_into(lm: Any, path: Path | str) -> tuple[Any, dict[str, Any]]:
+    """lm-eval's model of the local checkpoint ``path`` on the running vLLM engine of ``lm`` (a
+    model ``load_lm`` or this function returned with backend vllm): the engine's weights replaced
+    by ``path``'s, its prefix cache emptied (its blocks hold the last weights' keys and values),
+    and a new model object patched for ``path`` as ``load_lm`` patches one. ``lm`` is not to be
+    used after. ``path`` must share the architecture and tokenizer of the checkpoint the engine
+    was built for (SHARED_FILES): the curve policies of one run do.
+
+    How (vLLM 0.31.0, the version envs/gpu-vllm.in pins; files of its wheel): lm-eval builds
+    ``vllm.LLM(**model_args)``, whose engine core runs in a process of its own by default
+    (VLLM_ENABLE_V1_MULTIPROCESSING=1: vllm/v1/engine/llm_engine.py:180-191), so no worker or model
+    object is reachable from here: TRL's colocated ``llm_engine.model_executor.driver_worker.
+    model_runner.model.load_weights`` needs the in-process engine (llm_engine.py:130-132) that
+    ``distributed_executor_backend="external_launcher"`` forces (vllm/config/parallel.py:985-987).
+    ``LLM.collective_rpc`` (vllm/entrypoints/llm.py:572-601) calls a worker method by name in
+    either mode; its arguments travel as msgpack, so a method name and a string need no
+    VLLM_ALLOW_INSECURE_SERIALIZATION (a callable, as ``LLM.apply_model`` sends, does:
+    vllm/v1/serial_utils.py:220-234). The GPU worker's ``reload_weights(*args, **kwargs)``
+    (vllm/v1/worker/gpu_worker.py:566-568) calls the model runner's ``reload_weights(
+    weights_iterator=None, weights_path=None, is_checkpoint_format=True)`` (vllm/v1/worker/
+    gpu_model_runner.py:5492-5580): with ``weights_path`` it points the model config at that folder
+    (5532-5537) and loads its files with the engine's own loader into the model in place, the
+    tensors keeping their storage so that captured CUDA graphs stay valid
+    (vllm/model_executor/model_loader/reload/layerwise.py:366-369). ``LLM.reset_prefix_cache``
+    (llm.py:802-807) then drops the blocks cached under the old weights. Checked against the
+    source only: no GPU ran it here.
+    """
+    engine: _Engine | None = getattr(lm, "_grpo_engine", None)
+    if engine is None:
+        raise ValueError("load_weights_into needs a model load_lm built with backend vllm")
+    path = str(path)
+    if _shared_content(Path(path)) != _shared_content(Path(engine.built_for)):
+        raise ValueError(
+            f"{path}: its config or tokenizer differs from {engine.built_for}'s, whose vLLM engine "
+            "would evaluate it: evaluate it with an engine of its own (a process of its own)"
+        )
+    llm = engine.lm.model
+    llm.collective_rpc("reload_weights", kwargs={"weights_path": path})
+    if llm.reset_prefix_cache() is False:
+        raise RuntimeError(f"{path}: vLLM did not reset its prefix cache after loading weights")
+    return _vllm_view(engine, path, {}), NOT_READ
+
+
+def release_lm(lm: Any | None) -> None:
+    """Give back the memory ``lm`` (lm-eval's model, or None) holds once the caller drops it: a
+    vLLM engine shut down (its engine-core process ends), then the garbage collected and torch's
+    CUDA cache emptied. ``lm`` is not to be used after."""
+    engine: _Engine | None = getattr(lm, "_grpo_engine", None)
+    if engine is not None:
+        llm = vars(engine.lm).pop("model", None)
+        vars(lm).pop("model", None)
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        del llm, core
+    gc.collect()
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def vllm_stops(lm: Any, ids: list[int]) -> None:

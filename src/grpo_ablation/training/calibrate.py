@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from grpo_ablation.design import checks
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.options import ComputeConfig
 from grpo_ablation.design.schema import SCHEMA
+from grpo_ablation.layout import BASE_INFO
 
 
 @dataclass(frozen=True)
@@ -145,23 +148,77 @@ def load_config(path: Path, overrides: dict[str, Any] | None = None) -> dict[str
 
 
 def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
-    """Run the base policy, ``steps`` training steps and one evaluation in ``work``."""
+    """Run the base policy, ``steps`` training steps and one evaluation in ``work``.
+
+    The base policy and the training run in a process of their own (as their jobs do), so that
+    this one holds none of their device memory when the evaluation starts: a vLLM engine asks for
+    its share of the GPU's memory free (``load_lm``'s ``gpu_memory_utilization``) and refuses to
+    start below it. The peak memory is the largest of the training process's and this one's."""
     from grpo_ablation.compute import peak_memory, resolve_device
     from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
     from grpo_ablation.evaluation.task_folders import write_split_tasks
     from grpo_ablation.policy.prefetch import prefetch
     from grpo_ablation.tasks import get_task
+
+    task = get_task(config["task"])
+    device = resolve_device(ComputeConfig.of(config["compute"]).device)
+    prefetch(config)
+    data = work / "data"
+    task.write_splits(data)
+    trained = in_own_process(train_steps, config, steps, work)
+    ckpt = Path(trained["checkpoint"])
+    state = {"optimizer.pt", "scheduler.pt"}
+    weights = sum(f.stat().st_size for f in ckpt.iterdir() if f.is_file() and f.name not in state)
+    optimizer = sum((ckpt / f).stat().st_size for f in state if (ckpt / f).exists())
+
+    ev = checks.evaluation_config(config)
+    write_split_tasks(data, work / "tasks", task.kind, ev, task.answer_rule, task.chat_template)
+    options = EvaluationOptions.of(ev)
+    durations = []
+    for split in ("test", "validation"):
+        started = time.perf_counter()
+        evaluate_checkpoints(
+            [(steps, ckpt)],
+            work / "tasks" / split,
+            work / "eval" / split,
+            options,
+            # As the evaluation job runs them: external benchmarks on every test checkpoint.
+            external=(ev.get("external_benchmarks") or None) if split == "test" else None,
+        )
+        durations.append(time.perf_counter() - started)
+    # The calibration's peak, training and evaluation included: GPU memory on a GPU, else the
+    # host's resident set; of the training process and of this one (the evaluation with hf; with
+    # vLLM each checkpoint's evaluation has a process of its own, not measured here).
+    peaks = [trained["peak"], peak_memory()]
+    on_gpu = device == "cuda"
+    return Measurement(
+        train_setup_s=max(0.0, trained["wall_s"] - trained["runtime_s"]),
+        train_step_s=trained["runtime_s"] / steps,
+        sft_step_s=trained["sft_step_s"],
+        eval_checkpoint_s=durations[0],
+        eval_validation_s=durations[1],
+        weights_bytes=weights,
+        optimizer_bytes=optimizer,
+        peak_memory_bytes=max(
+            (p.gpu_allocated_bytes or 0) if on_gpu else p.host_rss_bytes for p in peaks
+        ),
+        peak_memory_kind="gpu" if on_gpu else "host RSS",
+    )
+
+
+def train_steps(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any]:
+    """What calibrate's training process runs: the base policy (its warm start cut to ``steps``)
+    into ``work/base``, then ``steps`` steps of the reference cell into ``work/run`` (the task's
+    splits already in ``work/data``). Its timings, last checkpoint and peak memory."""
+    from grpo_ablation.compute import peak_memory
+    from grpo_ablation.policy.base_policy import BasePolicyConfig
+    from grpo_ablation.policy.pretrained import build_base_policy
+    from grpo_ablation.tasks import get_task
     from grpo_ablation.training.train import last_checkpoint, train
 
     task = get_task(config["task"])
     compute = ComputeConfig.of(config["compute"])
-    device = resolve_device(compute.device)
-    prefetch(config)
     data = work / "data"
-    task.write_splits(data)
-    from grpo_ablation.policy.base_policy import BasePolicyConfig
-    from grpo_ablation.policy.pretrained import build_base_policy
-
     design = Design.of(config)
     draws = design.draws  # calibrated on the first draw's warm start
     base = checks.draw_base_policy(config, draws[0] if draws else None)
@@ -173,6 +230,8 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     sft_steps = min(steps, configured)
     started = time.perf_counter()
     info = build_base_policy({**base, "sft_steps": sft_steps}, task, data, work / "base", compute)
+    # As the base_policy rule records it: what a train job started on this calibration reads.
+    (work / BASE_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     model, revision = info["model"], info["revision"]
     sft_step_s = (time.perf_counter() - started) / sft_steps if sft_steps else 0.0
 
@@ -187,51 +246,44 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     summary = train(
         model, data, work / "run", cfg, config["task"], compute=compute, revision=revision
     )
-    wall = time.perf_counter() - started
-    runtime = float(summary["budget"]["wall_time_s"])  # trainer.train() alone
-    step_s = runtime / steps
-    ckpt = last_checkpoint(work / "run")
-    state = {"optimizer.pt", "scheduler.pt"}
-    weights = sum(f.stat().st_size for f in ckpt.iterdir() if f.is_file() and f.name not in state)
-    optimizer = sum((ckpt / f).stat().st_size for f in state if (ckpt / f).exists())
+    return {
+        "sft_step_s": sft_step_s,
+        "wall_s": time.perf_counter() - started,
+        "runtime_s": float(summary["budget"]["wall_time_s"]),  # trainer.train() alone
+        "checkpoint": str(last_checkpoint(work / "run")),
+        "peak": peak_memory(),
+    }
 
-    ev = checks.evaluation_config(config)
-    write_split_tasks(data, work / "tasks", task.kind, ev, task.answer_rule, task.chat_template)
-    options = EvaluationOptions(
-        batch_size=ev["batch_size"],
-        device=device,
-        dtype=ev["dtype"],
-        seed=ev["seed"],
-        limit=ev["limit"],
-        backend=ev["backend"],
-    )
-    durations = []
-    for split in ("test", "validation"):
-        started = time.perf_counter()
-        evaluate_checkpoints(
-            [(steps, ckpt)],
-            work / "tasks" / split,
-            work / "eval" / split,
-            options,
-            # As the evaluation job runs them: external benchmarks on every test checkpoint.
-            external=(ev.get("external_benchmarks") or None) if split == "test" else None,
+
+def in_own_process(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` run in a fresh interpreter (spawned: nothing inherited, so no CUDA context),
+    its result sent back; its memory, GPU memory included, is freed when it ends. ``fn`` is a
+    module-level function, its arguments and result picklable. An error in it prints its
+    traceback there and raises RuntimeError here."""
+    spawn = multiprocessing.get_context("spawn")
+    receive, send = spawn.Pipe(duplex=False)
+    child = spawn.Process(target=_send_result, args=(send, fn, args))
+    child.start()
+    send.close()  # this end is the child's: recv() sees EOF if the child dies without sending
+    try:
+        result, sent = receive.recv(), True
+    except EOFError:
+        result, sent = None, False
+    finally:
+        receive.close()
+        child.join()
+    if child.exitcode or not sent:
+        raise RuntimeError(
+            f"{fn.__name__} failed in its own process (exit code {child.exitcode}); its log is above"
         )
-        durations.append(time.perf_counter() - started)
-    # The calibration's own peak, training and evaluation included: GPU memory on a GPU, else
-    # the host's resident set.
-    peak = peak_memory()
-    on_gpu = device == "cuda"
-    return Measurement(
-        train_setup_s=max(0.0, wall - runtime),
-        train_step_s=step_s,
-        sft_step_s=sft_step_s,
-        eval_checkpoint_s=durations[0],
-        eval_validation_s=durations[1],
-        weights_bytes=weights,
-        optimizer_bytes=optimizer,
-        peak_memory_bytes=peak.gpu_allocated_bytes if on_gpu else peak.host_rss_bytes,
-        peak_memory_kind="gpu" if on_gpu else "host RSS",
-    )
+    return result
+
+
+def _send_result(send: Any, fn: Callable[..., Any], args: tuple) -> None:
+    try:
+        send.send(fn(*args))
+    finally:
+        send.close()
 
 
 def report(
