@@ -12,7 +12,7 @@ CONFIG ?= config/config.yaml
 export PATH := $(abspath $(BIN)):$(PATH)
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: setup setup-smollm2 run test test-fast lint figures report bench smoke gpu-lock clean
+.PHONY: setup setup-smollm2 run test test-fast lint figures report bench smoke gpu-lock test-gpu-pins gpu-check clean
 
 setup: $(VENV)/.installed
 
@@ -68,5 +68,38 @@ gpu-lock: setup
 		--python-platform x86_64-manylinux_2_28 --no-header -o envs/gpu-vllm.lock.txt
 	$(BIN)/python envs/write_gpu_env.py
 
+# The GPU nodes' versions of the CPU pin set, tested on CPU: a venv of its own with
+# requirements.txt as the lock pins it (envs/gpu_pins_cpu.py: transformers 5.17.0) and the lock
+# as constraints (huggingface-hub and the rest follow it); no vLLM, CPU torch, Python 3.11. It
+# runs the tests that depend on the TRL/transformers/lm-eval/huggingface-hub versions: the
+# trainer's objective against the formulas and stock TRL (TRL scales the loss for accumulation
+# another way below transformers 5.19), the stop ids, the evaluation through lm-eval, and the
+# offline reads of pinned hub revisions (huggingface-hub 1.x there, 2.x in requirements.txt).
+GPU_PINS_VENV ?= .venv-gpu-pins
+GPU_PINS_TESTS := tests/test_trainer_conformance.py tests/test_stop_ids.py \
+	tests/test_evaluate.py tests/test_evaluation_seed.py tests/test_exact.py \
+	tests/test_source.py tests/test_hub_snapshots.py
+
+test-gpu-pins: $(GPU_PINS_VENV)/.installed
+	PATH=$(abspath $(GPU_PINS_VENV))/bin:$$PATH $(GPU_PINS_VENV)/bin/python -m pytest $(GPU_PINS_TESTS)
+
+$(GPU_PINS_VENV)/.installed: envs/requirements.txt envs/gpu-vllm.lock.txt envs/gpu_pins_cpu.py \
+		envs/dev.txt pyproject.toml
+	test -x $(GPU_PINS_VENV)/bin/python || $(PYTHON) -m venv $(GPU_PINS_VENV)
+	$(PYTHON) envs/gpu_pins_cpu.py $(GPU_PINS_VENV)
+	$(GPU_PINS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r $(GPU_PINS_VENV)/requirements.txt -c $(GPU_PINS_VENV)/constraints.txt -r envs/dev.txt \
+		2> >(grep -v "is ignored: it is neither" >&2)
+	$(GPU_PINS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		--no-deps --no-build-isolation -e .
+	$(GPU_PINS_VENV)/bin/python -c 'import torch; assert torch.version.cuda is None, torch.__version__'
+	touch $@
+
+# The GPU check: on a machine with one GPU and the GPU pin set, calibrate for 4 steps, same-seed
+# step-0 completions of two cells, kill and resume, an evaluation twice, and the environment, in
+# one JSON (results/gpu_check.json). `--cpu` runs the same checks here (tests/test_gpu_check.py).
+gpu-check: setup setup-smollm2
+	$(BIN)/python -m benchmarks.gpu_check
+
 clean:
-	rm -rf $(VENV) .snakemake
+	rm -rf $(VENV) $(GPU_PINS_VENV) .snakemake
