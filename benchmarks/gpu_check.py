@@ -150,7 +150,7 @@ def run_checks(config: dict[str, Any], work: Path, steps: int, exact: bool) -> d
     from grpo_ablation.design.checks import evaluation_config
     from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
     from grpo_ablation.layout import BASE_INFO
-    from grpo_ablation.training.calibrate import dag_shape, measure, over_limit, project
+    from grpo_ablation.training.calibrate import dag_shape, measure, project, refusals
     from grpo_ablation.training.train import checkpoint_dtypes, last_checkpoint
 
     checks: dict[str, Any] = {}
@@ -163,7 +163,7 @@ def run_checks(config: dict[str, Any], work: Path, steps: int, exact: bool) -> d
         "passed": m.peak_memory_kind == ("gpu" if device == "cuda" else "host RSS"),
         "measured": asdict(m),
         "checkpoint_dtypes": checkpoint_dtypes(last_checkpoint(cal / "run")),
-        "over_limit": over_limit(p, config["resources"]),
+        "over_limit": refusals(m, p, config),
         "seconds": time.perf_counter() - started,
     }
     base = str(cal / BASE_INFO)  # the base policy as the train job reads it

@@ -4,6 +4,7 @@ cluster-shaped CPU config (the preset's twin) that measures and projects."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,50 @@ def test_calibrating_the_cluster_shaped_config_on_cpu(tmp_path):
     assert refused[0].startswith(
         "train jobs are projected"
     )  # (and its 5,000 checkpoints' evaluation)
+
+
+def test_the_memory_plan_moves_vllms_share_with_the_card_and_names_the_knobs():
+    """The issue's preset estimate: ~45 GiB of training, a colocated engine at 0.3. Calibrated on an
+    80 GiB GPU, the peak holds the engine's 24 GiB too: 69 GiB, under 90% of 80 (72). On a 40 GiB
+    card the engine takes 12 GiB: 45 + 12 = 57 GiB against 36 usable."""
+    from grpo_ablation.design.options import ComputeConfig, TrainingConfig
+    from grpo_ablation.training.calibrate import memory_plan
+
+    gib = 1024**3
+    m = Measurement(
+        train_setup_s=0,
+        train_step_s=1,
+        sft_step_s=0,
+        eval_checkpoint_s=1,
+        eval_validation_s=1,
+        weights_bytes=0,
+        optimizer_bytes=0,
+        peak_memory_bytes=69 * gib,
+        peak_memory_kind="gpu",
+        train_peak_gpu_bytes=69 * gib,
+        gpu_total_bytes=80 * gib,
+    )
+    colocated = TrainingConfig(
+        group_size=8, prompts_per_step=4, generation_backend="vllm", vllm_gpu_memory_utilization=0.3
+    )
+    compute = ComputeConfig()
+    assert memory_plan(m, colocated, compute, None) == []  # the calibrating card: 69 <= 72
+    assert memory_plan(m, colocated, compute, 80) == []
+    (line,) = memory_plan(m, colocated, compute, 40)
+    assert line.startswith(
+        "train jobs are projected to need 57.0 GiB of a 40 GiB GPU (90% of it usable; "
+        "vLLM's share 0.3 included): set compute.gradient_checkpointing: true"
+    )
+    assert (
+        "training.gradient_accumulation_steps: 2 (micro-batches of 16 completions, not 32" in line
+    )
+    assert "training.vllm_gpu_memory_utilization below 0.3" in line
+    # Without vLLM the 45 GiB peak is the training's alone: it fits 80 (72) but not 48 (43.2).
+    alone = replace(m, train_peak_gpu_bytes=45 * gib)
+    plain = replace(colocated, generation_backend="transformers")
+    assert memory_plan(alone, plain, compute, 80) == []
+    (line,) = memory_plan(alone, plain, replace(compute, gradient_checkpointing=True), 48)
+    assert "45.0 GiB of a 48 GiB GPU (90% of it usable)" in line
+    assert "gradient_checkpointing" not in line and "vllm" not in line
+    # On CPU there is no GPU plan.
+    assert memory_plan(replace(m, train_peak_gpu_bytes=None), colocated, compute, 40) == []

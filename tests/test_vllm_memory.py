@@ -51,6 +51,7 @@ def test_calibrate_trains_in_a_process_of_its_own_and_keeps_the_larger_peak(
             "runtime_s": 4.0,
             "checkpoint": str(ckpt),
             "peak": PeakMemory(host_rss_bytes=2**50, gpu_allocated_bytes=None),
+            "gpu_total_bytes": None,
         }
 
     monkeypatch.setattr(calibrate, "in_own_process", trained)
@@ -65,6 +66,7 @@ def test_calibrate_trains_in_a_process_of_its_own_and_keeps_the_larger_peak(
     assert (m.train_step_s, m.train_setup_s, m.sft_step_s) == (2.0, 6.0, 0.5)
     assert (m.weights_bytes, m.optimizer_bytes) == (1000, 3000)
     assert m.peak_memory_kind == "host RSS" and m.peak_memory_bytes == 2**50  # the child's
+    assert m.train_peak_gpu_bytes is None and m.gpu_total_bytes is None  # no GPU plan on CPU
     monkeypatch.setattr(
         calibrate,
         "in_own_process",

@@ -225,6 +225,15 @@ class PeakMemory:
         return {"host_rss_mb": self.host_rss_mb, "gpu_allocated_mb": self.gpu_allocated_mb}
 
 
+def gpu_total_bytes() -> int | None:
+    """The memory of this process's GPU, or None without CUDA."""
+    import torch
+
+    return (
+        int(torch.cuda.get_device_properties(0).total_memory) if torch.cuda.is_available() else None
+    )
+
+
 def peak_memory() -> PeakMemory:
     """The peak memory of this process, measured by the process that did the work (a job
     worker's client process would see only itself)."""

@@ -29,7 +29,7 @@ import yaml
 
 from grpo_ablation.design import checks
 from grpo_ablation.design.ablation import Design
-from grpo_ablation.design.options import ComputeConfig
+from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.design.schema import SCHEMA
 from grpo_ablation.layout import BASE_INFO
 
@@ -47,6 +47,8 @@ class Measurement:
     optimizer_bytes: int  # one checkpoint's optimizer and scheduler state
     peak_memory_bytes: int
     peak_memory_kind: str  # "gpu" (torch.cuda.max_memory_allocated) or "host RSS"
+    train_peak_gpu_bytes: int | None = None  # the training process's peak on the GPU alone
+    gpu_total_bytes: int | None = None  # the calibration GPU's memory (None on CPU)
 
 
 def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
@@ -136,6 +138,51 @@ def over_limit(p: dict[str, Any], resources: dict[str, Any]) -> list[str]:
     return lines
 
 
+# The share of a GPU's memory a plan may fill: the CUDA context, the allocator's fragmentation and
+# the libraries' workspaces take the rest (torch's peak allocated bytes count none of them).
+GPU_MEMORY_USABLE = 0.9
+
+
+def memory_plan(
+    m: Measurement, training: TrainingConfig, compute: ComputeConfig, gpu_gib: float | None
+) -> list[str]:
+    """A line when the training is projected not to fit one GPU of ``gpu_gib`` GiB
+    (``resources.gpu_memory_gib``; None: the calibration GPU), naming the knobs that bring it
+    under. A colocated vLLM engine takes its share of whichever GPU
+    (``vllm_gpu_memory_utilization`` of the total); the rest of the measured peak is the
+    training's own and moves with the model and micro-batch, not with the card. Empty on CPU."""
+    if m.train_peak_gpu_bytes is None or m.gpu_total_bytes is None:
+        return []
+    gib = 1024**3
+    target = gpu_gib * gib if gpu_gib else m.gpu_total_bytes
+    share = training.vllm_gpu_memory_utilization if training.generation_backend == "vllm" else 0.0
+    need = m.train_peak_gpu_bytes + share * (target - m.gpu_total_bytes)
+    if need <= GPU_MEMORY_USABLE * target:
+        return []
+    knobs = []
+    if not compute.gradient_checkpointing:
+        knobs.append("compute.gradient_checkpointing: true (activations recomputed; same numbers)")
+    micro = training.per_device_batch_size(compute.processes_per_train_job)
+    if micro > 1:
+        more = training.gradient_accumulation_steps * 2
+        knobs.append(
+            f"training.gradient_accumulation_steps: {more} (micro-batches of {micro // 2} "
+            "completions, not " + f"{micro}; the same objective)"
+        )
+    if share:
+        knobs.append(
+            f"training.vllm_gpu_memory_utilization below {share} (a smaller KV cache for the "
+            "engine: fewer sequences at once)"
+        )
+    return [
+        f"train jobs are projected to need {need / gib:.1f} GiB of a {target / gib:.0f} GiB GPU "
+        f"({GPU_MEMORY_USABLE:.0%} of it usable"
+        + (f"; vLLM's share {share} included" if share else "")
+        + "): set "
+        + ", or ".join(knobs or ["a GPU with more memory (resources.gpu_memory_gib)"])
+    ]
+
+
 def load_config(path: Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The config as the workflow sees it: validated against the schema, defaults filled in."""
     from snakemake.utils import validate
@@ -203,6 +250,8 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
             (p.gpu_allocated_bytes or 0) if on_gpu else p.host_rss_bytes for p in peaks
         ),
         peak_memory_kind="gpu" if on_gpu else "host RSS",
+        train_peak_gpu_bytes=trained["peak"].gpu_allocated_bytes if on_gpu else None,
+        gpu_total_bytes=trained["gpu_total_bytes"],
     )
 
 
@@ -210,7 +259,7 @@ def train_steps(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any
     """What calibrate's training process runs: the base policy (its warm start cut to ``steps``)
     into ``work/base``, then ``steps`` steps of the reference cell into ``work/run`` (the task's
     splits already in ``work/data``). Its timings, last checkpoint and peak memory."""
-    from grpo_ablation.compute import peak_memory
+    from grpo_ablation.compute import gpu_total_bytes, peak_memory
     from grpo_ablation.policy.base_policy import BasePolicyConfig
     from grpo_ablation.policy.pretrained import build_base_policy
     from grpo_ablation.tasks import get_task
@@ -252,6 +301,7 @@ def train_steps(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any
         "runtime_s": float(summary["budget"]["wall_time_s"]),  # trainer.train() alone
         "checkpoint": str(last_checkpoint(work / "run")),
         "peak": peak_memory(),
+        "gpu_total_bytes": gpu_total_bytes(),
     }
 
 
@@ -286,9 +336,23 @@ def _send_result(send: Any, fn: Callable[..., Any], args: tuple) -> None:
         send.close()
 
 
-def report(
-    m: Measurement, shape: dict[str, Any], p: dict[str, Any], resources: dict[str, Any]
-) -> str:
+def refusals(m: Measurement, p: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """Why the config's jobs would not finish as submitted: a runtime the projection exceeds
+    (``over_limit``) or a training that does not fit its GPU (``memory_plan``, for the calibrated
+    reference cell)."""
+    design = Design.of(config)
+    return [
+        *over_limit(p, config["resources"]),
+        *memory_plan(
+            m,
+            design.training_config(design.baseline(), seed=0),
+            ComputeConfig.of(config["compute"]),
+            config["resources"].get("gpu_memory_gib"),
+        ),
+    ]
+
+
+def report(m: Measurement, shape: dict[str, Any], p: dict[str, Any], refused: list[str]) -> str:
     gib = 1024**3
     return "\n".join(
         [
@@ -312,7 +376,7 @@ def report(
             f"projected job wall times         base policy {p['base_policy_s'] / 60:.1f} min, "
             f"train {p['train_run_s'] / 60:.1f} min, evaluate {p['eval_run_s'] / 60:.1f} min "
             "(external benchmarks included)",
-            *(f"NOT SUBMITTABLE: {line}" for line in over_limit(p, resources)),
+            *(f"NOT SUBMITTABLE: {line}" for line in refused),
         ]
     )
 
@@ -327,21 +391,23 @@ def calibrate(configfile: Path, steps: int, out: Path | None, work: Path | None)
         m = measure(config, steps, work or Path(tmp))
     shape = dag_shape(config)
     p = project(m, shape)
-    print(report(m, shape, p, config["resources"]))
+    refused = refusals(m, p, config)
+    print(report(m, shape, p, refused))
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         record = {
             "measured": asdict(m),
             "dag": shape,
             "projection": p,
-            "over_limit": over_limit(p, config["resources"]),
+            "over_limit": refused,
             "steps": steps,
             "config": str(configfile),
         }
         out.write_text(json.dumps(record, indent=2) + "\n")
-    if over_limit(p, config["resources"]):
-        # No recommendation to submit a config whose jobs the scheduler would kill.
+    if refused:
+        # No recommendation to submit a config whose jobs the scheduler or the GPU would kill.
         raise SystemExit(
             "calibrate: do not submit this config as it is: its jobs would outlive their "
-            "requested runtime (the NOT SUBMITTABLE lines above say what to set)"
+            "requested runtime or their GPU's memory (the NOT SUBMITTABLE lines above say what "
+            "to set)"
         )
