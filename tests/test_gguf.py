@@ -92,3 +92,33 @@ def test_the_gpu_override_plans_the_full_size_through_the_slurm_profile(tmp_path
     train = re.search(r"rule train:.*?resources: ([^\n]*)", out, re.S).group(1)
     assert "gpu=1" in train and "nodes=1" in train
     assert f"{tmp_path}/smollm2_gpu/runs/" in out  # its own experiment folder
+
+
+@pytest.mark.slow
+def test_the_push_override_plans_the_push_at_the_base_policy(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    target = f"{tmp_path}/smollm2/tables/push.csv"
+    cmd = [
+        str(Path(sys.executable).parent / "snakemake"),
+        "-n",
+        "--printshellcmds",
+        "--cores",
+        "2",
+        "--configfile",
+        "config/smollm2.yaml",
+        "config/smollm2_push.yaml",
+        "--config",
+        f"results_dir={tmp_path}",
+        "--",
+        target,
+    ]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    push = out[out.index("rule push:") :]
+    assert '"parameters": "model\\\\.layers\\\\.(28|29)\\\\.|model\\\\.norm\\\\."' in push
+    assert '"steps": [0]' in push and '"replicates": 4' in push

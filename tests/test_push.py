@@ -178,3 +178,50 @@ def test_the_push_in_the_top_blocks_keeps_the_cosines(tmp_path):
     # population and sample are one direction (Adam aside, a constant factor per group) in both
     pair = "population/sequence_mean|sample/sequence_mean"
     assert all(abs(r["cosine"][pair] - 1) < 1e-9 for r in top["replicates"])
+
+
+def test_the_push_figure_keeps_its_labels_apart_at_a_real_models_scale():
+    """SmolLM2's measured intervals (rounded; per aggregation, every std scaling alike) run to
+    thousands of tokens per unit step: its first push report stopped on colliding tick labels
+    ('−1250' and '−1000')."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from grpo_ablation.analysis.push import push_figure
+    from grpo_ablation.analysis.saving import check_text
+    from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS
+
+    measured = {  # sequence_mean, token_mean, group_token_mean, constant: (mean, low, high)
+        "accuracy": [
+            (0.16, -0.21, 0.53),
+            (0.25, -1.86, 2.37),
+            (0.18, -0.31, 0.66),
+            (0.25, -1.86, 2.37),
+        ],
+        "incorrect_length": [
+            (-37, -135, 61),
+            (-371, -1262, 520),
+            (-185, -487, 116),
+            (-371, -1262, 520),
+        ],
+        "mixed": [(-0.01, -0.53, 0.5), (-0.24, -3.2, 2.7), (-0.18, -4.5, 4.1), (-0.24, -3.2, 2.7)],
+    }
+    rows = []
+    for s in SCALINGS:
+        for k, a in enumerate(AGGREGATIONS):
+            row = {"step": 0, "choice": f"{s}/{a}"}
+            for q, values in measured.items():
+                row.update(
+                    dict(
+                        zip(
+                            (f"{q}_diff", f"{q}_diff_low", f"{q}_diff_high"), values[k], strict=True
+                        )
+                    )
+                )
+            rows.append(row)
+    fig = push_figure(pd.DataFrame(rows))
+    check_text(fig, "push")  # raises OverlapError on colliding text
+    plt.close(fig)

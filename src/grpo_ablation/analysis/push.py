@@ -109,6 +109,7 @@ def push_figure(table: pd.DataFrame):
     """One panel per quantity: each choice's push per unit step minus the reference choice's, paired
     over replicates, with its 95% interval; one marker per policy step."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     quantities = list(LABELS)
     fig, axes = plt.subplots(1, len(quantities), figsize=(4.2 * len(quantities), 4.6), sharey=True)
@@ -129,6 +130,8 @@ def push_figure(table: pd.DataFrame):
                 label="base policy" if step == 0 else f"checkpoint {step}",
             )
         ax.axvline(0, color="grey", linewidth=0.8)
+        # Few ticks: a real model's pushes run to thousands, whose labels would collide.
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
         ax.set_title(LABELS[q], fontsize=9)
         ax.set_xlabel(f"per unit step, minus {REFERENCE}", fontsize=8)
     axes[0].set_yticks(range(len(choices)), choices, fontsize=7)
