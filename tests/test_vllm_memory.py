@@ -239,6 +239,43 @@ def test_release_drops_the_engine_and_load_weights_into_needs_one(fake_vllm: dic
         load_weights_into(types.SimpleNamespace(), policy)
 
 
+def test_exact_probabilities_shut_their_engine_down_even_on_an_error(
+    fake_vllm: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mixed-group calibration asks each policy for its exact probabilities before the curve
+    starts an engine of its own in the same process: each engine is shut down when its policy is
+    done (its wrappers hold it in a reference cycle that would keep it up until a collection)."""
+    import lm_eval
+
+    from grpo_ablation.evaluation import evaluate
+
+    log, tasks = fake_vllm["log"], fake_vllm["tasks"]
+    manifest = json.loads((tasks / "manifest.json").read_text())
+    manifest["tasks"]["exact_bounded"] = "toy_exact"
+    (tasks / "manifest.json").write_text(json.dumps(manifest))
+    stand_in = lm_eval.simple_evaluate
+    monkeypatch.setattr(
+        lm_eval,
+        "simple_evaluate",
+        lambda model, tasks, **k: stand_in(model, tasks, **k) | {"samples": {tasks[0]: []}},
+    )
+    monkeypatch.setattr(evaluate, "ready_for_exact", lambda *a: None)
+    monkeypatch.setattr(evaluate, "load_rule", lambda *a: None)
+    monkeypatch.setattr(evaluate, "score_exact", lambda *a, **k: [])
+    policy = _policy(fake_vllm["root"] / "run", 3)
+    options = {"device": "cuda", "backend": "vllm"}
+    assert evaluate.exact_probabilities(policy, tasks, **options) == []
+    assert len(log["engines"]) == 1 and log["shutdowns"] == 1
+
+    def refuse(*args):
+        raise ValueError("not enumerable")
+
+    monkeypatch.setattr(evaluate, "ready_for_exact", refuse)
+    with pytest.raises(ValueError, match="not enumerable"):
+        evaluate.exact_probabilities(policy, tasks, **options)
+    assert len(log["engines"]) == 2 and log["shutdowns"] == 2
+
+
 def test_the_hf_curve_loads_a_model_per_policy_and_no_engine(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

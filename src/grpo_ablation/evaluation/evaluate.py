@@ -450,17 +450,23 @@ def exact_probabilities(
     local = Path(model).exists()
     model = str(Path(model).resolve()) if local else str(model)
     lm, _ = load_lm(model, device, batch_size, dtype, None if local else revision, backend, seed)
-    ready_for_exact(lm, manifest, backend, model)
-    task_manager = TaskManager(include_path=str(task_dir.resolve()), include_defaults=False)
-    with without_env_probe():
-        out = lm_eval.simple_evaluate(
-            model=lm,
-            tasks=[task],
-            task_manager=task_manager,
-            log_samples=True,
-            verbosity="WARNING",
-            **lm_eval_seeds(seed),
-        )
+    try:
+        ready_for_exact(lm, manifest, backend, model)
+        task_manager = TaskManager(include_path=str(task_dir.resolve()), include_defaults=False)
+        with without_env_probe():
+            out = lm_eval.simple_evaluate(
+                model=lm,
+                tasks=[task],
+                task_manager=task_manager,
+                log_samples=True,
+                verbosity="WARNING",
+                **lm_eval_seeds(seed),
+            )
+    finally:
+        # A vLLM engine is shut down before the next policy's (or the curve's) starts; its
+        # wrappers hold it in a reference cycle the collector would free only some time later.
+        if backend == "vllm":
+            release_lm(lm)
     exact = load_rule(task_dir, EXACT_MODULE)
     return score_exact(out["samples"][task], task, out["results"][task], exact, bounded=True)
 
