@@ -65,28 +65,28 @@ def test_without_the_optional_packages_the_config_stops_before_any_job(monkeypat
         check_design(config)
 
 
-@pytest.mark.slow
-def test_the_gpu_override_plans_the_full_size_through_the_slurm_profile(tmp_path):
+def _dry_run(tmp_path: Path, *args: str) -> str:
+    """``snakemake -n`` of the SmolLM2 preset with ``args`` (configs after it, targets), results
+    under ``tmp_path``: its output, the command having succeeded."""
     import os
-    import re
     import subprocess
     import sys
 
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [
-        str(Path(sys.executable).parent / "snakemake"),
-        "-n",
-        "--profile",
-        "slurm",
-        "--configfile",
-        "config/smollm2.yaml",
-        "config/smollm2_gpu.yaml",
-        "--config",
-        f"results_dir={tmp_path}",
-    ]
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [str(bin_dir / "snakemake"), "-n", "--config", f"results_dir={tmp_path}"]
+    cmd += ["--configfile", "config/smollm2.yaml", *args]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
+    return out
+
+
+@pytest.mark.slow
+def test_the_gpu_override_plans_the_full_size_through_the_slurm_profile(tmp_path):
+    import re
+
+    out = _dry_run(tmp_path, "config/smollm2_gpu.yaml", "--profile", "slurm")
     stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
     assert int(stats["train"]) == int(stats["evaluate"]) == 3 * 4  # 3 cells x 4 seeds
     train = re.search(r"rule train:.*?resources: ([^\n]*)", out, re.S).group(1)
@@ -96,29 +96,10 @@ def test_the_gpu_override_plans_the_full_size_through_the_slurm_profile(tmp_path
 
 @pytest.mark.slow
 def test_the_push_override_plans_the_push_at_the_base_policy(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     target = f"{tmp_path}/smollm2/tables/push.csv"
-    cmd = [
-        str(Path(sys.executable).parent / "snakemake"),
-        "-n",
-        "--printshellcmds",
-        "--cores",
-        "2",
-        "--configfile",
-        "config/smollm2.yaml",
-        "config/smollm2_push.yaml",
-        "--config",
-        f"results_dir={tmp_path}",
-        "--",
-        target,
-    ]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-3000:]
+    out = _dry_run(
+        tmp_path, "config/smollm2_push.yaml", "--printshellcmds", "--cores", "2", "--", target
+    )
     push = out[out.index("rule push:") :]
     assert '"parameters": "model\\\\.layers\\\\.(28|29)\\\\.|model\\\\.norm\\\\."' in push
     assert '"steps": [0]' in push and '"replicates": 4' in push

@@ -21,11 +21,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_function_in_its_own_process_returns_its_result_or_fails_loudly():
-    assert calibrate.in_own_process(math.factorial, 5) == 120
+    from grpo_ablation.process import in_own_process
+
+    assert in_own_process(math.factorial, 5) == 120
     with pytest.raises(RuntimeError, match=r"factorial failed in its own process \(exit code 1\)"):
-        calibrate.in_own_process(math.factorial, -1)  # raises there
+        in_own_process(math.factorial, -1)  # raises there
     with pytest.raises(RuntimeError, match=r"_exit failed in its own process \(exit code 3\)"):
-        calibrate.in_own_process(os._exit, 3)  # dies there without a result
+        in_own_process(os._exit, 3)  # dies there without a result
 
 
 def test_calibrate_trains_in_a_process_of_its_own_and_keeps_the_larger_peak(

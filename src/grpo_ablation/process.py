@@ -2,10 +2,16 @@
 
 The CLI (every job) calls ``bootstrap`` before it parses its command; the job worker calls it
 when it starts (its forked children inherit the flags and pins); a notebook using the library
-calls ``bootstrap()`` itself.
+calls ``bootstrap()`` itself. ``in_own_process`` runs a function in a fresh interpreter whose
+memory, GPU memory included, is given back when it ends (calibration's training, evaluation's
+process per checkpoint).
 """
 
 from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable
+from typing import Any
 
 from grpo_ablation.compute import set_threads, work_offline
 from grpo_ablation.numerics import pin_cpu_numerics
@@ -25,3 +31,34 @@ def bootstrap(*, offline: bool = True, threads: int | None = None) -> None:
         pin_cpu_numerics()
         _BOOTSTRAPPED = True
     set_threads(threads)
+
+
+def in_own_process(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` run in a fresh interpreter (spawned: nothing inherited, so no CUDA context),
+    its result sent back; its memory, GPU memory included, is freed when it ends. ``fn`` is a
+    module-level function, its arguments and result picklable. An error in it prints its
+    traceback there and raises RuntimeError here."""
+    spawn = multiprocessing.get_context("spawn")
+    receive, send = spawn.Pipe(duplex=False)
+    child = spawn.Process(target=_send_result, args=(send, fn, args))
+    child.start()
+    send.close()  # this end is the child's: recv() sees EOF if the child dies without sending
+    try:
+        result, sent = receive.recv(), True
+    except EOFError:
+        result, sent = None, False
+    finally:
+        receive.close()
+        child.join()
+    if child.exitcode or not sent:
+        raise RuntimeError(
+            f"{fn.__name__} failed in its own process (exit code {child.exitcode}); its log is above"
+        )
+    return result
+
+
+def _send_result(send: Any, fn: Callable[..., Any], args: tuple) -> None:
+    try:
+        send.send(fn(*args))
+    finally:
+        send.close()

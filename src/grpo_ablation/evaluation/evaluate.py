@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import time
 from dataclasses import dataclass
@@ -60,6 +59,7 @@ from grpo_ablation.evaluation.scoring import (
 )
 from grpo_ablation.evaluation.task_folders import EXACT_MODULE, load_rule
 from grpo_ablation.layout import CURVE, MANIFEST, SUMMARY
+from grpo_ablation.process import in_own_process
 from grpo_ablation.sampling import sampler_description
 from grpo_ablation.settings import weight_files
 from grpo_ablation.tasks.splits import sha256
@@ -190,18 +190,11 @@ def _evaluate_in_processes(
     external: list[str] | None,
 ) -> None:
     """Each checkpoint evaluated in a fresh process of its own, one after the other."""
-    spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: nothing inherited
     for i, (step, _) in enumerate(checkpoints):
-        child = spawn.Process(
-            target=_evaluate_in_child, args=(checkpoints, task_dir, out_dir, options, external, i)
-        )
-        child.start()
-        child.join()
-        if child.exitcode:
-            raise RuntimeError(
-                f"evaluation of step {step} failed in its own process (exit code "
-                f"{child.exitcode}); its log is above"
-            )
+        try:
+            in_own_process(_evaluate_in_child, checkpoints, task_dir, out_dir, options, external, i)
+        except RuntimeError as err:
+            raise RuntimeError(f"evaluation of step {step}: {err}") from err
 
 
 def _evaluate_in_child(

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.design.schema import SCHEMA
 from grpo_ablation.layout import BASE_INFO
+from grpo_ablation.process import in_own_process
 
 
 @dataclass(frozen=True)
@@ -163,11 +162,11 @@ def memory_plan(
     if not compute.gradient_checkpointing:
         knobs.append("compute.gradient_checkpointing: true (activations recomputed; same numbers)")
     micro = training.per_device_batch_size(compute.processes_per_train_job)
-    if micro > 1:
+    if micro % 2 == 0:  # twice the accumulation steps must still split the batch evenly
         more = training.gradient_accumulation_steps * 2
         knobs.append(
             f"training.gradient_accumulation_steps: {more} (micro-batches of {micro // 2} "
-            "completions, not " + f"{micro}; the same objective)"
+            f"completions, not {micro}; the same objective)"
         )
     if share:
         knobs.append(
@@ -303,37 +302,6 @@ def train_steps(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any
         "peak": peak_memory(),
         "gpu_total_bytes": gpu_total_bytes(),
     }
-
-
-def in_own_process(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` run in a fresh interpreter (spawned: nothing inherited, so no CUDA context),
-    its result sent back; its memory, GPU memory included, is freed when it ends. ``fn`` is a
-    module-level function, its arguments and result picklable. An error in it prints its
-    traceback there and raises RuntimeError here."""
-    spawn = multiprocessing.get_context("spawn")
-    receive, send = spawn.Pipe(duplex=False)
-    child = spawn.Process(target=_send_result, args=(send, fn, args))
-    child.start()
-    send.close()  # this end is the child's: recv() sees EOF if the child dies without sending
-    try:
-        result, sent = receive.recv(), True
-    except EOFError:
-        result, sent = None, False
-    finally:
-        receive.close()
-        child.join()
-    if child.exitcode or not sent:
-        raise RuntimeError(
-            f"{fn.__name__} failed in its own process (exit code {child.exitcode}); its log is above"
-        )
-    return result
-
-
-def _send_result(send: Any, fn: Callable[..., Any], args: tuple) -> None:
-    try:
-        send.send(fn(*args))
-    finally:
-        send.close()
 
 
 def refusals(m: Measurement, p: dict[str, Any], config: dict[str, Any]) -> list[str]:
