@@ -2,27 +2,35 @@
 
 ``trainer_overhead`` prices what the project trainer adds over stock TRL (its ablation options,
 logging and checkpoint bookkeeping); ``gradient_checkpointing`` prices TRL's default that the
-project turns off. Both run the same model, batch and objective, interleaved in one process so
-that the machine's drift cancels, and report the ratio.
+project turns off. Both train the same model, batch and objective, and report the ratio.
+
+The two trainers take turns step by step (``_alternating``): each runs in a thread of its own and
+waits at the start of each optimizer step until the other has done one. A step takes about 40 ms
+here, and this machine's speed drifts by a third over spans of a second or so (neighbours on the
+host; the step's own CPU time drifts with it), so runs timed one after the other differ by
+±15% for the same work; adjacent steps see the same machine. A step's time runs from its start to
+the start of the next one, so logging and fetching the next batch count.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 
 BATCH, GROUP, MAX_LEN = 32, 8, 10  # per-device batch, completions per prompt, completion tokens
-
-# model_dir, prompt rows, output dir, optimizer steps -> steps per second
-Run = Callable[[Path, list[dict[str, str]], Path, int], float]
 
 
 def _tiny_setup(root: Path) -> tuple[Path, list[dict[str, str]]]:
@@ -64,16 +72,16 @@ def _reward(
     ]
 
 
-def _one_run(
+def _trainer(
     kind: str,
     model_dir: Path,
     rows: list[dict[str, str]],
     out: Path,
     steps: int,
     gradient_checkpointing: bool = False,
-) -> float:
-    """Steps per second of one training run of ``steps`` optimizer steps (setup excluded);
-    ``kind`` is ``stock`` (TRL's GRPOTrainer) or ``ours`` (the project's)."""
+) -> Any:
+    """A trainer of ``steps`` optimizer steps; ``kind`` is ``stock`` (TRL's GRPOTrainer) or
+    ``ours`` (the project's)."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
@@ -110,82 +118,167 @@ def _one_run(
         reward_funcs=_reward,
     )
     if kind == "stock":
-        trainer = GRPOTrainer(**common)
-    else:
-        # the default objective (std_scaling sample, aggregation sequence_mean) is stock TRL's
-        options = TrainingConfig(group_size=GROUP, max_completion_length=MAX_LEN)
-        trainer = AblationGRPOTrainer(**common, options=options, run_dir=out)
-    started = time.perf_counter()
-    trainer.train()
-    return steps / (time.perf_counter() - started)
+        return GRPOTrainer(**common)
+    # the default objective (std_scaling sample, aggregation sequence_mean) is stock TRL's
+    options = TrainingConfig(group_size=GROUP, max_completion_length=MAX_LEN)
+    return AblationGRPOTrainer(**common, options=options, run_dir=out)
 
 
-def _interleaved(runs: dict[str, Run], steps: int, repeats: int) -> dict[str, list[float]]:
-    """Steps per second of each named run, ``repeats`` times, interleaved with the order
-    alternating, after one warm-up run."""
-    sps: dict[str, list[float]] = {name: [] for name in runs}
+class _Turns:
+    """Makes trainers in threads take turns, one optimizer step each, and times the steps."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names, self.turn, self.done = names, 0, set()
+        self.cond = threading.Condition()
+        self.seconds: dict[str, list[float]] = {n: [] for n in names}
+        self._started: dict[str, float] = {}
+
+    def callback(self, name: str) -> TrainerCallback:
+        turns = self
+
+        class _Mine(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kwargs):
+                turns.step(name)
+
+            def on_train_end(self, args, state, control, **kwargs):
+                turns.finish(name)
+
+        return _Mine()
+
+    def _pass(self, name: str) -> None:
+        # the next unfinished trainer after this one (itself if it is the last one left)
+        i = self.names.index(name)
+        for k in range(1, len(self.names) + 1):
+            other = self.names[(i + k) % len(self.names)]
+            if other not in self.done:
+                self.turn = self.names.index(other)
+                break
+        self.cond.notify_all()
+
+    def step(self, name: str) -> None:
+        with self.cond:
+            if name in self._started:  # the end of this trainer's previous step
+                self.seconds[name].append(time.perf_counter() - self._started.pop(name))
+                self._pass(name)
+            self.cond.wait_for(lambda: self.names[self.turn] == name)
+            self._started[name] = time.perf_counter()
+
+    def finish(self, name: str) -> None:
+        with self.cond:
+            self._started.pop(name, None)  # its last step ends in teardown: not timed
+            self.done.add(name)
+            self._pass(name)
+
+
+def _alternating(make: dict[str, Callable[..., Any]], steps: int) -> dict[str, list[float]]:
+    """Step times of trainers built by ``make`` (model_dir, rows, out, steps -> trainer), trained
+    in threads that take turns step by step, after a short warm-up run."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model_dir, rows = _tiny_setup(root)
         with contextlib.redirect_stdout(io.StringIO()):
             # first-call costs (imports, kernels, allocator) out of the timed runs
-            _one_run("stock", model_dir, rows, root / "warmup", 5)
-        for r in range(repeats):
-            # alternate the order, so drift within a pair does not favour either
-            order = list(runs) if r % 2 == 0 else list(reversed(runs))
-            with contextlib.redirect_stdout(io.StringIO()):
-                for name in order:
-                    sps[name].append(runs[name](model_dir, rows, root / f"{name}{r}", steps))
-    return sps
+            _trainer("stock", model_dir, rows, root / "warmup", 5).train()
+            trainers = {n: f(model_dir, rows, root / n, steps) for n, f in make.items()}
+            turns = _Turns(list(trainers))
+            for name, trainer in trainers.items():
+                trainer.add_callback(turns.callback(name))
+            errors: list[BaseException] = []
+
+            def train(trainer: Any) -> None:
+                try:
+                    trainer.train()
+                except BaseException as exc:  # re-raised below, in the caller's thread
+                    errors.append(exc)
+                    turns.finish(next(n for n, t in trainers.items() if t is trainer))
+
+            threads = [threading.Thread(target=train, args=(t,)) for t in trainers.values()]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        if errors:
+            raise errors[0]
+    return turns.seconds
 
 
-def _ratios(over: list[float], under: list[float]) -> list[float]:
-    """Ratio of each interleaved pair."""
-    return [o / u for o, u in zip(over, under, strict=True)]
+def _paired(over: list[float], under: list[float]) -> list[float]:
+    """Speed ratio of each pair of adjacent steps: under's step time / over's."""
+    return [u / o for o, u in zip(over, under, strict=True)]
 
 
-def _config(steps: int, repeats: int) -> dict[str, int]:
-    return {"steps": steps, "repeats": repeats, "batch": BATCH, "G": GROUP, "max_len": MAX_LEN}
+# The trainers compared: name -> (kind, gradient checkpointing).
+VARIANTS = {"stock": ("stock", False), "ours": ("ours", False), "ours+gc": ("ours", True)}
 
 
-def trainer_overhead(steps: int = 60, repeats: int = 6) -> dict[str, Any]:
+def _step_seconds(names: list[str], steps: int) -> dict[str, list[float]]:
+    """Step times of the named variants trained in turns, in this process."""
+    torch.set_num_threads(1)
+    make = {
+        n: lambda *a, n=n: _trainer(VARIANTS[n][0], *a, gradient_checkpointing=VARIANTS[n][1])
+        for n in names
+    }
+    return _alternating(make, steps)
+
+
+def _compare(over: str, under: str, steps: int, processes: int) -> dict[str, Any]:
+    """``over``'s speed / ``under``'s: the median over steps of adjacent pairs, in each of
+    ``processes`` fresh interpreters (a process's memory layout moves the ratio by several percent
+    from one process to the next, more than the steps within one do), and their median."""
+    per_process = []
+    for _ in range(processes):
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.trainer", over, under, str(steps)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        seconds = json.loads(done.stdout.strip().splitlines()[-1])
+        per_process.append(
+            {
+                "ratio_median": statistics.median(_paired(seconds[over], seconds[under])),
+                "step_ms_median": {k: 1000 * statistics.median(v) for k, v in seconds.items()},
+            }
+        )
+    ratios = [r["ratio_median"] for r in per_process]
+    return {
+        "ratio_median": statistics.median(ratios),
+        "ratio_range": [min(ratios), max(ratios)],
+        "per_process": per_process,
+        "config": {
+            "steps": steps,
+            "processes": processes,
+            "batch": BATCH,
+            "G": GROUP,
+            "max_len": MAX_LEN,
+        },
+    }
+
+
+def trainer_overhead(steps: int = 200, processes: int = 5) -> dict[str, Any]:
     """Project trainer vs stock TRL GRPOTrainer, same model, batch and objective."""
-    sps = _interleaved(
-        {kind: lambda *a, kind=kind: _one_run(kind, *a) for kind in ("stock", "ours")},
-        steps,
-        repeats,
-    )
-    ratios = _ratios(sps["ours"], sps["stock"])
     return {
         "benchmark": "trainer_overhead",
-        "what": "steps/s of the project trainer / steps/s of stock TRL GRPOTrainer",
+        "what": "steps/s of the project trainer / steps/s of stock TRL GRPOTrainer, "
+        "step by step in turns",
         "target": ">= 0.95",
-        "ratio_median": statistics.median(ratios),
-        "ratios": ratios,
-        "stock_steps_per_s": sps["stock"],
-        "project_steps_per_s": sps["ours"],
-        "config": _config(steps, repeats),
+        **_compare("ours", "stock", steps, processes),
     }
 
 
-def gradient_checkpointing(steps: int = 60, repeats: int = 6) -> dict[str, Any]:
+def gradient_checkpointing(steps: int = 200, processes: int = 3) -> dict[str, Any]:
     """What TRL's default gradient checkpointing costs the project trainer (off by default in
     the project's compute section; it changes no number, tests/test_training_run.py)."""
-    sps = _interleaved(
-        {
-            f"checkpointing={on}": lambda *a, on=on: _one_run("ours", *a, gradient_checkpointing=on)
-            for on in (False, True)
-        },
-        steps,
-        repeats,
-    )
-    ratios = _ratios(sps["checkpointing=False"], sps["checkpointing=True"])
     return {
         "benchmark": "gradient_checkpointing",
-        "what": "steps/s with gradient checkpointing off / on (project trainer)",
+        "what": "steps/s with gradient checkpointing off / on (project trainer), step by step in "
+        "turns",
         "target": "> 1 (off is the default)",
-        "ratio_median": statistics.median(ratios),
-        "ratios": ratios,
-        "steps_per_s": sps,
-        "config": _config(steps, repeats),
+        **_compare("ours", "ours+gc", steps, processes),
     }
+
+
+if __name__ == "__main__":  # one process of _compare: the step times of two variants, as JSON
+    with contextlib.redirect_stdout(sys.stderr):
+        result = _step_seconds(sys.argv[1:3], int(sys.argv[3]))
+    print(json.dumps(result))

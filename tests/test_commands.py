@@ -29,7 +29,19 @@ def test_the_cli_is_the_table():
 
 def test_the_worker_runs_exactly_the_served_commands(monkeypatch):
     monkeypatch.setenv(worker.MODE_ENV, "on")
-    assert list(SERVED_JOBS) == ["train", "evaluate", "diagnostics"]
+    assert list(SERVED_JOBS) == [
+        "train",
+        "evaluate",
+        "diagnostics",
+        "tables",
+        "figures",
+        "reading",
+        "pooled",
+        "pooled-figures",
+        "push",
+        "push-report",
+        "token-weights",
+    ]
     for name, job in SERVED_JOBS.items():
         assert job.run is COMMANDS[name].job and worker.wanted(name)
 
@@ -53,7 +65,7 @@ def test_a_served_command_may_decline_the_worker():
         ]
     )
     assert not evaluate.may_serve(external)
-    assert not COMMANDS["tables"].may_serve(None)
+    assert not COMMANDS["base-policy"].may_serve(None)
 
 
 def test_the_cli_is_the_one_main():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -199,3 +200,29 @@ def test_another_hugging_face_cache_gets_another_worker(monkeypatch: pytest.Monk
     offline = worker.code_key()
     monkeypatch.setenv("HF_HOME", "/elsewhere/hf")
     assert len({key, offline, worker.code_key()}) == 3
+
+
+@pytest.mark.slow  # starts processes of its own
+def test_a_figure_job_in_the_worker_draws_the_in_process_figure(env: dict) -> None:
+    # The analysis and figure commands are served too: the same files as in a process of its own
+    # (the PDF apart from its creation date, which differs between any two runs).
+    outputs = {}
+    for mode in ("off", "on"):
+        out = env["root"] / f"weights_{mode}"
+        done = subprocess.run(
+            [sys.executable, str(CLI), "token-weights", "--out", str(out)],
+            env={**os.environ, "GRPO_WORKER": mode, "TMPDIR": str(env["tmp"])},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "unavailable" not in done.stderr  # "on": it ran in the worker, or failed
+        outputs[mode] = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+    assert set(outputs["off"]) == set(outputs["on"]) >= {"token_weights.png", "token_weights.csv"}
+    for name, data in outputs["off"].items():
+        if name.endswith(".pdf"):
+            strip = re.compile(rb"/CreationDate \(D:\d+Z\)")
+            assert strip.sub(b"", data) == strip.sub(b"", outputs["on"][name]), name
+        else:
+            assert data == outputs["on"][name], name

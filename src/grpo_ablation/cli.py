@@ -532,35 +532,57 @@ COMMANDS: dict[str, Command] = {
         Command(
             "select", "choose a stage's winner on the validation split", cmd_select, args_select
         ),
+        # The analysis and figure jobs too: pandas, SciPy, matplotlib and seaborn cost 3-4 s of a
+        # figure job's 8 here (2026-12-03).
         Command(
-            "tables", "result and objective tables (CSV, Markdown, LaTeX)", cmd_tables, args_tables
+            "tables",
+            "result and objective tables (CSV, Markdown, LaTeX)",
+            cmd_tables,
+            args_tables,
+            served=True,
         ),
-        Command("figures", "every figure (PNG and PDF)", cmd_figures, args_figures),
+        Command("figures", "every figure (PNG and PDF)", cmd_figures, args_figures, served=True),
         Command(
             "reading",
             "the report's reading: verdicts on the hypotheses, then the effects",
             cmd_reading,
             args_reading,
+            served=True,
         ),
         Command(
             "pooled",
             "tables, verdicts and reading pooled over the base-policy draws",
             cmd_pooled,
             args_pooled,
+            served=True,
         ),
         Command(
             "pooled-figures",
             "figures pooled over the base-policy draws: verdicts, each stage's effects",
             cmd_pooled_figures,
             args_pooled_figures,
+            served=True,
         ),
-        Command("push", "the push of every objective on the same samples", cmd_push, args_push),
-        Command("push-report", "table and figure of the push", cmd_push_report, args_push_report),
+        Command(
+            "push",
+            "the push of every objective on the same samples",
+            cmd_push,
+            args_push,
+            served=True,
+        ),
+        Command(
+            "push-report",
+            "table and figure of the push",
+            cmd_push_report,
+            args_push_report,
+            served=True,
+        ),
         Command(
             "token-weights",
             "figure of the worked example's per-token weights",
             cmd_token_weights,
             args_token_weights,
+            served=True,
         ),
         Command(
             "calibrate",

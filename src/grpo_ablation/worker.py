@@ -1,13 +1,14 @@
 """A local job worker: pay Python, torch, transformers, TRL and lm-eval imports once per machine.
 
 On a laptop a job of the default spends much of its time starting up (about 5 s of imports for a
-training job, 7 s of imports and first model load for an evaluation, 2 s for diagnostics, against
-seconds of work). The worker is a daemon that imports everything once, then forks one child per
-job: the job itself (``grpo.py train|evaluate|diagnostics ...``) becomes a thin client that sends
-its command, arguments and stdout and stderr file descriptors over a Unix socket and waits for the
-exit status. The child runs exactly the in-process code path (the command's ``job`` module:
-``training.job``, ``evaluation.job``, ``analysis.job``) with the job's threads and writes to the
-job's log, so results are byte-identical with or without the worker (tested).
+training job, 7 s of imports and first model load for an evaluation, 2 s for diagnostics, 3-4 s
+of a figure job's 8, against seconds of work). The worker is a daemon that imports everything
+once, then forks one child per job: the job itself (``grpo.py train|evaluate|figures ...``, every
+command ``cli.COMMANDS`` marks ``served``) becomes a thin client that sends its command, arguments
+and stdout and stderr file descriptors over a Unix socket and waits for the exit status. The child
+runs exactly the in-process code path (the command's job) with the job's threads and writes to the
+job's log, so results are byte-identical with or without the worker (tested; a PDF's creation date
+apart).
 
 - One worker per user, Python executable and version of this package's source (a hash of it is in
   the socket name): a stale worker never serves new code.
@@ -337,8 +338,15 @@ def _preload() -> None:
     import trl  # noqa: F401
     from lm_eval.tasks import TaskManager  # noqa: F401
 
+    import grpo_ablation.analysis.compose
     import grpo_ablation.analysis.diagnostics
+    import grpo_ablation.analysis.draws
+    import grpo_ablation.analysis.figures
+    import grpo_ablation.analysis.pooled_figures
+    import grpo_ablation.analysis.push
+    import grpo_ablation.analysis.tabulate
     import grpo_ablation.evaluation.evaluate
+    import grpo_ablation.training.push
     import grpo_ablation.training.train
     import grpo_ablation.training.trainer  # noqa: F401
 
