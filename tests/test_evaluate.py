@@ -436,3 +436,47 @@ def test_a_process_per_checkpoint_gives_the_same_evaluation(setup: dict) -> None
             assert got == (setup["out"] / f"step={step}" / name).read_bytes(), (step, name)
     assert results == setup["results"]
     assert json.loads((out / "summary.json").read_text())["checkpoints"] == setup["results"]
+
+
+def test_encoded_strings_are_remembered_per_tokenizer(setup: dict, monkeypatch) -> None:
+    # lm-eval encodes every request again for every checkpoint of a job: a model loaded later
+    # with the same tokenizer gets the ids remembered, the tokenizer's own ids, in a list of its own.
+    from types import SimpleNamespace
+
+    from lm_eval.models.huggingface import HFLM
+
+    from grpo_ablation.evaluation import model as lm_model
+
+    monkeypatch.setattr(lm_model, "_TOKENIZED", {})
+    model = setup["ckpt"]
+    first, _ = lm_model.load_lm(model, "cpu", 4, "float32")
+    strings = [*PROMPTS, "47+8=55", "1+2=3"]
+    for s in strings:
+        assert first.tok_encode(s) == HFLM.tok_encode(first, s)
+    first.tok_encode(strings[0]).append(-1)  # the caller's list: the remembered one stays
+    assert first.tok_encode(strings[0]) == HFLM.tok_encode(first, strings[0])
+
+    calls = []
+    real = HFLM.tok_encode
+    monkeypatch.setattr(
+        HFLM, "tok_encode", lambda self, *a, **k: calls.append(a) or real(self, *a, **k)
+    )
+    second, _ = lm_model.load_lm(model, "cpu", 4, "float32")
+    assert [second.tok_encode(s) for s in strings] == [real(second, s) for s in strings]
+    assert calls == [], "the second checkpoint's requests were encoded again"
+    assert second.tok_encode("9+9=") == real(second, "9+9=") and calls == [("9+9=",)]
+    second.tok_encode("9+9=", add_special_tokens=True)
+    assert len(calls) == 2, "other arguments are another key"
+
+    # Another tokenizer, or the same one with another BOS setting, never reads those ids.
+    other = build_char_tokenizer()
+    other.add_tokens(["<extra>"])
+    for tokenizer, bos in ((other, False), (first.tokenizer, True)):
+        stand_in = SimpleNamespace(
+            tokenizer=tokenizer,
+            add_bos_token=bos,
+            prefix_token_id=first.prefix_token_id,
+            tok_encode=lambda s, *a, **k: [len(s)],
+        )
+        lm_model.remember_tokens(stand_in)
+        assert stand_in.tok_encode(strings[0]) == [len(strings[0])]
