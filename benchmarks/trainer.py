@@ -229,10 +229,11 @@ def _compare(over: str, under: str, steps: int, processes: int) -> dict[str, Any
     for _ in range(processes):
         done = subprocess.run(
             [sys.executable, "-m", "benchmarks.trainer", over, under, str(steps)],
-            check=True,
             capture_output=True,
             text=True,
         )
+        if done.returncode != 0:
+            raise RuntimeError(f"{over} vs {under} failed:\n{done.stderr[-3000:]}")
         seconds = json.loads(done.stdout.strip().splitlines()[-1])
         per_process.append(
             {

@@ -205,13 +205,19 @@ def test_another_hugging_face_cache_gets_another_worker(monkeypatch: pytest.Monk
 @pytest.mark.slow  # starts processes of its own
 def test_a_figure_job_in_the_worker_draws_the_in_process_figure(env: dict) -> None:
     # The analysis and figure commands are served too: the same files as in a process of its own
-    # (the PDF apart from its creation date, which differs between any two runs).
+    # (the PDF apart from its creation date, which differs between any two runs), with what such a
+    # process reads at start-up taken from the job, not the worker: here a matplotlibrc in the
+    # job's working directory that embeds the PDF's fonts as TrueType (Type 3 by default).
+    job_dir = env["root"] / "figure_job"
+    job_dir.mkdir()
+    (job_dir / "matplotlibrc").write_text("pdf.fonttype: 42\n")
     outputs = {}
     for mode in ("off", "on"):
         out = env["root"] / f"weights_{mode}"
         done = subprocess.run(
             [sys.executable, str(CLI), "token-weights", "--out", str(out)],
             env={**os.environ, "GRPO_WORKER": mode, "TMPDIR": str(env["tmp"])},
+            cwd=job_dir,
             capture_output=True,
             text=True,
             timeout=300,
@@ -219,7 +225,8 @@ def test_a_figure_job_in_the_worker_draws_the_in_process_figure(env: dict) -> No
         assert done.returncode == 0, done.stderr[-3000:]
         assert "unavailable" not in done.stderr  # "on": it ran in the worker, or failed
         outputs[mode] = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
-    assert set(outputs["off"]) == set(outputs["on"]) >= {"token_weights.png", "token_weights.csv"}
+    assert set(outputs["off"]) == set(outputs["on"]) >= {"token_weights.png", "token_weights.pdf"}
+    assert b"/FontFile2" in outputs["off"]["token_weights.pdf"], "the job's matplotlibrc applies"
     for name, data in outputs["off"].items():
         if name.endswith(".pdf"):
             strip = re.compile(rb"/CreationDate \(D:\d+Z\)")

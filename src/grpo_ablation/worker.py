@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.compute import set_threads
 from grpo_ablation.numerics import CPU_PINS
 from grpo_ablation.process import bootstrap
 
@@ -58,7 +59,18 @@ IDLE_ENV = "GRPO_WORKER_IDLE"
 CHILD_ENV = "GRPO_WORKER_CHILD"  # set in a child: the job runs in the worker
 SCHEDULER_ENVS = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID")
 # Variables a child takes from its client (the rest of the environment is the worker's).
-FORWARDED_ENV_PREFIXES = ("GRPO_", "HF_", "TRANSFORMERS_", "CUDA_", "PYTORCH_", "TOKENIZERS_")
+FORWARDED_ENV_PREFIXES = (
+    "GRPO_",
+    "HF_",
+    "TRANSFORMERS_",
+    "CUDA_",
+    "PYTORCH_",
+    "TOKENIZERS_",
+    # read at start-up by a process of its own: the child applies them (_as_a_fresh_process)
+    "OMP_NUM_THREADS",
+    "MPLCONFIGDIR",
+    "MATPLOTLIBRC",
+)
 # The whole package, nested modules included: the worker runs code from all of it.
 PACKAGE_DIR = Path(__file__).resolve().parent
 START_TIMEOUT_S = 180.0
@@ -432,6 +444,7 @@ def _child(conn: socket.socket, jobs: dict[str, Job]) -> int:
         os.environ.update(request["env"])
         os.environ[MODE_ENV] = "off"  # the child runs the job in-process
         os.environ[CHILD_ENV] = "1"
+        _as_a_fresh_process()
         _send(conn, {"pid": os.getpid()})
         threading.Thread(target=_exit_when_client_leaves, args=(conn,), daemon=True).start()
         job = jobs[request["command"]]
@@ -458,6 +471,20 @@ def _child(conn: socket.socket, jobs: dict[str, Job]) -> int:
     except BaseException:
         traceback.print_exc()
         return 1
+
+
+def _as_a_fresh_process() -> None:
+    """What a process of the job's own reads once at start-up, from the job's directory and
+    variables rather than the worker's: torch's threads from OMP_NUM_THREADS (Snakemake sets it to
+    the rule's threads; a job that sets its own, as training does, sets them again), and
+    matplotlib's settings (a matplotlibrc in the working directory, MATPLOTLIBRC, MPLCONFIGDIR),
+    the backend apart (the figure modules choose Agg)."""
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        set_threads(int(threads))
+    mpl = sys.modules.get("matplotlib")
+    if mpl is not None:
+        mpl.rcParams.update({k: v for k, v in mpl.rc_params().items() if k != "backend"})
 
 
 def _exit_when_client_leaves(conn: socket.socket) -> None:

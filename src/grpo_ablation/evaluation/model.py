@@ -82,8 +82,11 @@ def load_lm(
     return lm, ignored
 
 
-# Token ids of the strings lm-eval encoded in this process, per tokenizer (``remember_tokens``).
+# Token ids of the strings lm-eval encoded in this process, per tokenizer (``remember_tokens``),
+# up to a budget of characters remembered (about 10 bytes a character with the ids: ~200 MB).
 _TOKENIZED: dict[tuple[Any, ...], list[int]] = {}
+_BUDGET_CHARS = 20_000_000
+_remembered_chars = 0
 
 
 def remember_tokens(lm: Any) -> None:
@@ -91,17 +94,22 @@ def remember_tokens(lm: Any) -> None:
     of this process with the same tokenizer. lm-eval encodes each log-likelihood request's context
     and context + continuation again for every checkpoint: 63,016 calls taking 2.0 s of a 16.7 s
     evaluation job of the default (2026-12-03), for strings that are the same at every checkpoint
-    of a run. The key is everything ``tok_encode`` reads: the tokenizer (its whole definition),
-    ``add_bos_token``, the prefix token and the arguments. A slow (Python) tokenizer has no
+    of a run. The key is everything ``tok_encode`` reads: the tokenizer (its whole definition and
+    ``split_special_tokens``), ``add_bos_token``, the prefix token and the arguments. Strings
+    beyond the budget (``_BUDGET_CHARS``) are encoded each time, as before. A slow (Python) tokenizer has no
     definition to key on, and is left alone."""
     backend = getattr(lm.tokenizer, "backend_tokenizer", None)
     if backend is None:
         return
     definition = hashlib.sha256(backend.to_str().encode()).hexdigest()
-    tokenizer = (type(lm.tokenizer).__name__, definition, lm.add_bos_token, lm.prefix_token_id)
+    # split_special_tokens: set on the backend at every encode, not part of its definition
+    split = getattr(lm.tokenizer, "split_special_tokens", None)
+    tokenizer = (type(lm.tokenizer).__name__, definition, split, lm.add_bos_token)
+    tokenizer += (lm.prefix_token_id,)
     encode = lm.tok_encode
 
     def tok_encode(string: str, *args: Any, **kwargs: Any) -> list[int]:
+        global _remembered_chars
         try:
             key = (tokenizer, string, args, tuple(sorted(kwargs.items())))
             hash(key)
@@ -109,7 +117,10 @@ def remember_tokens(lm: Any) -> None:
             return encode(string, *args, **kwargs)
         ids = _TOKENIZED.get(key)
         if ids is None:
-            ids = _TOKENIZED[key] = list(encode(string, *args, **kwargs))
+            ids = list(encode(string, *args, **kwargs))
+            if _remembered_chars + len(string) <= _BUDGET_CHARS:
+                _TOKENIZED[key] = ids
+                _remembered_chars += len(string)
         return list(ids)  # the caller's own list, as from the tokenizer
 
     lm.tok_encode = tok_encode
