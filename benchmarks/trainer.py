@@ -185,14 +185,14 @@ def _alternating(make: dict[str, Callable[..., Any]], steps: int) -> dict[str, l
                 trainer.add_callback(turns.callback(name))
             errors: list[BaseException] = []
 
-            def train(trainer: Any) -> None:
+            def train(name: str, trainer: Any) -> None:
                 try:
                     trainer.train()
                 except BaseException as exc:  # re-raised below, in the caller's thread
                     errors.append(exc)
-                    turns.finish(next(n for n, t in trainers.items() if t is trainer))
+                    turns.finish(name)
 
-            threads = [threading.Thread(target=train, args=(t,)) for t in trainers.values()]
+            threads = [threading.Thread(target=train, args=item) for item in trainers.items()]
             for t in threads:
                 t.start()
             for t in threads:

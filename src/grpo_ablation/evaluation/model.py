@@ -96,16 +96,21 @@ def remember_tokens(lm: Any) -> None:
     evaluation job of the default (2026-12-03), for strings that are the same at every checkpoint
     of a run. The key is everything ``tok_encode`` reads: the tokenizer (its whole definition and
     ``split_special_tokens``), ``add_bos_token``, the prefix token and the arguments. Strings
-    beyond the budget (``_BUDGET_CHARS``) are encoded each time, as before. A slow (Python) tokenizer has no
-    definition to key on, and is left alone."""
+    beyond the budget (``_BUDGET_CHARS``) are encoded each time, as before. A slow (Python)
+    tokenizer has no definition to key on, and is left alone."""
     backend = getattr(lm.tokenizer, "backend_tokenizer", None)
     if backend is None:
         return
     definition = hashlib.sha256(backend.to_str().encode()).hexdigest()
     # split_special_tokens: set on the backend at every encode, not part of its definition
     split = getattr(lm.tokenizer, "split_special_tokens", None)
-    tokenizer = (type(lm.tokenizer).__name__, definition, split, lm.add_bos_token)
-    tokenizer += (lm.prefix_token_id,)
+    tokenizer = (
+        type(lm.tokenizer).__name__,
+        definition,
+        split,
+        lm.add_bos_token,
+        lm.prefix_token_id,
+    )
     encode = lm.tok_encode
 
     def tok_encode(string: str, *args: Any, **kwargs: Any) -> list[int]:
