@@ -5,6 +5,7 @@ the same process, interleaved (A B A B ...), and reports the median ratio.
 
 This module is the command line: the table of benchmarks and the summaries written from their
 results. The benchmarks live by what they measure: ``trainer`` (training throughput),
+``warm_start`` (what the warm start's thread count buys),
 ``pipeline`` (the DAG's planning, a finished pipeline's time and memory), ``evaluation``
 (evaluation jobs' overhead and the efficiency curves' cost), ``packing`` (evaluation packed per
 SLURM allocation) and ``noise`` (how wide the contrasts' intervals are); ``records`` reads what a
@@ -29,6 +30,7 @@ from benchmarks.pipeline import dag_floor, dag_scaling, memory, pipeline_overhea
 from benchmarks.real_model import bench_cost, bench_level
 from benchmarks.records import one_draw
 from benchmarks.trainer import gradient_checkpointing, trainer_overhead
+from benchmarks.warm_start import warm_start_threads
 
 
 def main() -> None:
@@ -52,6 +54,7 @@ def main() -> None:
     suite: dict[str, Callable[[], dict[str, Any]]] = {
         "trainer_overhead": trainer_overhead,
         "gradient_checkpointing": gradient_checkpointing,
+        "warm_start_threads": warm_start_threads,
         "dag_scaling": dag_scaling,
         "pipeline_overhead": lambda: pipeline_overhead(a.experiment),
         "dag_floor": lambda: dag_floor(a.experiment),
@@ -102,6 +105,13 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif name == "gradient_checkpointing":
             add(
                 name, "steps per s, checkpointing off / on (median)", r["ratio_median"], r["target"]
+            )
+        elif name == "warm_start_threads":
+            add(
+                name,
+                "SFT steps per s, two 1-thread at once / one 2-thread (median)",
+                r["ratio_median"],
+                r["target"],
             )
         elif name == "dag_scaling":
             for row in r["rows"]:

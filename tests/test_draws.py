@@ -13,7 +13,7 @@ import yaml
 from conftest import LANDING, in_chromium, rendered, snakemake
 from scipy import stats as scipy_stats
 
-from grpo_ablation.analysis import draws, hypotheses, tables
+from grpo_ablation.analysis import draws, hypotheses, loading, tables
 from grpo_ablation.analysis.tables import PAIRED, results_table
 from grpo_ablation.design import checks
 from grpo_ablation.design import hypotheses as declarations
@@ -299,6 +299,19 @@ def test_the_pooled_tables_pair_within_draws_and_pool_over_them(drawn):
     assert reading.startswith("**Declared hypotheses**") and "**Across draws** (2" in reading
     agreement = pd.read_csv(exp / "pooled/tables/agreement.csv")
     assert set(agreement["draws"]) == {2}
+
+
+@pytest.mark.slow
+def test_the_pooled_job_reads_each_draws_efficiency_fits_as_fitted(drawn):
+    """The pooled job does not fit the curves again: what it reads back from a draw's tables is
+    what fitting gives, reasons and types included."""
+    _, exp = drawn
+    design = Design.load(exp / "design.json")
+    for d in design.draws:
+        rows = draws.draw_rows(design, d)
+        fitted = loading.load_runs(design.draw_dir(d), design, rows)
+        read = loading.load_runs(design.draw_dir(d), design, rows, fitted=True)
+        pd.testing.assert_frame_equal(read, fitted)
 
 
 @pytest.mark.slow

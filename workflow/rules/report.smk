@@ -248,7 +248,8 @@ POOLED_FIRST = "0. reading and verdicts"
 
 rule pooled:
     input:
-        per_draw([rules.tables.output.results]),
+        # the runs' efficiency fits are read, not fitted again
+        per_draw([rules.tables.output.results, rules.tables.output.efficiency_fits]),
         design=rules.design.output[0],
         code=[*TABLE_CODE, str(SRC / "analysis" / "draws.py")],
     output:

@@ -57,9 +57,12 @@ def draw_rows(design: Design, draw: int) -> list[dict[str, Any]]:
 
 
 def load_draws(design: Design) -> pd.DataFrame:
-    """One row per (draw, stage, cell, seed): ``loading.load_runs`` of every draw's folder."""
+    """One row per (draw, stage, cell, seed): ``loading.load_runs`` of every draw's folder, its
+    efficiency fits read from the draw's tables."""
     frames = [
-        loading.load_runs(design.draw_dir(d), design, draw_rows(design, d)).assign(draw=d)
+        loading.load_runs(design.draw_dir(d), design, draw_rows(design, d), fitted=True).assign(
+            draw=d
+        )
         for d in design.draws
     ]
     return pd.concat(frames, ignore_index=True)

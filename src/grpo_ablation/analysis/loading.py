@@ -17,7 +17,7 @@ import pandas as pd
 from grpo_ablation.analysis.efficiency import compute_at_steps, run_efficiency
 from grpo_ablation.design.ablation import Design, cell_label, cell_recipe
 from grpo_ablation.design.options import TrainingConfig
-from grpo_ablation.layout import OBJECTIVE, OBJECTIVE_TEXT, Tree
+from grpo_ablation.layout import OBJECTIVE, OBJECTIVE_TEXT, TABLE, Tree
 
 ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_accuracy"}
 # lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
@@ -105,11 +105,16 @@ def load_steps(exp: Path, rows: list[dict[str, Any]], seeds: Iterable[int]) -> p
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def load_runs(exp: Path, design: Design, rows: list[dict[str, Any]]) -> pd.DataFrame:
+def load_runs(
+    exp: Path, design: Design, rows: list[dict[str, Any]], *, fitted: bool = False
+) -> pd.DataFrame:
     """One row per (stage, cell, seed): final and best test accuracy, diagnostics, budget, and
     the efficiency summary of its curve (``efficiency.run_efficiency``: the fit, identified or
-    not, and the area under the curve and late accuracy every run has)."""
+    not, and the area under the curve and late accuracy every run has). ``fitted``: read that
+    summary from the tables job's ``efficiency_fits`` of ``exp`` instead of fitting again (the
+    fits of a draw cost up to a minute; the numbers read back are the ones written)."""
     base_R0 = base_accuracy(exp)["sampled"]
+    fits = read_fits(Path(Tree(exp).table(TABLE["efficiency_fits"]))) if fitted else None
     tree, out = Tree(exp), []
     for r in rows:
         group_size = int(run_training(design, r["cell"]).group_size)
@@ -125,7 +130,10 @@ def load_runs(exp: Path, design: Design, rows: list[dict[str, Any]]) -> pd.DataF
                 if not isinstance(value, dict):
                     row[key.replace("/", "_")] = value
             row["wall_time_s"] = diag["budget"]["wall_time_s"]
-            row.update(_efficiency(exp, r["cell"], seed, group_size, base_R0))
+            if fits is None:
+                row.update(_efficiency(exp, r["cell"], seed, group_size, base_R0))
+            else:
+                row.update(fits[r["cell"], int(seed)])
             row["test_length_incorrect"] = final.get("sampled_incorrect_tokens", math.nan)
             row.update((f"{k}_final", v) for k, v in externals(final).items())
             out.append(row)
@@ -139,6 +147,18 @@ def _efficiency(exp: Path, cell: str, seed: int, group_size: int, R0: float) -> 
     curve = json.loads(Path(tree.curve(cell, seed)).read_text())
     steps = pd.read_csv(tree.steps(cell, seed))
     return run_efficiency(curve["points"], steps, group_size, R0)
+
+
+def read_fits(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """The efficiency summary of each (cell, seed) as ``run_efficiency`` returned it, from the
+    ``efficiency_fits`` table the tables job wrote (its reason text as written, "" included)."""
+    table = read_table(path)
+    columns = [c for c in table.columns if c.startswith("efficiency_")]
+    table["efficiency_reason"] = table["efficiency_reason"].fillna("")
+    return {
+        (str(cell), int(seed)): dict(zip(columns, values, strict=True))
+        for cell, seed, *values in table[["cell", "seed", *columns]].itertuples(index=False)
+    }
 
 
 # The results table's text columns: read as text whatever they hold (a stage named "NA" or "1").
