@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -311,7 +312,20 @@ def test_the_pooled_job_reads_each_draws_efficiency_fits_as_fitted(drawn):
         rows = draws.draw_rows(design, d)
         fitted = loading.load_runs(design.draw_dir(d), design, rows)
         read = loading.load_runs(design.draw_dir(d), design, rows, fitted=True)
-        pd.testing.assert_frame_equal(read, fitted)
+        pd.testing.assert_frame_equal(read, fitted, check_exact=True)
+
+
+@pytest.mark.slow
+def test_tables_without_a_runs_fit_are_refused_by_name(drawn, tmp_path):
+    _, exp = drawn
+    design = Design.load(exp / "design.json")
+    draw = tmp_path / "draw"
+    shutil.copytree(design.draw_dir(0), draw, ignore=shutil.ignore_patterns("runs", "push"))
+    fits = draw / "tables" / "efficiency_fits.csv"
+    table = pd.read_csv(fits)
+    table[table["seed"] != table["seed"].max()].to_csv(fits, index=False)
+    with pytest.raises(ValueError, match=r"has no fit of .* run its tables job again"):
+        loading.load_runs(draw, design, draws.draw_rows(design, 0), fitted=True)
 
 
 @pytest.mark.slow

@@ -114,8 +114,8 @@ def load_runs(
     summary from the tables job's ``efficiency_fits`` of ``exp`` instead of fitting again (the
     fits of a draw cost up to a minute; the numbers read back are the ones written)."""
     base_R0 = base_accuracy(exp)["sampled"]
-    fits = read_fits(Path(Tree(exp).table(TABLE["efficiency_fits"]))) if fitted else None
     tree, out = Tree(exp), []
+    fits = read_fits(Path(tree.table(TABLE["efficiency_fits"]))) if fitted else None
     for r in rows:
         group_size = int(run_training(design, r["cell"]).group_size)
         for seed in design.seeds:
@@ -132,8 +132,13 @@ def load_runs(
             row["wall_time_s"] = diag["budget"]["wall_time_s"]
             if fits is None:
                 row.update(_efficiency(exp, r["cell"], seed, group_size, base_R0))
-            else:
+            elif (r["cell"], int(seed)) in fits:
                 row.update(fits[r["cell"], int(seed)])
+            else:
+                raise ValueError(
+                    f"{tree.table(TABLE['efficiency_fits'])} has no fit of {r['cell']} seed "
+                    f"{seed}: the tables of {exp} are not this design's; run its tables job again"
+                )
             row["test_length_incorrect"] = final.get("sampled_incorrect_tokens", math.nan)
             row.update((f"{k}_final", v) for k, v in externals(final).items())
             out.append(row)
@@ -152,9 +157,8 @@ def _efficiency(exp: Path, cell: str, seed: int, group_size: int, R0: float) -> 
 def read_fits(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """The efficiency summary of each (cell, seed) as ``run_efficiency`` returned it, from the
     ``efficiency_fits`` table the tables job wrote (its reason text as written, "" included)."""
-    table = read_table(path)
+    table = read_table(path, text=("efficiency_status", "efficiency_reason"))
     columns = [c for c in table.columns if c.startswith("efficiency_")]
-    table["efficiency_reason"] = table["efficiency_reason"].fillna("")
     return {
         (str(cell), int(seed)): dict(zip(columns, values, strict=True))
         for cell, seed, *values in table[["cell", "seed", *columns]].itertuples(index=False)
@@ -172,14 +176,15 @@ def read_results(path: Path) -> pd.DataFrame:
     return read_table(path)
 
 
-def read_table(path: Path) -> pd.DataFrame:
+def read_table(path: Path, text: tuple[str, ...] = ()) -> pd.DataFrame:
     """Any table the tables job wrote (``layout.TABLES``), read back as ``read_results`` reads the
-    results table: the text columns it has (stage, cell, reference) as written."""
+    results table: the text columns it has (stage, cell, reference, and ``text``) as written."""
+    columns = (*TEXT_COLUMNS, *text)
     table = pd.read_csv(
-        path, dtype=dict.fromkeys(TEXT_COLUMNS, str), keep_default_na=False, na_values=[""]
+        path, dtype=dict.fromkeys(columns, str), keep_default_na=False, na_values=[""]
     )
-    text = [c for c in TEXT_COLUMNS if c in table]
-    table[text] = table[text].fillna("")
+    present = [c for c in columns if c in table]
+    table[present] = table[present].fillna("")
     return table
 
 
