@@ -18,6 +18,7 @@ from grpo_ablation.keyed_sampling import (
     hash32_int,
     hash_block,
     noise,
+    picking_greedily,
     row_words,
     seeded_requests,
     training_keys,
@@ -227,6 +228,38 @@ def test_generate_with_the_processor_ignores_the_global_stream():
     first = draw(0)
     assert torch.equal(first, draw(1234))
     assert not torch.equal(first[0], first[1]), "two slots of one prompt draw apart"
+
+
+def test_a_greedy_pick_after_the_processor_draws_its_tokens_and_no_random_number():
+    """Training generates greedily after the keyed processor (``picking_greedily``): the same
+    tokens as the sampled call, and torch's global stream as it was (the sampled call draws from
+    it at every token)."""
+    from transformers import GenerationConfig
+
+    model = tiny_model()
+    prompts = torch.tensor([[1, 2, 3], [1, 2, 3], [4, 5, 6]])
+    keys = [completion_key("g", i) for i in range(3)]
+    sampled = GenerationConfig(
+        do_sample=True, temperature=0.8, top_k=0, top_p=1.0, max_new_tokens=8, pad_token_id=0
+    )
+
+    def draw(config: GenerationConfig) -> tuple[torch.Tensor, torch.Tensor]:
+        torch.manual_seed(0)
+        out = model.generate(
+            prompts,
+            attention_mask=torch.ones_like(prompts),
+            generation_config=config,
+            logits_processor=[KeyedGumbel(keys, 0.8)],
+        )
+        return out, torch.random.get_rng_state()
+
+    greedy = picking_greedily(sampled)
+    assert not greedy.do_sample and greedy.temperature is None and sampled.do_sample
+    (tokens, stream_after), (expected, sampled_after) = draw(greedy), draw(sampled)
+    assert torch.equal(tokens, expected)
+    torch.manual_seed(0)
+    assert torch.equal(stream_after, torch.random.get_rng_state())
+    assert not torch.equal(sampled_after, stream_after)
 
 
 class ConsumeRandomNumbers(TrainerCallback):

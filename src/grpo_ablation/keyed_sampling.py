@@ -24,7 +24,12 @@ generation batch at 10^5 positions).
 
 Only the draw changes: the processor sees the logits after every step the protocol applies
 (none by default; see :mod:`grpo_ablation.sampling`) and returns a one-hot distribution on the
-Gumbel-max token, which transformers' own sampling then picks with probability one.
+Gumbel-max token, which transformers' own sampling then picks with probability one. Training
+generates greedily after it (:func:`picking_greedily`), which picks the same token without the
+softmax and multinomial draw. That draw took numbers from torch's global stream at every token,
+so the shuffle TRL then draws from the same stream (the order in which the batch's rows enter
+the loss: the same sum, rounded differently) depended on how long the step's completions were.
+It no longer does; the numbers of a run moved at the rounding level when this changed.
 """
 
 from __future__ import annotations
@@ -258,6 +263,24 @@ class KeyedGumbel:
             u = _from_hash_np(hash_block(self.keys, position, count, vocab))
             block = self._block = (position, vocab, u)
         return block[2][position - block[0]]
+
+
+def picking_greedily(config: Any) -> Any:
+    """A copy of ``config`` (a transformers ``GenerationConfig``) for a ``generate`` call whose
+    tokens ``KeyedGumbel`` chooses: greedy, since the processor leaves one token at 0 and the rest
+    at -inf, so argmax picks the token a sampled call would (with probability one). The sampled
+    call's softmax and multinomial draw (about 70 us a token on the CPU, a third of the
+    processor's own cost) are skipped, and so are the warpers sampling adds after the processor,
+    which change nothing on a one-hot; its sampling-only fields are unset, as greedy wants them."""
+    import copy
+
+    from grpo_ablation.sampling import SAMPLING_ONLY
+
+    picked = copy.deepcopy(config)
+    picked.do_sample = False
+    for name in SAMPLING_ONLY:
+        setattr(picked, name, None)
+    return picked
 
 
 def seeded_requests(sampling_params: list[Any], keys: list[int]) -> list[Any]:

@@ -39,6 +39,7 @@ from trl.trainer.utils import RepeatSampler
 from grpo_ablation.design.options import TRL_ATTRIBUTES, TrainingConfig
 from grpo_ablation.keyed_sampling import (
     KeyedGumbel,
+    picking_greedily,
     seeded_requests,
     stream_seeds,
     training_keys,
@@ -387,8 +388,9 @@ class AblationGRPOTrainer(GRPOTrainer):
             processor = KeyedGumbel(keys, self.temperature, horizon=self.max_completion_length)
             generate = target.generate
 
-            def keyed(*a, **kw):
-                return generate(*a, logits_processor=[processor], **kw)
+            def keyed(*a, generation_config=None, **kw):
+                config = picking_greedily(generation_config or target.generation_config)
+                return generate(*a, logits_processor=[processor], generation_config=config, **kw)
 
         with _replaced(target, "generate", keyed):
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
