@@ -26,10 +26,11 @@ Only the draw changes: the processor sees the logits after every step the protoc
 (none by default; see :mod:`grpo_ablation.sampling`) and returns a one-hot distribution on the
 Gumbel-max token, which transformers' own sampling then picks with probability one. Training
 generates greedily after it (:func:`picking_greedily`), which picks the same token without the
-softmax and multinomial draw. That draw took numbers from torch's global stream at every token,
-so the shuffle TRL then draws from the same stream (the order in which the batch's rows enter
-the loss: the same sum, rounded differently) depended on how long the step's completions were.
-It no longer does; the numbers of a run moved at the rounding level when this changed.
+softmax and multinomial draw. On the CPU that draw took numbers from torch's global stream at
+every token, so the shuffle TRL then draws from the same stream (the order in which the batch's
+rows enter the loss: the same sum, rounded differently) depended on how long the step's
+completions were. It no longer does. The change moved each run's numbers at the rounding level,
+which training can amplify: of the default's 26 runs one diverged, by -0.025 greedy accuracy.
 """
 
 from __future__ import annotations
