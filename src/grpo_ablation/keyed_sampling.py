@@ -270,8 +270,8 @@ def picking_greedily(config: Any) -> Any:
     """A copy of ``config`` (a transformers ``GenerationConfig``) for a ``generate`` call whose
     tokens ``KeyedGumbel`` chooses: greedy, since the processor leaves one token at 0 and the rest
     at -inf, so argmax picks the token a sampled call would (with probability one). The sampled
-    call's softmax and multinomial draw (about 70 us a token on the CPU, a third of the
-    processor's own cost) are skipped, and so are the warpers sampling adds after the processor,
+    call's softmax and multinomial draw (about 70 us a token for 32 rows of an 81-token
+    vocabulary on the CPU, as much as the processor itself) are skipped, and so are the warpers sampling adds after the processor,
     which change nothing on a one-hot; its sampling-only fields are unset, as greedy wants them."""
     import copy
 
