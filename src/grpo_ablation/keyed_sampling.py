@@ -35,11 +35,14 @@ which training can amplify: of the default's 26 runs one diverged, by -0.025 gre
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from typing import Any
 
 import numpy as np
 import torch
+
+from grpo_ablation.sampling import SAMPLING_ONLY
 
 _M32 = 0xFFFFFFFF
 _M64 = (1 << 64) - 1
@@ -271,12 +274,9 @@ def picking_greedily(config: Any) -> Any:
     tokens ``KeyedGumbel`` chooses: greedy, since the processor leaves one token at 0 and the rest
     at -inf, so argmax picks the token a sampled call would (with probability one). The sampled
     call's softmax and multinomial draw (about 70 us a token for 32 rows of an 81-token
-    vocabulary on the CPU, as much as the processor itself) are skipped, and so are the warpers sampling adds after the processor,
-    which change nothing on a one-hot; its sampling-only fields are unset, as greedy wants them."""
-    import copy
-
-    from grpo_ablation.sampling import SAMPLING_ONLY
-
+    vocabulary on the CPU, as much as the processor itself) are skipped, and so are the warpers
+    sampling adds after the processor, which change nothing on a one-hot; its sampling-only
+    fields are unset, as greedy wants them."""
     picked = copy.deepcopy(config)
     picked.do_sample = False
     for name in SAMPLING_ONLY:

@@ -389,7 +389,9 @@ class AblationGRPOTrainer(GRPOTrainer):
             generate = target.generate
 
             def keyed(*a, generation_config=None, **kw):
-                config = picking_greedily(generation_config or target.generation_config)
+                if generation_config is None:
+                    generation_config = target.generation_config
+                config = picking_greedily(generation_config)
                 return generate(*a, logits_processor=[processor], generation_config=config, **kw)
 
         with _replaced(target, "generate", keyed):
