@@ -1,7 +1,8 @@
 """Benchmarks that print ratios measured side by side in one run: ``make bench``.
 
 Absolute times on a shared machine are noise; each figure here compares two things measured in
-the same process, interleaved (A B A B ...), and reports the median ratio.
+the same process, interleaved (A B A B ...), and reports the median ratio (the trainer's also
+the mean over processes with its 95% interval, read against its target).
 
 This module is the command line: the table of benchmarks and the summaries written from their
 results. The benchmarks live by what they measure: ``trainer`` (training throughput),
@@ -102,6 +103,13 @@ def summary_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             add(name, "skipped", r["skipped"])
         elif name == "trainer_overhead":
             add(name, "project / stock TRL steps per s (median)", r["ratio_median"], r["target"])
+            low, high = r["ratio_ci95"]
+            add(
+                name,
+                f"mean over {len(r['per_process'])} processes [95% CI]: {r['verdict']}",
+                f"{r['ratio_mean']:.3f} [{low:.3f}, {high:.3f}]",
+                r["target"],
+            )
         elif name == "gradient_checkpointing":
             add(
                 name, "steps per s, checkpointing off / on (median)", r["ratio_median"], r["target"]

@@ -221,10 +221,29 @@ def _step_seconds(names: list[str], steps: int) -> dict[str, list[float]]:
     return _alternating(make, steps)
 
 
+def reading(ratios: list[float], target: float) -> dict[str, Any]:
+    """The mean of the processes' ratios with its 95% t interval, read against ``target`` (at
+    least): "met" when the interval lies at or above it, "not met" when below, else "not
+    resolved" (the processes differ by more than the distance to the target)."""
+    from grpo_ablation.analysis.stats import t_interval
+
+    iv = t_interval(ratios)
+    if not iv.defined:
+        verdict = "not resolved"
+    elif iv.low >= target:
+        verdict = "met"
+    elif iv.high < target:
+        verdict = "not met"
+    else:
+        verdict = "not resolved"
+    return {"ratio_mean": iv.mean, "ratio_ci95": [iv.low, iv.high], "verdict": verdict}
+
+
 def _compare(over: str, under: str, steps: int, processes: int) -> dict[str, Any]:
     """``over``'s speed / ``under``'s: the median over steps of adjacent pairs, in each of
     ``processes`` fresh interpreters (a process's memory layout moves the ratio by several percent
-    from one process to the next, more than the steps within one do), and their median."""
+    from one process to the next, more than the steps within one do), their median, and their
+    mean with its interval (``reading``: the processes are the units)."""
     per_process = []
     for _ in range(processes):
         done = subprocess.run(
@@ -256,14 +275,22 @@ def _compare(over: str, under: str, steps: int, processes: int) -> dict[str, Any
     }
 
 
-def trainer_overhead(steps: int = 200, processes: int = 5) -> dict[str, Any]:
-    """Project trainer vs stock TRL GRPOTrainer, same model, batch and objective."""
+TRAINER_TARGET = 0.95  # the project trainer's steps per second, at least this share of stock's
+
+
+def trainer_overhead(steps: int = 200, processes: int = 15) -> dict[str, Any]:
+    """Project trainer vs stock TRL GRPOTrainer, same model, batch and objective. Fifteen
+    processes: their ratios spread with an SD of about 0.027 here (2026-12-03), so the mean's
+    interval is about ±0.015, the distance to the target the trainer has been at; five gave ±0.034."""
+    result = _compare("ours", "stock", steps, processes)
+    ratios = [p["ratio_median"] for p in result["per_process"]]
     return {
         "benchmark": "trainer_overhead",
         "what": "steps/s of the project trainer / steps/s of stock TRL GRPOTrainer, "
         "step by step in turns",
-        "target": ">= 0.95",
-        **_compare("ours", "stock", steps, processes),
+        "target": f">= {TRAINER_TARGET}",
+        **result,
+        **reading(ratios, TRAINER_TARGET),
     }
 
 

@@ -254,7 +254,8 @@ def test_a_greedy_pick_after_the_processor_draws_its_tokens_and_no_random_number
         return out, torch.random.get_rng_state()
 
     greedy = picking_greedily(sampled)
-    assert not greedy.do_sample and greedy.temperature is None and sampled.do_sample
+    assert not greedy.do_sample and greedy.temperature is None
+    assert sampled.do_sample and sampled.temperature == 0.8, "the caller's config is left alone"
     (tokens, stream_after), (expected, sampled_after) = draw(greedy), draw(sampled)
     assert torch.equal(tokens, expected)
     torch.manual_seed(0)
