@@ -357,10 +357,11 @@ class _Clock:
 
 @contextlib.contextmanager
 def _timed_keyed(clock: _Clock) -> Iterator[None]:
-    """Time KeyedGumbel's call (hashing included) and its hashing, on the class, for one run."""
+    """Time KeyedGumbel's call (its noise included) and its noise blocks (the hash and the Gumbel
+    transform), on the class, for one run."""
     from grpo_ablation.keyed_sampling import KeyedGumbel
 
-    call, uniforms = KeyedGumbel.__call__, KeyedGumbel._uniforms
+    call, noise = KeyedGumbel.__call__, KeyedGumbel._noise
 
     def timed_call(self, *a: Any, **kw: Any) -> Any:
         started = time.perf_counter()
@@ -369,18 +370,18 @@ def _timed_keyed(clock: _Clock) -> Iterator[None]:
         finally:
             clock.keyed_s += time.perf_counter() - started
 
-    def timed_uniforms(self, *a: Any, **kw: Any) -> Any:
+    def timed_noise(self, *a: Any, **kw: Any) -> Any:
         started = time.perf_counter()
         try:
-            return uniforms(self, *a, **kw)
+            return noise(self, *a, **kw)
         finally:
             clock.hash_s += time.perf_counter() - started
 
-    KeyedGumbel.__call__, KeyedGumbel._uniforms = timed_call, timed_uniforms
+    KeyedGumbel.__call__, KeyedGumbel._noise = timed_call, timed_noise
     try:
         yield
     finally:
-        KeyedGumbel.__call__, KeyedGumbel._uniforms = call, uniforms
+        KeyedGumbel.__call__, KeyedGumbel._noise = call, noise
 
 
 def _reset_peak_rss() -> bool:

@@ -11,6 +11,8 @@ from transformers import GPT2Config, GPT2LMHeadModel, TrainerCallback
 from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.keyed_sampling import (
     KeyedGumbel,
+    _from_hash_np,
+    _minus_gumbel,
     completion_key,
     evaluation_keys,
     gumbel_choice,
@@ -167,6 +169,20 @@ def test_the_cpu_and_device_paths_hash_the_reference_words():
                 assert torch.equal(cpu, (torch.from_numpy(block[j]).double() + 0.5) / 2.0**32)
             for row, v in [(0, 0), (3, vocab - 1), (len(keys) - 1, vocab // 2)]:
                 assert int(block[1, row, v]) == reference_hash(keys[row], start + 1, v)
+
+
+def test_a_block_of_positions_gets_the_gumbel_noise_of_each_position_alone():
+    # The processor takes log(-log u) of a whole block of positions at once; torch's log must
+    # give every position the very numbers it gives that position alone (vectorised loops and
+    # their tails alike), or the block would change the draws at the rounding level.
+    keys = [completion_key("gumbel", i) for i in range(32)]
+    for count, rows, vocab in [(10, 32, 81), (3, 7, 1000), (64, 5, 3), (5, 1, 49_152)]:
+        block = torch.from_numpy(_from_hash_np(hash_block(keys[:rows], 11, count, vocab)))
+        together = _minus_gumbel(block.clone())
+        for j in range(count):
+            alone = _minus_gumbel(uniforms(keys[:rows], 11 + j, vocab))
+            assert torch.equal(together[j], alone)
+            assert torch.equal(alone, torch.log(-torch.log(block[j])))  # the formula, unfused
 
 
 @pytest.mark.parametrize("horizon", [None, 1, 4, 30])

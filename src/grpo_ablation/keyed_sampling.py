@@ -52,7 +52,7 @@ _M64 = (1 << 64) - 1
 def completion_key(*parts: Any) -> int:
     """A 63-bit key naming one completion (the same parts give the same key everywhere; 63 bits
     so that it fits a signed int64 tensor)."""
-    text = "\x1f".join(str(p) for p in parts).encode()
+    text = "\x1f".join(map(str, parts)).encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 1
 
 
@@ -188,23 +188,28 @@ def noise(first: torch.Tensor, second: torch.Tensor, vocab: int) -> torch.Tensor
     return _from_hash(_hash32_(h))
 
 
+def _minus_gumbel(u: torch.Tensor) -> torch.Tensor:
+    """log(-log u) = -g for uniforms u (float64), in place: elementwise, so a block of positions
+    gives each position the numbers it would give alone (tests/test_keyed_sampling.py)."""
+    return u.log_().neg_().log_()
+
+
 def _gumbel_argmax(
     scores: torch.Tensor,
-    u: torch.Tensor,
+    minus_gumbel: torch.Tensor,
     temperature: float,
-    work: tuple[torch.Tensor, torch.Tensor] | None = None,
+    work: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """argmax_v (scores_v / T - log(-log u_v)), in float64. ``work``: two contiguous float64
-    tensors of the scores' shape to compute in, reused across positions (the same operations on
-    the same shapes as fresh tensors, so the same numbers)."""
-    if work is None:
-        work = (torch.empty_like(u), torch.empty_like(u))
-    minus_gumbel, x = work
-    torch.log(u, out=minus_gumbel).neg_().log_()
-    x.copy_(scores)
-    if temperature != 1.0:  # division by 1 is exact: nothing to do
+    """argmax_v (scores_v / T - log(-log u_v)), in float64, from ``minus_gumbel`` = log(-log u).
+    ``work``: a contiguous float64 tensor of the scores' shape to compute in, reused across
+    positions (the same operations on the same shapes as a fresh tensor, so the same numbers)."""
+    x = torch.empty_like(minus_gumbel) if work is None else work
+    if temperature == 1.0:  # division by 1 is exact: nothing to do
+        torch.sub(scores, minus_gumbel, out=x)  # in float64: the scores widen exactly
+    else:
+        x.copy_(scores)
         x /= temperature
-    x -= minus_gumbel
+        x -= minus_gumbel
     return x.argmax(dim=-1)
 
 
@@ -213,7 +218,7 @@ def gumbel_choice(
 ) -> torch.Tensor:
     """argmax_v (scores_v / T + g_v): one token per row, drawn from softmax(scores / T)."""
     u = uniforms(keys, position, scores.shape[-1], scores.device)
-    return _gumbel_argmax(scores, u, temperature)
+    return _gumbel_argmax(scores, _minus_gumbel(u), temperature)
 
 
 # The CPU hashes the noise of several positions at once: at most this many words per block, and
@@ -237,8 +242,8 @@ class KeyedGumbel:
         self.keys, self.temperature = list(keys), float(temperature)
         self.horizon = horizon
         self.start: int | None = None
-        self._block: tuple[int, int, np.ndarray] | None = None  # first position, vocab, u
-        self._work: tuple[torch.Tensor, torch.Tensor] | None = None  # _gumbel_argmax's
+        self._block: tuple[int, int, torch.Tensor] | None = None  # first position, vocab, -g
+        self._work: torch.Tensor | None = None  # _gumbel_argmax's
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if scores.shape[0] != len(self.keys):
@@ -249,24 +254,25 @@ class KeyedGumbel:
             self.start = input_ids.shape[1]
         position, vocab = input_ids.shape[1] - self.start, scores.shape[-1]
         if scores.device.type == "cpu":
-            u = torch.from_numpy(self._uniforms(position, vocab))
+            minus_gumbel = self._noise(position, vocab)
         else:
-            u = uniforms(self.keys, position, vocab, scores.device)
+            minus_gumbel = _minus_gumbel(uniforms(self.keys, position, vocab, scores.device))
         work = self._work
-        if work is None or work[0].shape != scores.shape or work[0].device != scores.device:
-            work = self._work = (torch.empty_like(u), torch.empty_like(u))
-        choice = _gumbel_argmax(scores, u, self.temperature, work)
+        if work is None or work.shape != scores.shape or work.device != scores.device:
+            work = self._work = torch.empty_like(minus_gumbel)
+        choice = _gumbel_argmax(scores, minus_gumbel, self.temperature, work)
         return torch.full_like(scores, -torch.inf).scatter_(1, choice[:, None], 0.0)
 
-    def _uniforms(self, position: int, vocab: int) -> np.ndarray:
-        """This position's uniforms (rows x vocab), from the block of positions hashed with it."""
+    def _noise(self, position: int, vocab: int) -> torch.Tensor:
+        """This position's log(-log u) (rows x vocab), from the block of positions hashed and
+        transformed with it."""
         block = self._block
         if block is None or block[1] != vocab or not 0 <= position - block[0] < len(block[2]):
             left = self.horizon - position if self.horizon else _UNBOUNDED_BLOCK
             fits = _BLOCK_WORDS // max(1, len(self.keys) * vocab)
             count = max(1, min(left, fits, _MAX_BLOCK))
-            u = _from_hash_np(hash_block(self.keys, position, count, vocab))
-            block = self._block = (position, vocab, u)
+            u = torch.from_numpy(_from_hash_np(hash_block(self.keys, position, count, vocab)))
+            block = self._block = (position, vocab, _minus_gumbel(u))
         return block[2][position - block[0]]
 
 

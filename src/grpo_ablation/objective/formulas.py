@@ -62,16 +62,19 @@ def group_categories(
     """One label per group: ``failed_scoring`` if any member could not be scored, else
     ``all_correct`` / ``all_incorrect`` / ``mixed`` by ``reward >= success_threshold``."""
     r = grouped(rewards, group_size)
-    labels = []
-    for group in r:
-        if not torch.isfinite(group).all():
-            labels.append("failed_scoring")
-            continue
-        correct = group >= success_threshold
-        labels.append(
-            "all_correct" if correct.all() else "all_incorrect" if not correct.any() else "mixed"
-        )
-    return labels
+    # whole-batch tensor ops and one copy to Python each (the trainer labels every step's groups)
+    scored = torch.isfinite(r).all(dim=1).tolist()
+    n_correct = (r >= success_threshold).sum(dim=1).tolist()
+    return [
+        "failed_scoring"
+        if not ok
+        else "all_correct"
+        if k == group_size
+        else "all_incorrect"
+        if k == 0
+        else "mixed"
+        for ok, k in zip(scored, n_correct, strict=True)
+    ]
 
 
 def mixed_group_probability(p: float, group_size: int) -> float:

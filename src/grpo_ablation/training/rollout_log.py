@@ -39,9 +39,13 @@ ROLLOUT_FIELDS = (
 )
 
 
+# json.dumps(row, sort_keys=True), without building an encoder per row
+_ENCODE = json.JSONEncoder(sort_keys=True).encode
+
+
 def _member(rows: Iterable[dict[str, Any]]) -> bytes:
     """One gzip member of JSONL rows (wbits 31: a gzip header with mtime 0; level 9, gzip's)."""
-    text = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
+    text = "".join([_ENCODE(row) + "\n" for row in rows])
     return zlib.compress(text.encode("utf-8"), level=9, wbits=31)
 
 

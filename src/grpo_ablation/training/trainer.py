@@ -576,9 +576,10 @@ class AblationGRPOTrainer(GRPOTrainer):
             m[f"groups/{cat}"].append(counts.get(cat, 0) / n_groups)
         # the optimizer-side budget: the share of the generated groups the loss counts
         m["groups/in_loss"].append(in_loss.float().mean().item())
-        # Zero-variance groups, the ones filter drops: scored rewards all equal, or fewer than two.
-        zero_std = zero_variance_groups(rewards, G)[::G]
-        m["groups/zero_std_fraction"].append(sum(zero_std.tolist()) / n_groups)
+        # Zero-variance groups, the ones filter drops: scored rewards all equal, or fewer than two
+        # (each batch's groups not mixed, ``_Batch``).
+        zero_std = sum(b.n_groups - b.n_mixed for b, *_ in logged)
+        m["groups/zero_std_fraction"].append(zero_std / n_groups)
         m["truncation_rate"].append(truncated.float().mean().item())
         m["scoring_failure_rate"].append((~finite).float().mean().item())
         m["length/correct"].append(lengths[correct].mean().item() if correct.any() else math.nan)
@@ -632,19 +633,20 @@ class AblationGRPOTrainer(GRPOTrainer):
 
         m = self._metrics["train" if self.model.training else "eval"]
         fmask = mask.float()
-
-        def global_mean(x: torch.Tensor) -> float:
-            totals = torch.stack([(x * fmask).sum(), fmask.sum()])
-            totals = self.accelerator.reduce(totals, reduction="sum")
-            return (totals[0] / totals[1].clamp(min=1.0)).item()
-
-        low = ((ratio < 1 - self.epsilon_low) & (adv < 0)).float()
-        high = ((ratio > 1 + self.epsilon_high) & (adv > 0)).float()
-        m["ratio_clip/low"].append(global_mean(low))
-        m["ratio_clip/high"].append(global_mean(high))
-        m["entropy"].append(global_mean(entropies.detach()))
+        # Token means over every rank's completions: the masked sums and the token count in one
+        # reduction and one copy to Python.
+        logged = {
+            "ratio_clip/low": ((ratio < 1 - self.epsilon_low) & (adv < 0)).float(),
+            "ratio_clip/high": ((ratio > 1 + self.epsilon_high) & (adv > 0)).float(),
+            "entropy": entropies.detach(),
+        }
         if self.beta != 0.0:
-            m["kl"].append(global_mean(kl.detach()))
+            logged["kl"] = kl.detach()
+        totals = torch.stack([(x * fmask).sum() for x in logged.values()] + [fmask.sum()])
+        totals = self.accelerator.reduce(totals, reduction="sum")
+        means = (totals[:-1] / totals[-1].clamp(min=1.0)).tolist()
+        for name, value in zip(logged, means, strict=True):
+            m[name].append(value)
         return loss
 
     # -- logging -----------------------------------------------------------------------------
