@@ -627,8 +627,8 @@ def main(argv: list[str] | None = None) -> int:
                 "model": str(a.model) if a.model else "built-in",
                 "vllm": vllm,
                 "vllm_note": None
-                if vllm or not a.vllm
-                else "vLLM is not installed here: run without it (transformers, hf backend)",
+                if find_spec("vllm")
+                else "vLLM is not installed here: the check ran without it",
                 "environment": environment(device, timing["compute"]["dtype"]),
             },
         )
@@ -652,6 +652,7 @@ def table(record: dict[str, Any]) -> str:
         ),
         ("torch / CUDA build", f"{env['torch']} / {env['torch_cuda']}"),
         ("transformers / TRL", f"{env['transformers']} / {env['trl']}"),
+        ("vLLM", record["vllm_note"] or f"{env['vllm']}, used: {record['vllm']}"),
     ]
     for dtype, c in f["calibration"].items():
         m = c["measured"]
