@@ -178,3 +178,15 @@ def test_write_run_diagnostics_reads_a_run_directory(tmp_path):
     assert len(pd.read_csv(steps_csv)) == 2
     summary = json.loads(summary_json.read_text())
     assert summary["count/all_correct"] == 2 and summary["budget"]["wall_time_s"] == 1.0
+
+
+def test_each_optimizer_steps_clip_factor_and_whether_clipping_bound_come_from_its_norm():
+    from grpo_ablation.analysis.diagnostics import gradient_clipping
+
+    metrics = pd.DataFrame({"step": [1, 2, 3], "grad_norm": [0.5, 2.0, float("nan")]})
+    out = gradient_clipping(metrics, 1.0)
+    assert out["grad_clip_factor"].tolist()[:2] == [1.0, 1 / 2.000001]
+    assert out["grad_clipped"].tolist()[:2] == [False, True]
+    assert out[["grad_clip_factor", "grad_clipped"]].iloc[2].isna().all()  # no norm logged
+    off = gradient_clipping(metrics.iloc[:2], 0.0)
+    assert off["grad_clip_factor"].tolist() == [1.0, 1.0] and not off["grad_clipped"].any()

@@ -318,6 +318,7 @@ def test_the_interaction_of_a_recipe_is_its_difference_minus_the_two_single_chan
 def test_the_reading_opens_with_the_verdicts_and_counts_exploratory_exclusions_against_chance():
     config = config_with(*PLANTED[:2])
     config["stages"]["group_size"]["enabled"] = True
+    config["training"]["max_grad_norm"] = 0.0  # no clipping: population − sample a control
     design = Design.of(config)
     rows = design.rows(only=["std_scaling", "group_size"])
     runs = planted_runs()
@@ -346,6 +347,8 @@ def test_the_reading_opens_with_the_verdicts_and_counts_exploratory_exclusions_a
     rest = ("**Stage 1" + after).split("\n\n")
     assert first.startswith("**Declared hypotheses** (2, written in the config before the run")
     assert "``pop_equals_sample``: **SUPPORTED**" in first and "TOST" in first
+    # α holds within one run: a hypothesis judged again on other draws is a new test
+    assert "wrong with probability at most α (within this run" in first
     stage = rest[0]
     assert "Declared, judged above: ``pop_equals_sample``, ``none_lowers``." in stage
     # population − sample at β = 0 is a negative control: its sampled contrast is the null spread
@@ -407,8 +410,10 @@ def test_the_defaults_contrasts_are_counted_once_each():
     interactions (90 contrasts); 6 name a declared hypothesis and 2 a manipulation check (82, the
     count the reading gave before), but Dr. GRPO's and Lite PPO's single-change cells are the same
     runs against the same reference as stages 1 and 2 (4 cells x 5 quantities), and population -
-    sample is a negative control (3 quantities besides its two hypotheses): 59 distinct
-    exploratory contrasts."""
+    sample is no negative control under the default's gradient clipping at 1.0 (a step's clip
+    factor depends on its norm, which the constant scales): its 3 quantities besides its two
+    hypotheses are exploratory too, 62 distinct exploratory contrasts. Without clipping they are
+    the control's, 59."""
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     design = Design.of(config)
     rows = design.rows({})
@@ -423,9 +428,14 @@ def test_the_defaults_contrasts_are_counted_once_each():
     kinds = [roles.get(k, "exploratory").split(" ")[0] for k in keys]
     assert len(keys) == 90
     assert kinds.count("hypothesis") == 6 + 1  # constant's length repeats in dr_grpo
-    assert kinds.count("manipulation") == 2 and kinds.count("negative") == 3
+    assert kinds.count("manipulation") == 2 and kinds.count("negative") == 0
     assert kinds.count("repeat") == 4 * 5 - 1
-    assert kinds.count("exploratory") == 59
+    assert kinds.count("exploratory") == 62
+    config["training"]["max_grad_norm"] = 0.0
+    unclipped = Design.of(config)
+    roles = declarations.contrast_roles(unclipped, unclipped.rows({}))
+    kinds = [roles.get(k, "exploratory").split(" ")[0] for k in keys]
+    assert kinds.count("negative") == 3 and kinds.count("exploratory") == 59
     # a figure job of one stage finds the repeats against every stage's rows
     dr = design.rows({}, ["dr_grpo"])
     alone = declarations.contrast_roles(design, dr, rows)
@@ -538,7 +548,7 @@ def test_what_the_verdict_says_where_no_power_can_be_computed_or_it_would_be_cir
     base = {
         "metric": "greedy_final",
         "kind": "directional",
-        "n": 3,
+        "n": 4,
         "mde": 0.1,
         "power": 0.9,
         "units_needed": 5.0,
@@ -566,6 +576,34 @@ def test_what_the_verdict_says_where_no_power_can_be_computed_or_it_would_be_cir
         }
     )
     assert "no expected effect declared" in hypotheses._power_clause(unknown, "draw")
+
+
+def test_an_mde_beyond_the_metrics_range_and_a_bound_from_one_df_are_said_as_such():
+    """The default's two draws (1 df): an equivalence on an accuracy could only be shown within
+    ±2.955, a difference no accuracy can have; the SD's upper bound from 1 df (31.9 times the
+    SD) sized nothing usable (41,573 draws)."""
+    v = {
+        "metric": "greedy_final",
+        "kind": "equivalence",
+        "n": 2,
+        "mde": 2.955,
+        "sd": 0.036,
+        "units_needed": 57.0,
+        "minutes_needed": 300.0,
+        "units_needed_upper": 41573.0,
+        "expected": 0.0,
+        "verdict": "inconclusive",
+    }
+    clause = hypotheses._power_clause(pd.Series(v), "draw")
+    assert "within no margin inside the metric's range (±2.955 needed)" in clause
+    assert "41573" not in clause and "not estimable from 1 df" in clause and "57 draws" in clause
+    directional = {**v, "kind": "directional", "mde": 1.2, "n": 4}
+    clause = hypotheses._power_clause(pd.Series(directional), "draw")
+    assert "detects no effect within the metric's range (≥ 1.200)" in clause
+    assert "(41573 at the upper 95% bound of the SD)" in clause  # 3 df: said
+    length = {**directional, "metric": "length_incorrect_late", "mde": 22.3}
+    assert "detects ≥ 22.30" in hypotheses._power_clause(pd.Series(length), "draw")
+    assert hypotheses.largest_difference("sampled_final") == 1.0
 
 
 def test_negative_controls_and_declared_pairs_are_left_out_of_the_late_accuracy_count():

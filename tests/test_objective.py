@@ -302,3 +302,19 @@ def test_resampling_expectation_by_hand():
     assert resample_expectation(0.78, 4, 1) == pytest.approx((1.0, 0.78))
     batches, share = resample_expectation(0.78, 4, 4)
     assert 1.0 < batches < 2.0 and share > 0.99
+
+
+def test_gradient_clipping_scales_by_the_bound_over_the_norm_plus_torchs_epsilon():
+    from grpo_ablation.objective.formulas import clip_factor
+
+    assert clip_factor(4.0, 1.0) == 1 / 4.000001  # the default bound, a norm four times it
+    assert clip_factor(2.02, 1.0) == 1 / 2.020001  # sample std's median norm in draw 9
+    assert clip_factor(0.5, 1.0) == 1.0
+    assert clip_factor(1.0, 1.0) == 1 / 1.000001  # at the bound it already scales, by 1e-6
+    assert clip_factor(4.0, 0.0) == 1.0  # 0: no clipping
+    assert math.isnan(clip_factor(math.nan, 1.0))
+    # the factor torch's clip_grad_norm_ applies to a gradient of norm 4
+    p = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+    p.grad = torch.tensor([0.0, 4.0], dtype=torch.float64)
+    assert float(torch.nn.utils.clip_grad_norm_([p], 1.0)) == 4.0  # returns the norm before
+    assert float(p.grad[1]) == pytest.approx(4.0 * clip_factor(4.0, 1.0), rel=1e-15)

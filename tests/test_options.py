@@ -89,7 +89,7 @@ def test_an_option_at_its_neutral_value_is_left_out_of_the_rerun_trigger_only():
             bases=(TrainingConfig,),
         )
 
-    today = asdict(TrainingConfig())
+    today = identity(TrainingConfig())  # the trigger of runs trained before the option
     added = declared(0.0)  # the default trains as before the option existed
     assert identity(added()) == today  # no finished run's trigger changes
     assert asdict(added())["entropy_bonus"] == 0.0  # the job receives the option

@@ -185,3 +185,14 @@ def test_the_vllm_importance_sampling_bounds_are_passed_and_recorded(monkeypatch
     ) == VLLM_IS_CLIP
     record = ObjectiveRecord.from_config(cfg, 1)
     assert record.generation.endswith("ratio bounds [C_min, C_max] = [None, 3.0]")
+
+
+def test_the_record_names_its_gradient_clipping_and_an_old_record_the_trainers_default():
+    record = ObjectiveRecord.from_config(TrainingConfig(), 1)
+    assert record.to_dict()["max_grad_norm"] == 1.0
+    assert "clipped to a global norm of 1 " in record.describe()
+    off = ObjectiveRecord.from_config(TrainingConfig(max_grad_norm=0.0), 1)
+    assert "The gradient is not clipped." in off.describe()
+    old = record.to_dict()
+    del old["max_grad_norm"]  # written before the option: the Trainer's 1.0 ran
+    assert "clipped to a global norm of 1 " in ObjectiveRecord.from_dict(old).describe()

@@ -35,6 +35,7 @@ import torch
 from grpo_ablation.layout import BUDGET, METRICS, OBJECTIVE, ROLLOUTS, STEPS, SUMMARY
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 from grpo_ablation.objective.formulas import (
+    clip_factor,
     completion_coefficients,
     mixed_group_probability,
 )
@@ -118,7 +119,16 @@ def _align_metrics(steps: pd.DataFrame, metrics: pd.DataFrame) -> pd.DataFrame:
     """
     cols = [
         c
-        for c in ("ratio_clip/low", "ratio_clip/high", "loss", "grad_norm", "kl", "entropy")
+        for c in (
+            "ratio_clip/low",
+            "ratio_clip/high",
+            "loss",
+            "grad_norm",
+            "grad_clipped",
+            "grad_clip_factor",
+            "kl",
+            "entropy",
+        )
         if c in metrics.columns
     ]
     if metrics.empty or not cols:
@@ -202,7 +212,18 @@ def step_diagnostics(
     steps = pd.DataFrame(rows)
     if steps.empty:
         return steps
-    return _align_metrics(steps, metrics)
+    # Records from before the option ran with the Trainer's default, 1.0.
+    return _align_metrics(steps, gradient_clipping(metrics, objective.get("max_grad_norm", 1.0)))
+
+
+def gradient_clipping(metrics: pd.DataFrame, max_grad_norm: float) -> pd.DataFrame:
+    """Each optimizer step's clip factor (``objective.clip_factor`` of its logged, pre-clipping
+    ``grad_norm``) and whether clipping bound (factor below 1); NaN where no norm was logged."""
+    if metrics.empty or "grad_norm" not in metrics:
+        return metrics
+    norms = metrics["grad_norm"].astype(float)
+    factor = norms.map(lambda n: clip_factor(n, max_grad_norm))
+    return metrics.assign(grad_clip_factor=factor, grad_clipped=(factor < 1).where(factor.notna()))
 
 
 def run_summary(steps: pd.DataFrame) -> dict[str, Any]:
@@ -224,6 +245,8 @@ def run_summary(steps: pd.DataFrame) -> dict[str, Any]:
         "truncation_rate",
         "ratio_clip/low",
         "ratio_clip/high",
+        "grad_clipped",
+        "grad_clip_factor",
         "length/correct",
         "length/incorrect",
         "length/all",

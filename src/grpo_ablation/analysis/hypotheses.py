@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablation.analysis.reading import PAIRING
-from grpo_ablation.analysis.render import number, to_markdown
+from grpo_ablation.analysis.render import ACCURACY, kind_of, number, to_markdown
 from grpo_ablation.analysis.stats import (
     holm,
     mixed_fraction_at,
@@ -297,6 +297,17 @@ def _duration(minutes: float) -> str:
     return f" (≈ {hours} h {rest:02d} min here)" if hours else f" (≈ {rest} min here)"
 
 
+# The SD's upper 95% bound from fewer degrees of freedom is too wide to size anything on (1 df:
+# 31.9 times the SD), so no units are named from it.
+MIN_DF_FOR_BOUND = 3
+
+
+def largest_difference(metric: str) -> float:
+    """The largest difference two values of ``metric`` can have: 1 for an accuracy, fraction,
+    share or rate (``render.kind_of``), unbounded otherwise."""
+    return 1.0 if kind_of(metric) == ACCURACY else math.inf
+
+
 def _power_clause(v: pd.Series, unit: str) -> str:
     """What the design could detect, after the verdict: ``— this design detects ≥ X; N draws
     (≈ T) would be needed`` for an inconclusive one, the power at the expected effect otherwise."""
@@ -305,12 +316,22 @@ def _power_clause(v: pd.Series, unit: str) -> str:
         return f" (no power computed: fewer than two {unit}s with a finite value)"
     if not v["sd"] > 0:
         return f" (no power computed: every {unit} gave the same difference)"
-    detects = (
-        f"shows equivalence only within ±{_number(v['mde'], m, False)}"
-        if equivalence
-        else f"detects ≥ {_number(v['mde'], m, False)}"
-    )
+    if v["mde"] > largest_difference(m):
+        detects = (
+            f"shows equivalence within no margin inside the metric's range (±"
+            f"{_number(v['mde'], m, False)} needed)"
+            if equivalence
+            else f"detects no effect within the metric's range (≥ {_number(v['mde'], m, False)})"
+        )
+    else:
+        detects = (
+            f"shows equivalence only within ±{_number(v['mde'], m, False)}"
+            if equivalence
+            else f"detects ≥ {_number(v['mde'], m, False)}"
+        )
     need, upper = v["units_needed"], v.get("units_needed_upper", math.nan)
+    if int(v["n"]) - 1 < MIN_DF_FOR_BOUND:
+        upper = math.nan  # the SD's upper bound from so few df says nothing usable
     target = "its margin" if equivalence else "its expected effect"
     if math.isfinite(need):
         needed = (
@@ -318,6 +339,8 @@ def _power_clause(v: pd.Series, unit: str) -> str:
         )
         if math.isfinite(upper):
             needed += f" ({upper:.0f} at the upper 95% bound of the SD)"
+        elif int(v["n"]) - 1 < MIN_DF_FOR_BOUND:
+            needed += f" (at the SD's upper bound: not estimable from {int(v['n']) - 1} df)"
     elif not math.isfinite(v["expected"]):
         needed = "; no expected effect declared, so no number of units is named"
     else:
@@ -359,8 +382,9 @@ def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
     lines = [
         f"**Declared hypotheses** ({len(verdicts)}, written in the config before the run; "
         f"α = {ALPHA}, one Holm family of the support and refute tests of all of them, so that "
-        "any verdict is wrong with probability at most α; the power of each test is computed at "
-        f"Holm's first step; Δ is cell minus reference {PAIRING[unit]}, mean [90% t interval]):",
+        "any verdict of this run is wrong with probability at most α (within this run: a "
+        "hypothesis judged again in another run is a new test at its own α); the power of each "
+        f"test is computed at Holm's first step; Δ is cell minus reference {PAIRING[unit]}, mean [90% t interval]):",
         "",
     ]
     for _, v in verdicts.iterrows():

@@ -76,6 +76,7 @@ RULES: tuple[tuple[str, str], ...] = (
             "share",
             "rate",
             "clip",
+            "clipped",
             "mixed",
             "correct",
             "incorrect",

@@ -127,9 +127,11 @@ AXES: tuple[Axis, ...] = (
         choices=SCALINGS,
         always_named=True,
         expectation=(
-            "with beta = 0, a constant rescaling of every advantage (population vs sample std at "
-            "a fixed G: a factor sqrt(G/(G-1))) is absorbed by Adam up to its epsilon and "
-            "gradient clipping, so population and sample cells should agree up to seed noise"
+            "with beta = 0 and no gradient clipping, a constant rescaling of every advantage "
+            "(population vs sample std at a fixed G: a factor sqrt(G/(G-1))) is absorbed by Adam "
+            "up to its epsilon, so population and sample cells should agree up to seed noise; "
+            "under clipping (the Trainer's 1.0 unless training.max_grad_norm says otherwise) a "
+            "step's clip factor depends on its norm, which the factor scales, so they need not"
         ),
     ),
     Axis(

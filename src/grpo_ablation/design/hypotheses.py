@@ -69,13 +69,16 @@ DIRECTIONS = {"higher": +1, "lower": -1}
 # contrast (a lower bound: under common random numbers these runs stay closer than objectives
 # that really differ): (axis, value, reference value) -> (the condition on the cell, why).
 # Population and sample std differ by the constant factor sqrt(G/(G-1)) on every advantage, which
-# gradient clipping removes on every step it clips and Adam absorbs up to its ε on the others,
-# when nothing else in the loss (a KL term) is left unscaled.
+# Adam absorbs up to its ε when nothing else in the loss (a KL term) is left unscaled and the
+# gradient is not clipped: clipping that binds on some steps and not others scales each step by a
+# factor of its own.
 NEGATIVE_CONTROLS = {
     ("std_scaling", "population", "sample"): (
-        lambda cell: cell["beta"] == 0,
-        "population and sample std differ by the constant factor √(G/(G−1)), which gradient "
-        "clipping removes where it clips and Adam absorbs up to its ε at β = 0",
+        # Clipping that binds on some steps and not others (a step's factor depends on its
+        # norm, which the constant scales) is a step-to-step scale Adam does not absorb.
+        lambda training: training.beta == 0 and not training.max_grad_norm,
+        "population and sample std differ by the constant factor √(G/(G−1)), which Adam absorbs "
+        "up to its ε at β = 0 with no gradient clipping",
     )
 }
 
@@ -377,7 +380,7 @@ def negative_control(design: Design, row: dict[str, str]) -> str | None:
     (ax,) = changed
     spell = BY_NAME[ax].spell
     control = NEGATIVE_CONTROLS.get((ax, spell(cell[ax]), spell(ref[ax])))
-    return control[1] if control and control[0](cell) else None
+    return control[1] if control and control[0](design.training_config(cell, 0)) else None
 
 
 def contrast_roles(

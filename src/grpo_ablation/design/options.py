@@ -76,6 +76,15 @@ class TrainingConfig:
     clip_eps_low: float = option(0.2, "the ratio is clipped below at 1 - clip_eps_low", minimum=0)
     clip_eps_high: float = option(0.2, "the ratio is clipped above at 1 + clip_eps_high", minimum=0)
     mask_truncated_completions: bool = option(False, "drop completions without eos from the loss")
+    max_grad_norm: float = option(
+        1.0,
+        "gradient clipping: before each optimizer step the gradient is scaled by "
+        "min(1, max_grad_norm / (its global norm + 1e-6)) (the Trainer's max_grad_norm, 1.0 "
+        "unless set); 0 turns it off. Part of the objective: a factor that binds on some steps "
+        "and not others is one Adam does not absorb",
+        neutral=1.0,
+        minimum=0,
+    )
     success_threshold: float = option(
         1.0,
         "reward at or above which a completion counts as correct (the group categories)",

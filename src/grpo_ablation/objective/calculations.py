@@ -84,7 +84,8 @@ def mixed_rows() -> list[Row]:
 
 def expectation_rows() -> list[Row]:
     """What the KL and update-epochs stages test, from the formulas: the constant advantage
-    scale between population and sample std (Adam absorbs it with beta = 0), and the ratio at
+    scale between population and sample std (Adam absorbs it with beta = 0 and no gradient
+    clipping), and the ratio at
     mu = 1 (the sampling policy is the updated one: exactly 1, so clipping never fires)."""
     rows: list[Row] = [
         {

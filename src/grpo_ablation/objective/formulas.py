@@ -20,6 +20,7 @@ from grpo_ablation.objective.conventions import (
 
 __all__ = [
     "aggregate_loss",
+    "clip_factor",
     "completion_coefficients",
     "group_advantages",
     "group_categories",
@@ -187,3 +188,16 @@ def rank_loss_scale(num_processes: int) -> int:
     get no factor: TRL marks its loss as already scaled for accumulation, so the Trainer does not
     divide it, and the steps' shares add up (the trainer's conformance tests check both)."""
     return num_processes
+
+
+# torch.nn.utils.clip_grad_norm_ divides by the norm plus this, so a norm at the bound is scaled.
+CLIP_NORM_EPS = 1e-6
+
+
+def clip_factor(grad_norm: float, max_grad_norm: float) -> float:
+    """What gradient clipping multiplies a step's gradient by: min(1, c / (‖g‖ + 1e-6)), as
+    ``torch.nn.utils.clip_grad_norm_`` computes it from the norm the Trainer logs (``grad_norm``,
+    taken before clipping); c = 0 (or None) is no clipping, factor 1."""
+    if not max_grad_norm or math.isnan(grad_norm):
+        return 1.0 if not max_grad_norm else math.nan
+    return min(1.0, max_grad_norm / (grad_norm + CLIP_NORM_EPS))

@@ -153,6 +153,14 @@ class ObjectiveRecord:
             else "Truncated completions stay in the loss."
         )
         versions = ", ".join(f"{k} {v}" for k, v in self.library_versions.items())
+        # Records written before the option existed ran with the Trainer's default, 1.0.
+        c = self.options.get("max_grad_norm", 1.0)
+        clipping = (
+            f"Before each AdamW step the gradient is clipped to a global norm of {c:g} (scaled "
+            f"by min(1, {c:g}/norm) where its norm exceeds {c:g})."
+            if c
+            else "The gradient is not clipped."
+        )
         return (
             f"Reward: the task's declared answer rule '{self.answer_rule}' (the evaluation applies "
             "the same rule). "
@@ -162,7 +170,7 @@ class ObjectiveRecord:
             f"1+{self.clip_eps_high:g}) {kl}, {length_aggregation(self.aggregation).sentence} "
             f"(per-token weight 1/({self.normaliser}); empty completions {self.empty_completion_rule}). "
             f"{zero_variance_rule(self.zero_variance).sentence.format(batches=self.max_generation_batches)} "
-            f"{trunc} Each generation step samples G={self.group_size} completions for each of "
+            f"{trunc} {clipping} Each generation step samples G={self.group_size} completions for each of "
             f"{self.prompts_per_step} prompts (B={self.generation_batch_size}) of at most "
             f"{self.max_completion_length} tokens, and takes {self.num_iterations} optimizer step(s) "
             f"on them, split into {self.gradient_accumulation_steps} accumulation step(s) of "

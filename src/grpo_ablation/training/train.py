@@ -114,6 +114,7 @@ def _build_args(
         epsilon=cfg.clip_eps_low,
         epsilon_high=cfg.clip_eps_high,
         mask_truncated_completions=cfg.mask_truncated_completions,
+        max_grad_norm=cfg.max_grad_norm,
         max_steps=cfg.max_steps,
         save_strategy="steps",
         save_steps=cfg.save_steps,
