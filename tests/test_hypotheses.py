@@ -20,7 +20,7 @@ from test_design import default_config
 from test_stats import binomial_counts
 from test_tables_figures import effect_row
 
-from grpo_ablation.analysis import hypotheses, reading, stats, tables
+from grpo_ablation.analysis import hypotheses, reading, render, stats, tables
 from grpo_ablation.design import checks
 from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, cell_label
@@ -603,7 +603,7 @@ def test_an_mde_beyond_the_metrics_range_and_a_bound_from_one_df_are_said_as_suc
     assert "(41573 at the upper 95% bound of the SD)" in clause  # 3 df: said
     length = {**directional, "metric": "length_incorrect_late", "mde": 22.3}
     assert "detects ≥ 22.30" in hypotheses._power_clause(pd.Series(length), "draw")
-    assert hypotheses.largest_difference("sampled_final") == 1.0
+    assert render.largest_difference("sampled_final") == 1.0
 
 
 def test_negative_controls_and_declared_pairs_are_left_out_of_the_late_accuracy_count():

@@ -794,3 +794,28 @@ def test_a_written_csv_keeps_full_precision_while_its_markdown_is_rounded(tmp_pa
     md = (tmp_path / "efficiency.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith(f"| std_scaling | {OTHER} |"))
     assert f"| {auc:.3f} [" in row and repr(auc) not in md
+
+
+def test_the_verdict_figure_stays_within_an_accuracys_range_and_marks_an_mde_beyond_it(tmp_path):
+    """Two draws (1 df): an equivalence on an accuracy could be shown only within ±2.955, which
+    no accuracy difference reaches; the axis stays within ±1, the MDE marked at its edges."""
+    design = pooled_design()
+    verdicts = pooled_tables(design, tmp_path)["hypotheses"]
+    declared_ = {h.id: h for h in declared(design)}
+    wide = verdicts.copy()
+    wide["mde"] = 2.955
+    fig = pooled_figures.verdicts_figure(wide, declared_)
+    accuracies = 0
+    for ax, (_, v) in zip(fig.axes, wide.iterrows(), strict=True):
+        notes = [t.get_text() for t in ax.texts if "beyond the metric's range" in t.get_text()]
+        ticks = [line for line in ax.get_lines() if line.get_marker() == "|"]
+        if render.largest_difference(v["metric"]) == 1.0:
+            accuracies += 1
+            lo, hi = ax.get_xlim()
+            assert lo >= -1 and hi <= 1
+            h = declared_[v["id"]]
+            assert len(notes) == (2 if h.kind == "equivalence" else 1) and not ticks
+        else:  # a length has no range: its MDE is drawn where it is
+            assert not notes and ticks
+    assert accuracies
+    assert saving.overlaps(fig) == []

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablation.analysis.reading import PAIRING
-from grpo_ablation.analysis.render import ACCURACY, kind_of, number, to_markdown
+from grpo_ablation.analysis.render import largest_difference, number, to_markdown
 from grpo_ablation.analysis.stats import (
     holm,
     mixed_fraction_at,
@@ -300,12 +300,6 @@ def _duration(minutes: float) -> str:
 # The SD's upper 95% bound from fewer degrees of freedom is too wide to size anything on (1 df:
 # 31.9 times the SD), so no units are named from it.
 MIN_DF_FOR_BOUND = 3
-
-
-def largest_difference(metric: str) -> float:
-    """The largest difference two values of ``metric`` can have: 1 for an accuracy, fraction,
-    share or rate (``render.kind_of``), unbounded otherwise."""
-    return 1.0 if kind_of(metric) == ACCURACY else math.inf
 
 
 def _power_clause(v: pd.Series, unit: str) -> str:

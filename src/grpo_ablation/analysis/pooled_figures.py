@@ -28,6 +28,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from grpo_ablation.analysis import figures, loading
+from grpo_ablation.analysis.render import largest_difference
 from grpo_ablation.analysis.saving import save
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.hypotheses import PAIRED, Hypothesis, declared
@@ -75,8 +76,26 @@ def verdicts_figure(
         else:
             bounds = [h.direction * h.minimum_effect]
             marks = [h.direction * mde] if math.isfinite(mde) else []
+        # The axis stays within the differences the metric can have (±1 on an accuracy); an MDE
+        # beyond them is marked at the edge with its value.
+        r = largest_difference(str(v["metric"]))
+        beyond = [m for m in marks if abs(m) > r]
+        marks = [m for m in marks if abs(m) <= r]
         span = figures.fit_limits([0.0, mean, low, high, *bounds, *marks], pad=0.15)
         lo, hi = span if span is not None else (-1.0, 1.0)
+        lo, hi = max(lo, -r), min(hi, r)
+        for m in beyond:
+            edge = hi if m > 0 else lo
+            ax.plot(edge, 0, marker=">" if m > 0 else "<", markersize=8, color=MDE_COLOUR)
+            ax.annotate(
+                f"MDE {m:+.3g}: beyond the metric's range",
+                (edge, 0),
+                xytext=(-4 if m > 0 else 4, 8),
+                textcoords="offset points",
+                ha="right" if m > 0 else "left",
+                fontsize=6.5,
+                color=MDE_COLOUR,
+            )
         if h.kind == "equivalence":
             ax.axvspan(-h.margin, h.margin, color=BOUND_COLOUR, alpha=0.1, linewidth=0)
         elif h.direction > 0:

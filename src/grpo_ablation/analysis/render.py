@@ -98,6 +98,12 @@ RULES: tuple[tuple[str, str], ...] = (
 QUANTITY_COLUMNS = ("metric", "quantity")
 
 
+def largest_difference(name: str) -> float:
+    """The largest difference two values of quantity ``name`` can have: 1 for an accuracy,
+    fraction, share or rate, unbounded otherwise."""
+    return 1.0 if kind_of(name) == ACCURACY else math.inf
+
+
 def kind_of(name: str) -> str | None:
     """The kind of the numbers a column or quantity called ``name`` holds; None when the name
     says nothing of it."""
