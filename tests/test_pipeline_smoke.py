@@ -473,6 +473,12 @@ def test_ratio_clipping_is_exactly_zero_at_one_update_epoch_and_active_at_four(s
         assert (one[clip].to_numpy() == 0).all()
         assert one["grad_norm"].gt(0).any()  # there was a gradient to clip
         assert four[clip].to_numpy().sum() > 0, four[clip]
+        # gradient clipping (the norm, not the ratio) per step, from the logged norm at 1.0
+        logged = one.dropna(subset=["grad_norm"])
+        assert (logged["grad_clipped"] == (logged["grad_norm"] > 1 - 1e-6)).all()
+        assert logged["grad_clip_factor"].between(0, 1).all()
+    results = pd.read_csv(smoke_pipeline.exp / "tables/results.csv")
+    assert {"grad_clipped_mean", "grad_clip_factor_mean"} <= set(results.columns)
     run = smoke_pipeline.exp / "runs/std=sample/agg=sequence_mean/G=4/mu=4/seed=0"
     record = json.loads((run / "objective.json").read_text())
     assert record["num_iterations"] == 4
