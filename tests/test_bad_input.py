@@ -149,6 +149,23 @@ def test_an_invalid_std_scaling_or_aggregation_name_is_named(tmp_path, key, valu
     assert bad in done.stderr + done.stdout
 
 
+def test_a_seed_or_a_varied_value_listed_twice_is_named():
+    from grpo_ablation.design.checks import check_design
+
+    with pytest.raises(DesignError, match=r"seeds=\[0, 0\]: a seed is listed more than once"):
+        check_design(changed_smoke_config(seeds=[0, 0]))
+    twice = {"std_scaling": ["sample", "none", "sample"]}
+    with pytest.raises(DesignError, match=r"stages.std_scaling.vary.std_scaling=.*more than once"):
+        check_design(changed_smoke_config(stages__std_scaling__vary=twice))
+    check_design(changed_smoke_config(seeds=[0, 1]))  # distinct: accepted
+
+
+@pytest.mark.slow  # starts processes of its own
+def test_seeds_listed_twice_stop_the_dry_run_naming_them(tmp_path):
+    done = dry_run(tmp_path, seeds=[0, 0])
+    assert done.returncode != 0 and "seeds=[0, 0]" in done.stderr + done.stdout
+
+
 def test_invalid_names_are_refused_by_the_training_config_too():
     with pytest.raises(ValueError, match="unknown std scaling 'stdev'"):
         TrainingConfig(std_scaling="stdev")

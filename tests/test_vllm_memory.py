@@ -291,18 +291,25 @@ def test_the_hf_curve_loads_a_model_per_policy_and_no_engine(
     from grpo_ablation.policy.tokenizer import build_char_tokenizer
 
     test = tmp_path / "test.jsonl"
-    test.write_text("".join(json.dumps({"prompt_id": f"p{i}", "prompt": f"{i}+1=",
-                                        "answer": str(i + 1), "difficulty": 1}) + "\n"
-                            for i in range(4)))  # fmt: skip
+    rows = [
+        {"prompt_id": f"p{i}", "prompt": f"{i}+1=", "answer": str(i + 1), "difficulty": 1}
+        for i in range(4)
+    ]
+    test.write_text("".join(json.dumps(row) + "\n" for row in rows))
     write_task(test, tmp_path / "tasks", "toy", max_gen_toks=4, k=2, temperature=1.0)
     tok = build_char_tokenizer()
     policies = []
     for step in (1, 2):
         torch.manual_seed(step)
         cfg = GPT2Config(
-            n_layer=1, n_embd=16, n_head=2, n_positions=32, vocab_size=len(tok),
-            eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-        )  # fmt: skip
+            n_layer=1,
+            n_embd=16,
+            n_head=2,
+            n_positions=32,
+            vocab_size=len(tok),
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
         GPT2LMHeadModel(cfg).save_pretrained(tmp_path / f"step-{step}")
         tok.save_pretrained(tmp_path / f"step-{step}")
         policies.append((step, tmp_path / f"step-{step}"))

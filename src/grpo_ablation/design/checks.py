@@ -33,6 +33,7 @@ def check_design(config: dict[str, Any]) -> Design:
     matched budgets, each run's training configuration, the declared hypotheses. Returns the
     design."""
     evaluation_config(config)
+    check_repeats(config)
     check_draws(config)
     check_optional_packages(config)
     design = Design.of(config)
@@ -207,6 +208,21 @@ def draw_base_policy(config: dict[str, Any], draw: int | None) -> dict[str, Any]
     """The base_policy section one draw's warm start runs with: the draw is its seed."""
     base = {k: v for k, v in config["base_policy"].items() if k != "draws"}
     return base if draw is None else {**base, "seed": int(draw)}
+
+
+def check_repeats(config: dict[str, Any]) -> None:
+    """A seed, or a value a stage varies, listed twice names the same runs twice: one cell or
+    seed would count as two units of the analysis."""
+    seeds = list(config.get("seeds", []))
+    if len(set(seeds)) != len(seeds):
+        raise DesignError(f"seeds={seeds}: a seed is listed more than once; list each once")
+    for name, stage in (config.get("stages") or {}).items():
+        for axis, values in ((stage or {}).get("vary") or {}).items():
+            if isinstance(values, list) and len({repr(v) for v in values}) != len(values):
+                raise DesignError(
+                    f"stages.{name}.vary.{axis}={values}: a value is listed more than once; list "
+                    "each once"
+                )
 
 
 def check_draws(config: dict[str, Any]) -> None:
