@@ -386,3 +386,16 @@ def test_the_report_opens_with_the_reading_pooled_over_draws(drawn):
         if path.endswith(".png"):
             height, width = plt.imread(path).shape[:2]
             assert [width, height] in sizes, path
+
+
+@pytest.mark.slow  # starts Snakemake
+def test_the_figures_target_plans_the_pooled_figures_the_report_opens_with(tmp_path):
+    """`snakemake figures` on a design with draws rebuilds the pooled figures too (the verdict
+    figure and each stage's effects over draws), not only each draw's own."""
+    import re
+
+    config = tmp_path / "config.yaml"
+    default = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config.write_text(yaml.safe_dump({**default, "results_dir": str(tmp_path / "results")}))
+    done = snakemake(config, "-n", "figures", timeout=300)
+    assert re.search(r"^pooled_figures\s+1\s*$", done.stdout + done.stderr, re.MULTILINE)

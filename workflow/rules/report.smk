@@ -220,13 +220,6 @@ FIGURE_TARGETS = [
 ]
 
 
-rule figures:
-    # Every figure, and nothing upstream that is already built.
-    input:
-        FIGURE_TARGETS,
-    localrule: True
-
-
 # Called by all_targets (common.smk): everything the report shows.
 report_targets = lambda: [
     *per_draw(rules.tables.output),
@@ -331,3 +324,12 @@ rule pooled_figures:
     shell:
         "python {params.cli} pooled-figures --design {input.design} --tables {params.tables}"
         " --out {params.out} > {log} 2>&1"
+
+
+rule figures:
+    # Every figure, the pooled ones the report opens with included, and nothing upstream that is
+    # already built.
+    input:
+        FIGURE_TARGETS,
+        POOLED_FIGURES if DRAWS else [],
+    localrule: True
