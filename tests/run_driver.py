@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +24,30 @@ def write_data(directory: Path) -> Path:
     rows = [{"prompt_id": f"p{i}", "prompt": p, "answer": "0"} for i, p in enumerate(PROMPTS)]
     (directory / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return directory
+
+
+def start_driver(model, data, out, training, sleep=0.0) -> subprocess.Popen:
+    """This driver on ``training`` (a TrainingConfig's fields) in a process of its own, one
+    thread, that a test can SIGKILL; its stderr is piped."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "run_driver",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--training",
+        json.dumps(training),
+        "--sleep",
+        str(sleep),
+    ]
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
 
 
 class Slow(TrainerCallback):

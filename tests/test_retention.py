@@ -3,10 +3,7 @@ checkpoint keeps its weights, a killed run still resumes to the uninterrupted re
 estimate is right on worked numbers."""
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from conformance import G, digit_reward
+from run_driver import start_driver
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
@@ -75,39 +73,17 @@ def test_only_the_newest_checkpoint_keeps_optimizer_state(setup, tmp_path):
     assert 8 * n <= size < 8 * n + 64 * 1024
 
 
-def _driver(model, data, out, training, sleep=0.0):
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "run_driver",
-        "--model",
-        str(model),
-        "--data",
-        str(data),
-        "--out",
-        str(out),
-        "--training",
-        json.dumps(training),
-        "--sleep",
-        str(sleep),
-    ]
-    return subprocess.Popen(
-        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-
-
 @pytest.mark.slow  # runs the smoke DAG, or kills and resumes a run
 def test_a_killed_run_with_pruned_checkpoints_resumes_to_the_same_result(setup, tmp_path):
     model, data = setup
     training = {**TINY, "max_steps": 12, "save_steps": 4}
     ref = tmp_path / "uninterrupted"
-    done = _driver(model, data, ref, training)
+    done = start_driver(model, data, ref, training)
     assert done.wait(timeout=300) == 0, done.stderr.read()[-3000:]
     assert _with_optimizer(ref / "checkpoints") == [12]
 
     run = tmp_path / "killed"
-    proc = _driver(model, data, run, training, sleep=0.3)
+    proc = start_driver(model, data, run, training, sleep=0.3)
     ckpts = run / "checkpoints"
     deadline = time.time() + 300
     # Wait until checkpoint-8 is complete and checkpoint-4 has lost its optimizer state.
@@ -121,7 +97,7 @@ def test_a_killed_run_with_pruned_checkpoints_resumes_to_the_same_result(setup, 
     proc.wait()
     assert not (run / "run_info.json").exists(), "the run finished before it was killed"
     assert _with_optimizer(ckpts) == [8] and (ckpts / "checkpoint-4" / "model.safetensors").exists()
-    done = _driver(model, data, run, training)
+    done = start_driver(model, data, run, training)
     assert done.wait(timeout=300) == 0, done.stderr.read()[-3000:]
 
     assert read_rollouts(ref / "rollouts").equals(read_rollouts(run / "rollouts"))

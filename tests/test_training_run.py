@@ -2,16 +2,14 @@
 non-finite losses, and a resume after SIGKILL that ends where an uninterrupted run ends."""
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 from conformance import G, digit_reward
+from run_driver import start_driver
 from safetensors.torch import load_file
 
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
@@ -155,37 +153,15 @@ def test_a_reward_that_fails_on_some_samples_marks_only_those(setup, tmp_path):
         assert m["groups/zero_std_fraction"] == sum(zero.tolist()) / len(zero)
 
 
-def _driver(model, data, out, training, sleep=0.0):
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "OMP_NUM_THREADS": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "run_driver",
-        "--model",
-        str(model),
-        "--data",
-        str(data),
-        "--out",
-        str(out),
-        "--training",
-        json.dumps(training),
-        "--sleep",
-        str(sleep),
-    ]
-    return subprocess.Popen(
-        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-
-
 @pytest.mark.slow  # runs the smoke DAG, or kills and resumes a run
 def test_a_run_killed_mid_way_resumes_to_the_same_result(setup, tmp_path):
     model, data = setup
     training = {**TINY, "max_steps": 12, "save_steps": 4}
     ref = tmp_path / "uninterrupted"
-    assert _driver(model, data, ref, training).wait(timeout=300) == 0
+    assert start_driver(model, data, ref, training).wait(timeout=300) == 0
 
     run = tmp_path / "killed"
-    proc = _driver(model, data, run, training, sleep=0.3)
+    proc = start_driver(model, data, run, training, sleep=0.3)
     deadline = time.time() + 300
     while not (run / "checkpoints" / "checkpoint-4" / "trainer_state.json").exists():
         assert proc.poll() is None and time.time() < deadline, "run ended before its checkpoint"
@@ -194,7 +170,7 @@ def test_a_run_killed_mid_way_resumes_to_the_same_result(setup, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not (run / "run_info.json").exists(), "the run finished before it was killed"
-    assert _driver(model, data, run, training).wait(timeout=300) == 0
+    assert start_driver(model, data, run, training).wait(timeout=300) == 0
 
     a, b = read_rollouts(ref / "rollouts"), read_rollouts(run / "rollouts")
     assert a.drop(columns=[]).equals(b)
