@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path)
     a = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT / "src"))
-    from grpo_ablation.training.calibrate import load_config
+    from grpo_ablation.design.schema import load_config
 
     a.work.mkdir(parents=True, exist_ok=True)
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())

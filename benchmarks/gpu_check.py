@@ -593,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, src)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))
     from grpo_ablation.compute import resolve_device
-    from grpo_ablation.training.calibrate import load_config
+    from grpo_ablation.design.schema import load_config
 
     with tempfile.TemporaryDirectory() as tmp:
         work = (a.work or Path(tmp)).resolve()

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from grpo_ablation.design.schema import load_config
 from grpo_ablation.training.calibrate import (
     Measurement,
     dag_shape,
-    load_config,
     over_limit,
     project,
 )

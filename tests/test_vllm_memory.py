@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from grpo_ablation.design.schema import load_config
 from grpo_ablation.training import calibrate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def test_calibrate_trains_in_a_process_of_its_own_and_keeps_the_larger_peak(
     monkeypatch.setattr(
         evaluate, "evaluate_checkpoints", lambda c, task_dir, *a, **k: evaluated.append(c)
     )
-    config = calibrate.load_config(ROOT / "config/smoke.yaml")
+    config = load_config(ROOT / "config/smoke.yaml")
     m = calibrate.measure(config, 2, tmp_path)
     assert ran == [(calibrate.train_steps, (config, 2, tmp_path))]
     assert evaluated == [[(2, ckpt)], [(2, ckpt)]]  # test, then validation

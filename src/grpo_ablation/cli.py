@@ -148,7 +148,7 @@ def cmd_plan(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.render import to_markdown
     from grpo_ablation.design.ablation import Design
     from grpo_ablation.design.hypotheses import PLAN_COLUMNS, Plan, plan_rows
-    from grpo_ablation.training.calibrate import load_config
+    from grpo_ablation.design.schema import load_config
 
     design = Design.of(load_config(a.configfile))
     gpu_per_unit = math.nan

@@ -79,3 +79,18 @@ def write_schema(check: bool = False) -> None:
     if check:
         raise SystemExit(0 if new == text else f"{SCHEMA} is out of date")
     SCHEMA.write_text(new)
+
+
+def load_config(path: Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config as the workflow sees it: validated against the schema (Snakemake's validator,
+    which fills in the defaults), then every design check run before any job."""
+    import yaml
+    from snakemake.utils import validate
+
+    from grpo_ablation.design.checks import check_design
+
+    config = yaml.safe_load(Path(path).read_text())
+    config.update(overrides or {})
+    validate(config, str(SCHEMA))
+    check_design(config)
+    return config

@@ -23,12 +23,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from grpo_ablation.design import checks
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
-from grpo_ablation.design.schema import SCHEMA
+from grpo_ablation.design.schema import load_config
 from grpo_ablation.layout import BASE_INFO
 from grpo_ablation.process import in_own_process
 
@@ -180,17 +178,6 @@ def memory_plan(
         + "): set "
         + ", or ".join(knobs or ["a GPU with more memory (resources.gpu_memory_gib)"])
     ]
-
-
-def load_config(path: Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The config as the workflow sees it: validated against the schema, defaults filled in."""
-    from snakemake.utils import validate
-
-    config = yaml.safe_load(Path(path).read_text())
-    config.update(overrides or {})
-    validate(config, str(SCHEMA))
-    checks.check_design(config)
-    return config
 
 
 def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
