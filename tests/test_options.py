@@ -1,6 +1,7 @@
 """Options declared once: the schema, the objective record and the checks follow them."""
 
-from dataclasses import MISSING, asdict, make_dataclass
+import re
+from dataclasses import MISSING, asdict, fields, make_dataclass
 
 import pytest
 import yaml
@@ -142,3 +143,16 @@ def test_an_option_out_of_its_declared_range_is_named(field, value, message):
 def test_the_nominal_budget_counts_generated_completions():
     budget = TrainingConfig(max_steps=200, num_iterations=2, group_size=8).nominal_budget()
     assert budget["completions"] == 100 * 32 and budget["optimizer_steps"] == 200
+
+
+def test_every_choice_of_an_option_is_named_in_its_help():
+    """The help text the schema and `--help` show lists the choices by name; the registries are
+    what decide them, so each registered choice must appear there (a choice added to a registry
+    and not to the help fails here)."""
+    for cls in (TrainingConfig, ComputeConfig):
+        for f in fields(cls):
+            choices = f.metadata.get("choices") or ()
+            missing = [
+                c for c in choices if not re.search(rf"\b{re.escape(c)}\b", f.metadata["help"])
+            ]
+            assert not missing, f"{cls.__name__}.{f.name}: help does not name {missing}"

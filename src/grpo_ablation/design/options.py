@@ -154,7 +154,8 @@ class TrainingConfig:
     vllm_importance_sampling_mode: str = option(
         "token_truncate",
         "how TRL corrects the loss for the gap between the trainer's and vLLM's token "
-        "probabilities: the importance-sampling ratio truncated or masked, per token or sequence",
+        "probabilities: the importance-sampling ratio truncated or masked, per token or sequence "
+        "(token_truncate, token_mask, sequence_truncate, sequence_mask)",
         recorded=_IN_GENERATION,
         choices=IMPORTANCE_SAMPLING_MODES,
     )
@@ -244,13 +245,15 @@ class ComputeConfig:
 
     device: str = option(
         "auto",
-        "auto takes CUDA when torch sees a GPU; cuda on a machine without one stops the job",
+        "auto takes CUDA when torch sees a GPU, else cpu; cuda on a machine without one stops "
+        "the job",
         choices=DEVICES,
     )
     dtype: str = option(
         "float32",
-        "compute precision: autocast in training over float32 master weights and optimizer state "
-        "(checkpoints hold float32 weights), the loading precision in evaluation",
+        "compute precision, float32 or bfloat16: autocast in training over float32 master "
+        "weights and optimizer state (checkpoints hold float32 weights), the loading precision "
+        "in evaluation",
         choices=DTYPES,
     )
     processes_per_train_job: int = option(
@@ -261,7 +264,8 @@ class ComputeConfig:
     )
     accelerate_config: str = option(
         "ddp",
-        "plain DDP, or a preset of config/accelerate/ (DeepSpeed ZeRO-2/3, FSDP; GPUs only)",
+        "ddp (plain DDP), or a preset of config/accelerate/: zero2 or zero3 (DeepSpeed ZeRO-2/3), "
+        "fsdp (GPUs only)",
         choices=ACCELERATE_PRESETS,
     )
     keep_optimizer_state: str = option(
