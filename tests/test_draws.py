@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import LANDING, in_chromium, rendered, snakemake
+from conftest import IMAGE_SIZES, LANDING, in_chromium, rendered, snakemake
 from scipy import stats as scipy_stats
 
 from grpo_ablation.analysis import draws, hypotheses, loading, tables
@@ -19,7 +19,7 @@ from grpo_ablation.analysis.tables import PAIRED, results_table
 from grpo_ablation.design import checks
 from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, DesignError, run_seed
-from grpo_ablation.layout import POOLED_TABLES, STAGE_FIGURES, Tree
+from grpo_ablation.layout import POOLED_TABLES, STAGE_FIGURES, TABLE, Tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -340,16 +340,6 @@ def test_the_pooled_figures_are_drawn_from_the_pooled_tables(drawn):
     assert sorted(x for x in printed if x.startswith(str(exp))) == sorted(declared)
 
 
-# Decode every embedded PNG in the browser and report its natural size.
-DECODE = """
-const done = arguments[arguments.length - 1];
-const uris = [...new Set(document.documentElement.innerHTML.match(/data:image\\/png[^"'\\s)]+/g) || [])];
-Promise.all(uris.map(u => new Promise(ok => { const i = new Image();
-  i.onload = () => ok([i.naturalWidth, i.naturalHeight]); i.onerror = () => ok([0, 0]); i.src = u; })))
-  .then(done);
-"""
-
-
 @pytest.mark.slow
 def test_the_report_opens_with_the_reading_pooled_over_draws(drawn):
     import matplotlib.pyplot as plt
@@ -360,7 +350,7 @@ def test_the_report_opens_with_the_reading_pooled_over_draws(drawn):
         {
             "landing": LANDING,
             "pooled": "return categories['0. Pooled over draws'] || {};",
-            "sizes": DECODE,
+            "sizes": IMAGE_SIZES,
         },
         asynchronous=("sizes",),
     )
@@ -399,3 +389,104 @@ def test_the_figures_target_plans_the_pooled_figures_the_report_opens_with(tmp_p
     config.write_text(yaml.safe_dump({**default, "results_dir": str(tmp_path / "results")}))
     done = snakemake(config, "-n", "figures", timeout=300)
     assert re.search(r"^pooled_figures\s+1\s*$", done.stdout + done.stderr, re.MULTILINE)
+
+
+@pytest.mark.slow  # starts Snakemake
+def test_a_study_runs_look_after_look_through_snakemake(drawn, tmp_path):
+    """The two draws as the first look of a study of two looks (two draws, then three), each look
+    one Snakemake run asked for its look's file: look 1 (1 df, a boundary near t = 160) continues
+    and writes the next look's override (three draws, the open hypothesis); the run given that
+    override trains the third draw and judges look 2, the last, which ends the study. An earlier
+    look asked again is its record, not a new one; a look judged again on changed tables, or on
+    draws no look has, is refused."""
+    from grpo_ablation.analysis.study import Ledger, LedgerError, write_look
+
+    config, exp = drawn
+    tree = Tree(exp)
+    first = {**config, "study": {"draws": [0, 1, 2], "looks": [2, 3]}}
+    study = {**first, "base_policy": {**config["base_policy"], "draws": [0, 1, 2]}}
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(first))
+    with pytest.raises(LedgerError, match="look 2 needs looks 1 to 1 in the ledger first"):
+        write_look(Design.of(study))
+    snakemake(path, tree.study_look(2))
+    look1 = json.loads(Path(tree.study_look(2)).read_text())
+    assert look1["look"] == 1 and look1["decisions"] == {"population_equals_sample": "continue"}
+    following = yaml.safe_load(Path(tree.study_next()).read_text())
+    assert following["base_policy"] == {"draws": [0, 1, 2]}
+    assert [h["id"] for h in following["hypotheses"]] == ["population_equals_sample"]
+    snakemake([path, Path(tree.study_next())], tree.study_look(3))
+    look2 = json.loads(Path(tree.study_look(3)).read_text())
+    assert look2["look"] == 2 and look2["draws"] == [0, 1, 2]
+    assert look2["decisions"]["population_equals_sample"] != "continue"
+    assert not Path(tree.study_next()).exists()
+    assert Ledger(Path(tree.study_ledger())).entries() == [look1, look2]
+    assert write_look(Design.of(first)) == look1  # asked again: as recorded
+    with pytest.raises(LedgerError, match=r"a look runs study\.draws"):
+        write_look(Design.of({**study, "base_policy": {**config["base_policy"], "draws": [1]}}))
+    table = Path(Tree(Design.of(study).draw_dir(2)).table(TABLE["results"]))
+    table.write_text(table.read_text() + "\n")
+    try:
+        with pytest.raises(LedgerError, match="the ledger keeps the first"):
+            write_look(Design.of(study))
+    finally:
+        table.write_text(table.read_text()[:-1])
+    assert Ledger(Path(tree.study_ledger())).entries() == [look1, look2]
+
+
+def test_a_replicated_reference_enters_each_draw_as_the_mean_of_its_runs():
+    """The reference runs three times a draw (seeds 0, 1, 2), cell b once (seed 0): each draw's
+    contrast is b − the mean of the three (draw 0: 0.60 − 0.50 = 0.10; draw 1: 0.25 − 0.30 =
+    −0.05), mean 0.025 over the two draws."""
+    replicated = {
+        ("ref", 0, 0): 0.40,
+        ("ref", 0, 1): 0.50,
+        ("ref", 0, 2): 0.60,
+        ("b", 0, 0): 0.60,
+        ("ref", 1, 0): 0.20,
+        ("ref", 1, 1): 0.30,
+        ("ref", 1, 2): 0.40,
+        ("b", 1, 0): 0.25,
+    }
+    table = results_table(draws.draw_means(_runs(replicated)), {}).set_index("cell")
+    assert table.loc["b", "greedy_final_diff_n"] == 2
+    assert table.loc["b", "greedy_final_diff_mean"] == pytest.approx(0.025)
+
+
+def test_a_stage_may_run_its_reference_k_times_a_seed():
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config["stages"]["group_size"]["reference_replicates"] = 3
+    design = Design.of(config)
+    base = design.baseline().path  # the reference of group_size (G = 8) and of other stages
+    assert design.seeds_of(base) == [0, 1, 2]
+    assert design.seeds_of("std=sample/agg=sequence_mean/G=16") == [0]
+    # the plan: the contrast's SD is that of a run against the mean of three, σ·√(2/3)
+    (h,) = [h for h in declarations.declared(design) if h.id == "g16_lowers_greedy"]
+    plan = declarations.Plan.of(design)
+    assert plan.declared_sd(h) == pytest.approx(plan.sd["greedy_final"] * math.sqrt(2 / 3))
+    (other,) = [h for h in declarations.declared(design) if h.id == "resample_raises_greedy"]
+    assert plan.declared_sd(other) == plan.sd["greedy_final"]  # its stage is not replicated
+    config["stages"]["aggregation"]["fixed"] = {"std_scaling": {"winner_of": "std_scaling"}}
+    config["stages"]["aggregation"]["reference_replicates"] = 2
+    with pytest.raises(DesignError, match="a stage that takes a winner has no reference cell"):
+        _ = Design.of(config).stage_names  # parsing the stages refuses it
+
+
+@pytest.mark.slow  # starts Snakemake
+def test_the_dag_trains_a_replicated_reference_at_its_replicate_seeds(tmp_path):
+    """Smoke's seeds 0 and 1, std_scaling's reference run twice a seed: its reference (the
+    baseline) trains at seeds 0-3, population at 0 and 1 only."""
+    from test_bad_input import dry_run
+
+    # (aggregation's std fixed, so that no checkpoint defers the tables' inputs in a dry run)
+    done = dry_run(
+        tmp_path,
+        stages__std_scaling__reference_replicates=2,
+        stages__aggregation__fixed={"std_scaling": "sample"},
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    for seed in (0, 1, 2, 3):
+        assert f"runs/std=sample/agg=sequence_mean/G=4/seed={seed}/run_info.json" in out
+    assert "runs/std=population/agg=sequence_mean/G=4/seed=2/" not in out
+    assert "runs/std=population/agg=sequence_mean/G=4/seed=1/run_info.json" in out

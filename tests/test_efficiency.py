@@ -166,22 +166,37 @@ def test_the_efficiency_table_counts_fits_and_pairs_identified_ones_only():
     assert "depends on the outcome" in text
 
 
-def test_the_late_accuracy_is_the_mean_of_the_last_half_of_the_curve_points():
-    # 5 points: the last ceil(5/2) = 3, (0.7 + 0.8 + 0.9) / 3 = 0.8; 4 points: the last 2.
-    assert late_accuracy([0.5, 0.6, 0.7, 0.8, 0.9]) == pytest.approx(0.8)
-    assert late_accuracy([0.5, 0.6, 0.7, 0.8]) == pytest.approx(0.75)
-    assert late_accuracy([0.4]) == pytest.approx(0.4)
-    assert math.isnan(late_accuracy([]))
-    # in a run's summary, in step order whatever the order of the points, fit or no fit
-    steps = pd.DataFrame({"step": range(50), "groups": 4, "generated_tokens": [100] * 50})
+def test_the_late_accuracy_is_the_mean_over_the_late_window_the_last_quarter_of_steps():
+    # steps 2, 5, 11, 23, 48, 83, 92, 100 (the default's curve and late points): the window
+    # (75, 100] holds 83, 92, 100, so (0.7 + 0.8 + 0.9) / 3 = 0.8; step 48 is left out.
+    steps = [2, 5, 11, 23, 48, 83, 92, 100]
+    R = [0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.8, 0.9]
+    assert late_accuracy(steps, R) == pytest.approx(0.8)
+    # the final step alone where no point lies in the window but the last (75 is not in it)
+    assert late_accuracy([25, 50, 75, 100], [0.5, 0.6, 0.7, 0.8]) == pytest.approx(0.8)
+    assert late_accuracy([4], [0.4]) == pytest.approx(0.4)
+    assert math.isnan(late_accuracy([], []))
+    # in a run's summary, whatever the order of the points, fit or no fit: window (37.5, 50]
+    diag = pd.DataFrame({"step": range(50), "groups": 4, "generated_tokens": [100] * 50})
     curve = [
         {"step": s, "accuracy": a}
         for s, a in zip([50, 10, 40, 20, 30], [0.9, 0.5, 0.8, 0.6, 0.7], strict=True)
     ]
-    out = run_efficiency(curve, steps, group_size=8, R0=0.5)
-    assert out["efficiency_late"] == pytest.approx(0.8)
-    flat = run_efficiency([{**p, "accuracy": 0.5} for p in curve], steps, group_size=8, R0=0.5)
+    out = run_efficiency(curve, diag, group_size=8, R0=0.5)
+    assert out["efficiency_late"] == pytest.approx(0.85)
+    flat = run_efficiency([{**p, "accuracy": 0.5} for p in curve], diag, group_size=8, R0=0.5)
     assert flat["efficiency_status"] != FIT and flat["efficiency_late"] == pytest.approx(0.5)
+
+
+def test_the_late_window_holds_evenly_spaced_points_fixed_by_the_config():
+    from grpo_ablation.design.options import TrainingConfig, late_steps
+
+    assert late_steps(100, 3) == [83, 92, 100]  # 100 − 25·k/3, rounded
+    assert late_steps(200, 4) == [163, 175, 188, 200]
+    assert late_steps(4, 3) == [4]  # 3 is not in (3, 4]; the duplicates of 4 merge
+    assert late_steps(100, 0) == []
+    cfg = TrainingConfig(max_steps=100, curve_points=6, late_points=3)
+    assert cfg.curve_steps == [2, 5, 11, 23, 48, 83, 92, 100]
 
 
 def test_the_fit_parameters_are_the_outcome_dependent_quantities():

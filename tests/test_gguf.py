@@ -102,4 +102,8 @@ def test_the_push_override_plans_the_push_at_the_base_policy(tmp_path):
     )
     push = out[out.index("rule push:") :]
     assert '"parameters": "model\\\\.layers\\\\.(28|29)\\\\.|model\\\\.norm\\\\."' in push
-    assert '"steps": [0]' in push and '"replicates": 4' in push
+    assert '"steps": [0]' in push and '"replicates": 21' in push
+    # the declared push hypothesis tells the job which choices it compares
+    assert '"hypothesis_choices": ["sample/constant", "sample/sequence_mean"]' in push
+    # only the base policy is measured, so no run is trained for it
+    assert "rule train:" not in out

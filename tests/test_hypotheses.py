@@ -618,3 +618,154 @@ def test_negative_controls_and_declared_pairs_are_left_out_of_the_late_accuracy_
     )
     pairs = hypotheses.uncounted_pairs(verdicts, effects)
     assert pairs == {(cell_label(NONE), cell_label(REF)), (cell_label(POP), cell_label(REF))}
+
+
+# -- push hypotheses: a push metric at a named policy, replicates as units -------------------------
+
+
+def push_spec(hid: str = "p", **more) -> dict:
+    return {
+        "id": hid,
+        "kind": "directional",
+        "stage": "aggregation",
+        "cell": "constant",
+        "metric": "push_incorrect_length",
+        "policy": "base",
+        "direction": "lower",
+        "minimum_effect": 0.0,
+        "expected_effect": 0.3,
+        "source": "a test",
+        **more,
+    }
+
+
+def push_record(steps: dict[int, list[tuple[float, float]]]) -> dict:
+    """A push.json with, per policy step, replicates of (constant, sequence_mean) pushes on the
+    incorrect length under std sample (every other choice and quantity 0)."""
+    from grpo_ablation.training.push import CHOICES, QUANTITIES
+
+    def replicate(constant: float, sequence_mean: float) -> dict:
+        value = {"sample/constant": constant, "sample/sequence_mean": sequence_mean}
+        return {
+            "choices": {
+                c: {
+                    "push": {
+                        q: value.get(c, 0.0) if q == "incorrect_length" else 0.0 for q in QUANTITIES
+                    }
+                }
+                for c in CHOICES
+            }
+        }
+
+    return {
+        "policies": [
+            {"step": step, "replicates": [replicate(*r) for r in reps]}
+            for step, reps in steps.items()
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"policy": None}, "a push metric names the policy it is judged at"),
+        ({"policy": "middle"}, "hypotheses[p].policy='middle'"),
+        ({"metric": "greedy_final"}, "hypotheses[p].policy='base'"),
+        ({"stage": "group_size", "cell": 16}, "also changes ['group_size']"),
+    ],
+)
+def test_a_push_hypothesis_names_its_policy_and_compares_only_what_the_push_varies(change, message):
+    config = config_with({**push_spec(), **change})
+    with pytest.raises(DesignError, match=re.escape(message)):
+        checks.check_design(config)
+
+
+def test_a_push_hypothesis_on_a_stage_that_takes_a_winner_is_refused():
+    config = config_with(push_spec())
+    config["stages"]["aggregation"]["fixed"] = {"std_scaling": {"winner_of": "std_scaling"}}
+    with pytest.raises(DesignError, match="stage 'aggregation' takes a winner; the push knows"):
+        checks.check_design(config)
+
+
+def test_a_push_hypothesis_needs_the_push_at_its_policy():
+    config = config_with(push_spec(policy="final"))
+    config["push"]["steps"] = [0]
+    with pytest.raises(DesignError, match=re.escape("(step 100) is not in push.steps=[0]")):
+        checks.check_design(config)
+    config = config_with(push_spec())
+    config["push"]["enabled"] = False
+    with pytest.raises(DesignError, match=re.escape("needs the push (push.enabled: true)")):
+        checks.check_design(config)
+
+
+def test_a_push_hypothesis_is_judged_on_replicates_of_every_draw_at_its_policy():
+    """Two draws' records, 3 replicates each: Δ = constant − sequence_mean at the base policy, by
+    hand (−1, −2, −3 | −2, −1, −3: mean −2, SD √0.8); the final policy's numbers (+5) unused."""
+    config = config_with(push_spec())
+    config["push"].update(enabled=True, replicates=3)
+    config["power"]["sd"]["push_incorrect_length"] = 1.0
+    design = Design.of(config)
+    (h,) = declarations.declared(design)
+    assert declarations.push_choices(h, design) == ("sample/constant", "sample/sequence_mean")
+    records = [
+        push_record({0: [(-1, 0), (-1.5, 0.5), (-2, 1)], 100: [(5, 0)] * 3}),
+        push_record({0: [(-2, 0), (-1, 0), (-3, 0)], 100: [(5, 0)] * 3}),
+    ]
+    xs = hypotheses.push_differences(h, design, records)
+    assert xs == [-1, -2, -3, -2, -1, -3]
+    rows = design.rows()
+    table = hypotheses.verdicts_table([h], pd.DataFrame(), rows, design, records, unit="draw")
+    v = table.iloc[0]
+    sd = math.sqrt(0.8)
+    t = 2.0 / (sd / math.sqrt(6))
+    assert v["n"] == 6 and v["mean"] == pytest.approx(-2.0)
+    assert v["p"] == pytest.approx(sps.t.sf(t, 5))  # one-sided, beyond δ = 0 in the predicted way
+    assert v["unit"] == "replicate" and v["policy"] == "base"
+    # before the run: 3 replicates in each of the 3 draws of this config
+    assert v["units_declared"] == "9 replicates"
+    assert v["power_declared"] == pytest.approx(
+        declarations.design_power(h, 1.0, 9, declarations.family_level([h]))["power"]
+    )
+    text = hypotheses.verdicts_reading(table, "draw")
+    assert "at the base policy" in text and "over 6 replicates" in text
+
+
+def test_the_plan_counts_a_push_hypothesis_in_replicates_and_prices_them():
+    config = config_with(push_spec())
+    config["push"].update(enabled=True, replicates=10)
+    config["power"]["sd"]["push_incorrect_length"] = 0.5
+    config["power"]["minutes_per_push_replicate"] = 0.1
+    (row,) = declarations.plan_rows(Design.of(config))
+    assert row["units"] == "30 replicates"  # 10 in each of 3 draws
+    assert row["minutes_needed"] == pytest.approx(0.1 * row["units_needed"])
+    assert math.isnan(row["gpu_hours_needed"])
+
+
+def test_the_reading_opens_with_one_row_per_hypothesis_then_the_prose():
+    """The overview table: prediction, Δ with its 90% interval and units, verdict, and what the
+    design detects (the push example above: supported, t = 5.48 on 5 df, Holm p 0.0028)."""
+    from docutils.core import publish_doctree
+
+    config = config_with(push_spec())
+    config["push"].update(enabled=True, replicates=3)
+    design = Design.of(config)
+    records = [
+        push_record({0: [(-1, 0), (-2, 0), (-3, 0)]}),
+        push_record({0: [(-2, 0), (-1, 0), (-3, 0)]}),
+    ]
+    table = hypotheses.verdicts_table(
+        declarations.declared(design), pd.DataFrame(), design.rows(), design, records, unit="draw"
+    )
+    text = hypotheses.verdicts_reading(table, "draw")
+    overview = hypotheses.verdicts_overview(table, "draw")
+    assert text.index(overview) < text.index("Each in full:") < text.index("- ``p``: **SUPPORTED**")
+    cells = overview.split("* - ``p``")[1].split("\n     - ")[1:]
+    # mean −2, SD √0.8, t(0.95, 5 df) = 2.015: ±0.736
+    assert cells[1] == "-2 [-2.74, -1.26], 6 replicates"
+    assert cells[2] == "**SUPPORTED**"
+    mde = table.iloc[0]["mde"]
+    assert cells[3].strip() == f"≥ {render.number('push_incorrect_length', mde)}"
+    # valid reStructuredText: docutils builds a table of 2 rows of 5 cells, with no complaint
+    tree = publish_doctree(text, settings_overrides={"report_level": 2, "halt_level": 2})
+    rows = [n for n in tree.findall() if n.tagname == "row"]
+    assert len(rows) == 2 and all(len(r.children) == 5 for r in rows)

@@ -128,3 +128,20 @@ def test_the_pooled_figures_are_declared_once_in_layout():
     assert tree.pooled_verdict_figures()["verdicts_png"] == verdicts[0]
     rules = (ROOT / "workflow/rules/report.smk").read_text()
     assert "POOLED.pooled_figures(" in rules
+
+
+def test_no_analysis_module_spells_a_file_name_of_the_results_tree():
+    """layout.py spells every table the analysis writes; the modules name them through it."""
+    import re
+
+    from grpo_ablation import layout
+
+    names = {*layout.TABLES, *layout.POOLED_TABLES, *layout.PUSH_TABLES, layout.PUSH_PILOT_TABLE}
+    root = Path(layout.__file__).parent / "analysis"
+    spelled = {
+        f"{path.name}: {name}"
+        for path in root.glob("*.py")
+        for name in names
+        if re.search(rf"[\"']{re.escape(name)}[\"']", path.read_text())
+    }
+    assert not spelled, sorted(spelled)

@@ -125,6 +125,15 @@ def test_per_token_weights_for_lengths_2_and_8():
     assert tok[0, 0].item() == pytest.approx(1 / 10) and tok[1, 0].item() == pytest.approx(1 / 10)
 
 
+def test_luspos_sequence_sum_weighs_every_token_one_over_b():
+    """+1 on the 2 tokens of one completion, −1 on the 8 of the other: summed per completion
+    (2 and −8) and averaged over the B = 2 completions, −3; each token weighs 1/2."""
+    x, mask = two_completions()
+    assert aggregate_loss(x, mask, "sequence_sum", 2, 8).item() == pytest.approx(-3.0)
+    w = token_weights(mask, "sequence_sum", group_size=2, max_completion_length=8)
+    assert w[0, 0].item() == w[1, 0].item() == pytest.approx(1 / 2)
+
+
 def test_aggregates_0_and_minus_0_6_for_plus_and_minus_one():
     x, mask = two_completions()
     assert aggregate_loss(x, mask, "sequence_mean", 2, 8).item() == pytest.approx(0.0)
@@ -205,11 +214,12 @@ def test_filtered_groups_leave_the_loss_and_its_normaliser(mode):
     assert got[~keep].tolist() == [0.0, 0.0] and torch.allclose(got[keep], alone)
     assert not torch.allclose(got[keep], completion_coefficients(lengths, mode, 2, 8)[keep])
     # by hand: sequence_mean 1/(4 L_i); token_mean 1/16; group_token_mean 1/(2 * 10) and
-    # 1/(2 * 6); constant 1/(4 * 8)
+    # 1/(2 * 6); sequence_sum 1/4; constant 1/(4 * 8)
     hand = {
         "sequence_mean": [1 / 8, 1 / 32, 1 / 20, 1 / 4],
         "token_mean": [1 / 16] * 4,
         "group_token_mean": [1 / 20, 1 / 20, 1 / 12, 1 / 12],
+        "sequence_sum": [1 / 4] * 4,
         "constant": [1 / 32] * 4,
     }
     assert got[keep].tolist() == pytest.approx(hand[mode])
@@ -272,6 +282,8 @@ def test_weights_sum_to_one_or_to_the_constant_fraction(batch, mode):
     total = token_weights(mask, mode, G, width).sum().item()
     if mode == "constant":
         assert total == pytest.approx(mask.sum().item() / (mask.shape[0] * width))
+    elif mode == "sequence_sum":  # 1/B a token: the mean completion length
+        assert total == pytest.approx(mask.sum().item() / mask.shape[0])
     else:
         assert total == pytest.approx(1.0)
 
@@ -318,3 +330,98 @@ def test_gradient_clipping_scales_by_the_bound_over_the_norm_plus_torchs_epsilon
     p.grad = torch.tensor([0.0, 4.0], dtype=torch.float64)
     assert float(torch.nn.utils.clip_grad_norm_([p], 1.0)) == 4.0  # returns the norm before
     assert float(p.grad[1]) == pytest.approx(4.0 * clip_factor(4.0, 1.0), rel=1e-15)
+
+
+def test_leave_one_out_compares_each_reward_with_the_others_mean():
+    """Rewards 1, 0, 0, 0: against the mean of the other three, 1 − 0 = 1 and 0 − 1/3; that is
+    4/3 times the group-mean advantage (0.75, −0.25), with or without a std (the std is of the
+    rewards about the group mean either way). A reward that could not be scored leaves the
+    group: n = 3, factor 3/2."""
+    loo = group_advantages(ONE_OF_FOUR, 4, "none", eps=0.0, baseline_name="leave_one_out")
+    assert loo.tolist() == pytest.approx([1.0, -1 / 3, -1 / 3, -1 / 3])
+    for scaling in SCALINGS:
+        mean = group_advantages(ONE_OF_FOUR, 4, scaling, eps=1e-4)
+        out = group_advantages(ONE_OF_FOUR, 4, scaling, eps=1e-4, baseline_name="leave_one_out")
+        assert out.tolist() == pytest.approx((mean * 4 / 3).tolist())
+    failed = torch.tensor([1.0, 0.0, float("nan"), 1.0])
+    out = group_advantages(failed, 4, "none", eps=0.0, baseline_name="leave_one_out")
+    assert out.tolist() == pytest.approx([0.5, -1.0, 0.0, 0.5])
+
+
+def _term_gradient(name: str, logps, old, adv, mask, **options) -> torch.Tensor:
+    from grpo_ablation.objective.conventions import policy_ratio, ratio_options
+
+    o = ratio_options(**options)
+    x = logps.clone().requires_grad_(True)
+    loss = policy_ratio(name).loss(x, old, adv, mask, o, None).expand_as(x)
+    (loss * mask).sum().backward()
+    return x.grad
+
+
+def _a_batch(moved: float) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(0)
+    logps = -torch.rand(4, 5, generator=g, dtype=torch.float64) - 0.1
+    old = logps + moved * torch.randn(4, 5, generator=g, dtype=torch.float64)
+    adv = torch.tensor([[1.5], [-0.5], [0.5], [-1.5]], dtype=torch.float64)
+    mask = torch.ones(4, 5, dtype=torch.float64)
+    mask[1, 3:] = 0
+    return logps, old, adv, mask
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+@pytest.mark.parametrize("name", ["clipped", "cispo", "sapo", "vespo"])
+def test_at_ratio_one_every_term_has_the_policy_gradient(name, level):
+    """μ = 1: π_old is the policy itself, every ratio is 1, and each term's gradient with respect
+    to log π is −A on every unmasked token (SAPO's gate 4σ(0)/τ has slope 1; VESPO's φ(1) = 1)."""
+    logps, _, adv, mask = _a_batch(0.0)
+    grad = _term_gradient(name, logps, logps.detach(), adv, mask, ratio_level=level)
+    assert torch.allclose(grad, (-adv * mask).expand_as(grad), atol=1e-12)
+
+
+def test_trls_default_cispo_cap_scales_the_gradient_by_it():
+    """TRL's cispo caps its weight at epsilon_high, 0.2 when unset: at ratio 1 the weight is
+    min(1, 0.2) = 0.2 everywhere, so the gradient is the policy gradient times 0.2."""
+    logps, _, adv, mask = _a_batch(0.0)
+    grad = _term_gradient("cispo", logps, logps.detach(), adv, mask, cispo_cap=0.2)
+    assert torch.allclose(grad, (-0.2 * adv * mask).expand_as(grad), atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["cispo", "sapo", "vespo"])
+def test_the_terms_part_where_the_ratios_move(name):
+    """μ > 1: the policy has moved from the one that sampled, and each term weighs the tokens
+    its own way, so its gradient is no longer the clipped term's."""
+    logps, old, adv, mask = _a_batch(0.3)
+    clipped = _term_gradient("clipped", logps, old, adv, mask)
+    other = _term_gradient(name, logps, old, adv, mask)
+    assert (other - clipped).abs().max().item() > 1e-3
+    token = _term_gradient("clipped", logps, old, adv, mask)
+    sequence = _term_gradient("clipped", logps, old, adv, mask, ratio_level="sequence")
+    assert (token - sequence).abs().max().item() > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("name", "r", "a", "weight"),
+    [
+        ("clipped", 1.3, +1.0, 0.0),  # past 1 + 0.2 with A > 0: the clip binds, no gradient
+        ("cispo", 1.3, +1.0, 1.3),  # min(1.3, 5), not differentiated
+        ("sapo", 1.3, +1.0, 1.2712),  # 4 σ(0.3) (1 − σ(0.3)) · 1.3
+        ("vespo", 1.3, +1.0, 0.6871),  # exp(3 + 2 ln 1.3 − 3 · 1.3)
+        ("clipped", 0.7, -1.0, 0.0),  # below 1 − 0.2 with A < 0: the clip binds
+        ("cispo", 0.7, -1.0, 0.7),
+        ("sapo", 0.7, -1.0, 0.6829),  # 4 σ(−0.315) (1 − σ(−0.315)) · 0.7, τ = 1.05
+        ("vespo", 0.7, -1.0, 0.6250),  # exp(2 + 3 ln 0.7 − 2 · 0.7)
+    ],
+)
+def test_how_each_term_weighs_a_token_whose_ratio_moved(name, r, a, weight):
+    """The calculations sheet's policy-ratio rows: the factor on A ∇log π of one token."""
+    from grpo_ablation.objective.formulas import gradient_weight
+
+    assert gradient_weight(name, r, a) == pytest.approx(weight, abs=5e-5)
+
+
+def test_the_terms_defaults_are_the_training_configs():
+    from grpo_ablation.design.options import TrainingConfig
+    from grpo_ablation.objective.conventions import ratio_options
+
+    options, config = vars(ratio_options()), TrainingConfig()
+    assert options == {k: getattr(config, k) for k in options}

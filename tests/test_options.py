@@ -109,7 +109,7 @@ def test_every_option_declared_later_says_which_value_keeps_finished_runs():
         else:
             assert neutral is not MISSING, (
                 f"training.{name}: declare neutral=<the value that trains as before the option "
-                "existed>, or adding it retrains every finished run (README, 'To add an axis')"
+                "existed>, or adding it retrains every finished run (docs/design.md, 'To add an axis')"
             )
             check_option("training", name, neutral, f.metadata)
 
@@ -129,7 +129,7 @@ def test_options_left_out_of_the_record_say_why():
     ("field", "value", "message"),
     [
         ("group_size", 1, "training.group_size must be >= 2, got 1"),
-        ("learning_rate", 0.0, "training.learning_rate must be > 0"),
+        ("learning_rate", -1e-4, "training.learning_rate must be >= 0"),
         ("vllm_gpu_memory_utilization", 1.5, "must be <= 1"),
         ("generation_backend", "jax", "unknown generation backend 'jax'"),
         ("sampler", "gumbel", "unknown sampler 'gumbel'"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ import jsonschema
 import pandas as pd
 import pytest
 import yaml
-from conftest import LANDING, in_chromium, rendered
+from conftest import IMAGE_SIZES, LANDING, in_chromium, rendered
 
 from grpo_ablation.analysis import STAGE_FIGURES
 from grpo_ablation.analysis.tables import BASE_LABEL, EFFECTS
@@ -205,10 +206,12 @@ def test_the_push_is_measured_at_the_base_policy_and_the_final_checkpoint(smoke_
     """push.json for the baseline cell's first seed, every choice at steps 0 and final; the
     directions the formulas call identical have cosine 1 up to the std's epsilon."""
     from grpo_ablation.analysis.push import IDENTITIES
+    from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS
 
     exp = smoke_pipeline.exp
     table = pd.read_csv(exp / "tables/push.csv")
-    assert sorted(table["step"].unique()) == [0, 4] and table["choice"].nunique() == 16
+    assert sorted(table["step"].unique()) == [0, 4]
+    assert table["choice"].nunique() == len(SCALINGS) * len(AGGREGATIONS)
     assert table[["accuracy", "incorrect_length", "mixed"]].notna().all().all()
     cosine = pd.read_csv(exp / "tables/push_cosine.csv").set_index(["a", "b"])
     for pair in IDENTITIES:
@@ -320,8 +323,25 @@ def test_effect_plots_show_the_results_tables_contrasts_and_the_reading_is_writt
     verdicts = pd.read_csv(smoke_pipeline.exp / "tables/hypotheses.csv")
     assert list(verdicts["id"]) == [h["id"] for h in config["hypotheses"]]
     assert set(verdicts["verdict"]) <= {"supported", "refuted", "inconclusive"}
-    assert (verdicts["n"] == len(config["seeds"])).all()
-    assert reading.startswith("**Declared hypotheses** (2,")
+    on_push = verdicts["metric"].str.startswith("push_")
+    assert (verdicts.loc[~on_push, "n"] == len(config["seeds"])).all()
+    # a push hypothesis is judged on the push's replicates, at the policy it names: its n and
+    # mean are those of push.json's replicates at the final checkpoint (a replicate whose update
+    # has no direction, every group of its fold zero-variance, has no push)
+    (pushed,) = smoke_pipeline.exp.glob("push/*/*/*/seed=0/push.json")
+    final = max(json.loads(pushed.read_text())["policies"], key=lambda p: p["step"])
+    diffs = [
+        r["choices"]["none/constant"]["push"]["incorrect_length"]
+        - r["choices"]["sample/sequence_mean"]["push"]["incorrect_length"]
+        for r in final["replicates"]
+    ]
+    finite = [d for d in diffs if math.isfinite(d)]
+    assert len(diffs) == config["push"]["replicates"]
+    row = verdicts[on_push].iloc[0]
+    assert row["n"] == len(finite) and row["policy"] == "final" and row["unit"] == "replicate"
+    if finite:
+        assert row["mean"] == pytest.approx(sum(finite) / len(finite))
+    assert reading.startswith("**Declared hypotheses** (3,")
     assert reading.index("``dr_grpo_not_worse``: **") < reading.index("**Stage 1")
     assert "**Exploratory contrasts in all**" in reading
     # G's mixed-group contrast is a manipulation check, with the value the reference predicts
@@ -371,22 +391,12 @@ def test_figures_rebuild_alone_without_retraining(smoke_pipeline):
     assert {p: p.stat().st_mtime_ns for p in trained} == before
 
 
-# Decode every embedded PNG in the browser and report its natural size.
-MEASURE = """
-const done = arguments[arguments.length - 1];
-const uris = [...new Set(document.documentElement.innerHTML.match(/data:image\\/png[^"'\\s)]+/g) || [])];
-Promise.all(uris.map(u => new Promise(ok => { const i = new Image();
-  i.onload = () => ok([i.naturalWidth, i.naturalHeight]); i.onerror = () => ok([0, 0]); i.src = u; })))
-  .then(done);
-"""
-
-
 def test_report_renders_in_headless_chromium_with_every_figure(smoke_pipeline, design):
     _, stages = design
     page = in_chromium(
         smoke_pipeline.report,
         {
-            "sizes": MEASURE,
+            "sizes": IMAGE_SIZES,
             "landing": LANDING,
             "effects": "const c = categories['1. Effects'] || {};"
             "return Object.fromEntries(Object.entries(c).map(([k, v]) => [k, Object.keys(v)]));",

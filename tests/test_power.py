@@ -93,3 +93,17 @@ def test_the_design_layers_distributions_are_scipys(df):
             assert power.one_sided_power(effect, sd, n, alpha) == pytest.approx(expected, abs=1e-7)
     bound = math.sqrt(df / sps.chi2.ppf(0.025, df))
     assert power.sd_upper_factor(df) == pytest.approx(bound, rel=1e-8)
+
+
+def test_a_planning_sd_pools_earlier_runs_by_their_degrees_of_freedom():
+    """√((1·3² + 3·1²) / 4) = √3 on 4 df; a run left unnamed is refused."""
+    from grpo_ablation.design.axes import DesignError
+    from grpo_ablation.design.hypotheses import planning_sd
+
+    assert power.pooled_sd([(3.0, 1), (1.0, 3)]) == (pytest.approx(math.sqrt(3)), 4)
+    runs = [{"sd": 3.0, "df": 1, "run": "a"}, {"sd": 1.0, "df": 3, "run": "b"}]
+    assert planning_sd(runs, "greedy_final") == (pytest.approx(math.sqrt(3)), 4.0)
+    sd, df = planning_sd(0.03, "greedy_final")
+    assert sd == 0.03 and math.isnan(df)
+    with pytest.raises(DesignError, match=r"power\.sd\.greedy_final: each earlier run needs"):
+        planning_sd([{"sd": 1.0, "df": 2}], "greedy_final")

@@ -147,7 +147,7 @@ def test_the_push_in_the_top_blocks_keeps_the_cosines(tmp_path):
     from grpo_ablation.policy.base_policy import BasePolicyConfig, warm_start
     from grpo_ablation.tasks.addition import AdditionTask
     from grpo_ablation.tasks.splits import read_split
-    from grpo_ablation.training.push import measure
+    from grpo_ablation.training.push import CHOICES, measure
 
     task = AdditionTask(n_train=256, n_validation=16, n_test=16)
     warm_start(BasePolicyConfig(sft_steps=300, eval_samples=1), task, tmp_path / "base")
@@ -173,7 +173,8 @@ def test_the_push_in_the_top_blocks_keeps_the_cosines(tmp_path):
         for a, b in zip(full["replicates"], top["replicates"], strict=True)
         for k in a["cosine"]
     ]
-    assert len(moved) == 4 * 120 and not any(math.isnan(m) for m in moved)
+    pairs = math.comb(len(CHOICES), 2)  # every pair of the 20 choices, in 4 replicates
+    assert len(moved) == 4 * pairs and not any(math.isnan(m) for m in moved)
     assert max(moved) <= COSINE_TOLERANCE, max(moved)
     # population and sample are one direction (Adam aside, a constant factor per group) in both
     pair = "population/sequence_mean|sample/sequence_mean"
@@ -192,9 +193,9 @@ def test_the_push_figure_keeps_its_labels_apart_at_a_real_models_scale():
 
     from grpo_ablation.analysis.push import push_figure
     from grpo_ablation.analysis.saving import check_text
-    from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS
+    from grpo_ablation.objective.conventions import SCALINGS
 
-    measured = {  # sequence_mean, token_mean, group_token_mean, constant: (mean, low, high)
+    measured = {  # the SmolLM2 push's four aggregations, sequence_mean, token_mean, group_token_mean, constant: (mean, low, high)
         "accuracy": [
             (0.16, -0.21, 0.53),
             (0.25, -1.86, 2.37),
@@ -211,7 +212,7 @@ def test_the_push_figure_keeps_its_labels_apart_at_a_real_models_scale():
     }
     rows = []
     for s in SCALINGS:
-        for k, a in enumerate(AGGREGATIONS):
+        for k, a in enumerate(("sequence_mean", "token_mean", "group_token_mean", "constant")):
             row = {"step": 0, "choice": f"{s}/{a}"}
             for q, values in measured.items():
                 row.update(
@@ -225,3 +226,42 @@ def test_the_push_figure_keeps_its_labels_apart_at_a_real_models_scale():
     fig = push_figure(pd.DataFrame(rows))
     check_text(fig, "push")  # raises OverlapError on colliding text
     plt.close(fig)
+
+
+@pytest.mark.slow
+def test_a_replicate_of_the_hypotheses_choices_alone_gives_their_numbers_bit_for_bit(tmp_path):
+    """Past push.full_replicates a replicate measures only the choices the push hypotheses
+    compare: each direction is its own backward pass, so their pushes, norms and shares are the
+    full replicate's to the bit, and the table still pairs them with the reference."""
+    from grpo_ablation.analysis.push import push_tables
+    from grpo_ablation.policy.base_policy import BasePolicyConfig, warm_start
+    from grpo_ablation.tasks.addition import AdditionTask
+    from grpo_ablation.tasks.splits import read_split
+    from grpo_ablation.training.push import CHOICES, QUANTITIES, measure
+
+    task = AdditionTask(n_train=128, n_validation=16, n_test=16)
+    warm_start(BasePolicyConfig(sft_steps=100, eval_samples=1), task, tmp_path / "base")
+    rows = read_split(tmp_path / "base" / "splits" / "train.jsonl")
+    wanted = ["sample/constant", "sample/sequence_mean"]
+    cfg = dict(
+        group_size=4,
+        temperature=1.0,
+        max_completion_length=8,
+        std_eps=1e-4,
+        success_threshold=1.0,
+        reward=task.reward_function(),
+        replicates=3,
+        prompts_per_fold=4,
+        hypothesis_choices=wanted,
+    )
+    full = measure(tmp_path / "base", rows, task, cfg, step=0, seed=0)
+    part = measure(tmp_path / "base", rows, task, {**cfg, "full_replicates": 1}, step=0, seed=0)
+    assert set(part["replicates"][0]["choices"]) == set(CHOICES)
+    for a, b in zip(full["replicates"][1:], part["replicates"][1:], strict=True):
+        assert set(b["choices"]) == set(wanted)
+        assert all(a["choices"][c] == b["choices"][c] for c in wanted)
+    record = {"choices": CHOICES, "quantities": list(QUANTITIES), "policies": [{"step": 0, **part}]}
+    table, cosine = push_tables(record)
+    by = table.set_index("choice")["replicates"]
+    assert by["sample/constant"] == 3 and by["none/token_mean"] == 1
+    assert len(cosine) == len(CHOICES) * (len(CHOICES) - 1) // 2

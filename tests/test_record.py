@@ -196,3 +196,25 @@ def test_the_record_names_its_gradient_clipping_and_an_old_record_the_trainers_d
     old = record.to_dict()
     del old["max_grad_norm"]  # written before the option: the Trainer's 1.0 ran
     assert "clipped to a global norm of 1 " in ObjectiveRecord.from_dict(old).describe()
+
+
+def test_the_record_names_the_policy_term_the_baseline_and_the_length_controls():
+    """The ratio entry with its caps and level, the leave-one-out baseline, where the LM head's
+    logits are computed and which tokens enter the loss; a record written before the options
+    existed reads as the clipped token-level term with the group-mean baseline."""
+    record = ObjectiveRecord.from_config(
+        TrainingConfig(ratio="cispo", cispo_cap=0.2, baseline="leave_one_out"), 1, dtype="bfloat16"
+    )
+    text = record.describe()
+    assert "min(r, 0.2) times A log π (CISPO), r = pi_theta / pi_old per token" in text
+    assert "leave-one-out, RLOO" in text and "n/(n-1)" in text
+    assert record.to_dict()["lm_head_precision"].startswith("bfloat16 under autocast")
+    assert "no entropy mask" in record.to_dict()["token_selection"]
+    gspo = ObjectiveRecord.from_config(TrainingConfig(ratio_level="sequence", clip_delta=3.0), 1)
+    assert "r itself capped at 3 (dual clip), r per completion" in gspo.describe()
+    old = ObjectiveRecord.from_config(TrainingConfig(), 1).to_dict()
+    for key in ("ratio", "ratio_level", "clip_delta", "cispo_cap", "baseline"):
+        del old[key]
+    text = ObjectiveRecord.from_dict(old).describe()
+    assert "the PPO clipped-ratio term min(r A, clip(r, 1-0.2, 1+0.2) A), r = pi_theta" in text
+    assert "leave-one-out" not in text

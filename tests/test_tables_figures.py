@@ -158,13 +158,13 @@ def test_design_lists_every_stage_with_its_reference_and_the_stage1_winner():
 
 
 def test_report_inputs_ask_for_the_selection_only_when_needed():
-    files = checks.report_inputs("E", {"std_scaling": [REF]}, [0, 1], sources=[])
+    files = checks.report_inputs("E", {"std_scaling": [REF]}, lambda c: [0, 1], sources=[])
     assert files["evals"] == [
         f"E/eval/{REF}/seed=0/test/summary.json",
         f"E/eval/{REF}/seed=1/test/summary.json",
     ]
     assert "selection" not in files and len(files["diagnostics"]) == 4
-    files = checks.report_inputs("E", {}, [0], sources=["std_scaling"])
+    files = checks.report_inputs("E", {}, lambda c: [0], sources=["std_scaling"])
     assert files["selection"] == ["E/selection/std_scaling.json"]
 
 

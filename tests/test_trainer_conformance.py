@@ -243,6 +243,96 @@ def test_update_epochs_match_stock_trl_step_by_step_with_the_ratio_clipped(
     assert clipped[0] == 0 and max(clipped[1:]) > 0, clipped
 
 
+# TRL's loss menu beyond the std and aggregation axes: each loss_type (and importance-sampling
+# level, cap, dual clip) as the project's cell, at TRL's normaliser (docs/design.md maps them).
+TRL_MENU = [
+    (
+        {"ratio": "cispo", "cispo_cap": 5.0, "aggregation": "token_mean"},
+        {"loss_type": "cispo", "epsilon_high": 5.0},
+    ),
+    # TRL's cispo with epsilon_high unset: the cap is epsilon's 0.2
+    ({"ratio": "cispo", "cispo_cap": 0.2, "aggregation": "token_mean"}, {"loss_type": "cispo"}),
+    ({"ratio": "sapo", "aggregation": "sequence_mean"}, {"loss_type": "sapo"}),
+    ({"ratio": "vespo", "aggregation": "token_mean"}, {"loss_type": "vespo"}),
+    (
+        {"ratio_level": "sequence", "aggregation": "sequence_mean"},
+        {"loss_type": "grpo", "importance_sampling_level": "sequence"},
+    ),
+    (
+        {"ratio_level": "sequence", "aggregation": "sequence_sum"},
+        {"loss_type": "luspo", "importance_sampling_level": "sequence"},
+    ),
+    ({"aggregation": "sequence_sum"}, {"loss_type": "luspo"}),
+    (
+        {"clip_delta": 1.5, "clip_eps_high": 0.28, "aggregation": "token_mean"},
+        {"loss_type": "dapo", "delta": 1.5, "epsilon_high": 0.28},
+    ),
+]
+MENU_IDS = [t["loss_type"] + "-" + "-".join(f"{k}={v}" for k, v in o.items()) for o, t in TRL_MENU]
+
+
+@pytest.mark.parametrize(("ours", "trl"), TRL_MENU, ids=MENU_IDS)
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_trls_loss_menu_gives_stock_trls_gradient(model_dir, tmp_path, ours, trl, accumulation):
+    """Each TRL loss type the project expresses: the same gradient as stock TRL's, with the
+    generation batch in one micro-batch or two."""
+    mine = capture(
+        model_dir,
+        tmp_path / "ours",
+        std_scaling="sample",
+        std_eps=1e-4,
+        gradient_accumulation_steps=accumulation,
+        **ours,
+    )
+    stock = capture(
+        model_dir,
+        tmp_path / "trl",
+        stock={"scale_rewards": "group", **trl},
+        gradient_accumulation_steps=accumulation,
+    )
+    assert_same(mine["grads"], stock["grads"])
+
+
+def test_trls_bnpo_is_token_mean_within_one_micro_batch(model_dir, tmp_path):
+    """TRL's bnpo divides each micro-batch by its own tokens: token_mean's gradient with the
+    generation batch in one micro-batch, not with two (the mapping table says so)."""
+    ours = dict(std_scaling="sample", std_eps=1e-4, aggregation="token_mean")
+    trl = {"loss_type": "bnpo", "scale_rewards": "group"}
+    assert_same(
+        capture(model_dir, tmp_path / "o", **ours)["grads"],
+        capture(model_dir, tmp_path / "t", stock=trl)["grads"],
+    )
+    mine = capture(model_dir, tmp_path / "o2", gradient_accumulation_steps=2, **ours)["grads"]
+    stock = capture(model_dir, tmp_path / "t2", stock=trl, gradient_accumulation_steps=2)["grads"]
+    assert max((mine[k] - stock[k]).abs().max().item() for k in mine) > 1e-6
+
+
+@pytest.mark.parametrize(("ours", "trl"), TRL_MENU, ids=MENU_IDS)
+def test_trls_loss_menu_matches_stock_trl_step_by_step_where_ratios_move(
+    model_dir, tmp_path, ours, trl
+):
+    """mu = 3 optimizer steps on one generation batch: from the second on the ratios leave 1,
+    where the terms part; every step's gradient is stock TRL's."""
+    mine = capture(
+        model_dir,
+        tmp_path / "ours",
+        std_scaling="sample",
+        std_eps=1e-4,
+        num_iterations=3,
+        learning_rate=0.05,
+        **ours,
+    )
+    stock = capture(
+        model_dir,
+        tmp_path / "trl",
+        stock={"scale_rewards": "group", **trl},
+        num_iterations=3,
+        learning_rate=0.05,
+    )
+    for a, b in zip(mine["steps"], stock["steps"], strict=True):
+        assert_same(a, b, tol=1e-5)
+
+
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
@@ -260,6 +350,22 @@ def test_the_vllm_importance_sampling_correction_is_kept(model_dir, tmp_path, ou
     plain = capture(model_dir, tmp_path / "plain", std_eps=1e-4, **ours)
     worst = max((mine["grads"][k] - plain["grads"][k]).abs().max().item() for k in plain["grads"])
     assert worst > 1e-4 * max(v.abs().max().item() for v in plain["grads"].values())
+
+
+@pytest.mark.parametrize("is_mode", ["token_truncate", "sequence_mask"])
+@pytest.mark.parametrize(("ours", "trl"), TRL_MENU[:4], ids=MENU_IDS[:4])
+def test_the_menus_terms_take_the_vllm_correction_as_stock_trl_does(
+    model_dir, tmp_path, ours, trl, is_mode
+):
+    """CISPO and SAPO multiply their loss by TRL's importance-sampling ratio; VESPO folds it into
+    its sequence weight instead (TRL's vespo): each as stock TRL does."""
+    mine = capture(
+        model_dir, tmp_path / "ours", std_scaling="sample", std_eps=1e-4, is_mode=is_mode, **ours
+    )
+    stock = capture(
+        model_dir, tmp_path / "trl", stock={"scale_rewards": "group", **trl}, is_mode=is_mode
+    )
+    assert_same(mine["grads"], stock["grads"])
 
 
 @pytest.mark.parametrize("mode", AGGREGATIONS)
@@ -297,6 +403,17 @@ def test_two_processes_give_the_gradient_of_one(model_dir, tmp_path):
             ("batch", "group_token_mean", 1),
             ("none", "constant", 2),
         ]
+    ] + [
+        # TRL's menu: a sequence weight and a sequence-level soft gate over the per-token sum
+        {"std_scaling": "sample", "std_eps": 1e-4, "ratio": "vespo", "aggregation": "token_mean"},
+        {
+            "std_scaling": "sample",
+            "std_eps": 1e-4,
+            "ratio": "sapo",
+            "ratio_level": "sequence",
+            "aggregation": "sequence_sum",
+            "gradient_accumulation_steps": 2,
+        },
     ]
     from grpo_ablation.training.launch import accelerate_command, free_port
 

@@ -398,3 +398,20 @@ def test_population_and_sample_part_further_when_clipping_binds_on_some_steps_on
         assert rows[0].tolist() == rows[1].tolist()
     unclipped, clipped_apart = apart(*off.values()), apart(*on.values())
     assert 0 < unclipped < clipped_apart / 2
+
+
+def test_a_run_at_learning_rate_zero_ends_where_it_started(setup, tmp_path):
+    """The positive control: at learning rate 0 every step leaves the weights as they were, so
+    the run's final checkpoint is the base policy, bit for bit, whatever it sampled."""
+    model, data = setup
+    out = tmp_path / "lr0"
+    train(
+        model,
+        data,
+        out,
+        TrainingConfig(max_steps=2, learning_rate=0.0, **TINY),
+        reward_func=digit_reward,
+    )
+    final = load_file(out / "checkpoints" / "checkpoint-2" / "model.safetensors")
+    base = load_file(Path(model) / "model.safetensors")
+    assert final.keys() == base.keys() and all(torch.equal(final[k], base[k]) for k in base)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from grpo_ablation import worker
 from grpo_ablation.analysis import job as diagnostics_job
 from grpo_ablation.evaluation import job as evaluation_job
-from grpo_ablation.layout import BASE_INFO, checkpoint, checkpoint_step
+from grpo_ablation.layout import BASE_INFO, PUSH_PURPOSES, checkpoint, checkpoint_step
 from grpo_ablation.process import bootstrap
 from grpo_ablation.training import job as training_job
 
@@ -146,8 +146,9 @@ def cmd_plan(a: argparse.Namespace) -> None:
     import pandas as pd
 
     from grpo_ablation.analysis.render import to_markdown
+    from grpo_ablation.analysis.study import SEQUENTIAL_COLUMNS, plan_with_looks, study_minutes
     from grpo_ablation.design.ablation import Design
-    from grpo_ablation.design.hypotheses import PLAN_COLUMNS, Plan, plan_rows
+    from grpo_ablation.design.hypotheses import PLAN_COLUMNS, Plan
     from grpo_ablation.design.schema import load_config
 
     design = Design.of(load_config(a.configfile))
@@ -159,8 +160,11 @@ def cmd_plan(a: argparse.Namespace) -> None:
         units = dag["base_policies"] if dag["base_policies"] > 1 else dag["runs"] // dag["cells"]
         gpu_per_unit = record["projection"]["gpu_hours"] / units
     plan = Plan.of(design)
+    study = bool((design.sections.get("study") or {}).get("looks"))
+    columns = PLAN_COLUMNS + (SEQUENTIAL_COLUMNS if study else [])
     if not design.sections.get("hypotheses"):
-        print(f"{a.configfile} declares no hypotheses: every contrast it runs is exploratory.")
+        names = " ".join(map(str, a.configfile))
+        print(f"{names} declares no hypotheses: every contrast it runs is exploratory.")
         return
     text = (
         f"Power of the declared hypotheses at {plan.units} {plan.unit}s, from the SDs the config "
@@ -168,9 +172,17 @@ def cmd_plan(a: argparse.Namespace) -> None:
         "first step over the support and refute tests of every hypothesis. mde: directional, the "
         "true effect detected; equivalence, the smallest margin shown at the expected Δ.\n\n"
         # every number rounded by what it holds (render.kind_of; mde, sd by the row's metric)
-        + to_markdown(pd.DataFrame(plan_rows(design, gpu_per_unit), columns=PLAN_COLUMNS))
+        + to_markdown(pd.DataFrame(plan_with_looks(design, gpu_per_unit), columns=columns))
         + "\n"
     )
+    if study:
+        most, expected = study_minutes(design)
+        text += (
+            f"\nThe study's cost here: at most {most / 60:.1f} h (every look), expected "
+            f"{expected / 60:.1f} h at the expected effects, the stages of decided hypotheses "
+            "dropped (an equivalence's stopping counted from single looks, a push hypothesis "
+            "open to the end: an upper bound).\n"
+        )
     print(text)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -223,27 +235,58 @@ def cmd_pooled_figures(a: argparse.Namespace) -> None:
         print(path)
 
 
+def cmd_study_look(a: argparse.Namespace) -> None:
+    from grpo_ablation.analysis.study import write_look
+    from grpo_ablation.design.ablation import Design
+    from grpo_ablation.layout import Tree
+
+    design = Design.load(a.design)
+    record = write_look(design, a.out)
+    for hid, verdict in record["decisions"].items():
+        print(f"look {record['look']}: {hid} {verdict}")
+    following = Path(Tree(design.folder()).study_next())
+    print(f"next look: {following}" if following.exists() else "the study is over")
+
+
 def cmd_push(a: argparse.Namespace) -> None:
     from grpo_ablation.training.push import run_push
     from grpo_ablation.training.train import last_checkpoint
 
     bootstrap(threads=a.threads)
     training, push = json.loads(a.training), json.loads(a.push)
-    final = last_checkpoint(a.run)
-    steps = push.get("steps") or [0, checkpoint_step(final)]
+    # A pilot plans the tests at the base policy; the test measures where the config says.
+    steps = [0] if a.purpose == "pilot" else push.get("steps")
+    if not steps or any(steps):
+        if a.run is None:
+            raise ValueError("push: --run (the reference run's folder) is needed for a checkpoint")
+        steps = steps or [0, checkpoint_step(last_checkpoint(a.run))]
     policies = []
     for step in steps:
         path = Path(_base_model(a.base)[0]) if step == 0 else checkpoint(a.run, step)
         if not (path / "config.json").exists():
             raise FileNotFoundError(f"push.steps names step {step}, but {path} holds no model")
         policies.append((step, path))
-    run_push(policies, a.data, json.loads(a.task), training, push, a.out, seed=training["seed"])
+    run_push(
+        policies,
+        a.data,
+        json.loads(a.task),
+        training,
+        push,
+        a.out,
+        seed=training["seed"],
+        purpose=a.purpose,
+    )
     print(a.out)
 
 
 def cmd_push_report(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.push import write_push
+    from grpo_ablation.analysis.push import write_pilot, write_push
 
+    if a.pilot:
+        print(write_pilot(a.push, a.pilot))
+        return
+    if a.tables is None or a.figure is None:
+        raise ValueError("push-report: --tables and --figure, or --pilot")
     for path in write_push(a.push, a.tables.parent, a.figure.parent):
         print(path)
 
@@ -294,6 +337,11 @@ def _args_design(p: argparse.ArgumentParser) -> None:
     p.add_argument("--design", type=Path, required=True, help="the DAG's design.json")
 
 
+def args_study_look(p: argparse.ArgumentParser) -> None:
+    _args_design(p)
+    p.add_argument("--out", type=Path, help="also write the look's record here (JSON)")
+
+
 def args_design(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="the design's config sections as JSON")
     p.add_argument("--out", type=Path, required=True, help="design.json")
@@ -311,7 +359,13 @@ def args_calculations(p: argparse.ArgumentParser) -> None:
 
 
 def args_plan(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--configfile", type=Path, required=True, help="the config to plan")
+    p.add_argument(
+        "--configfile",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="the config to plan (several: merged key by key, the later winning, as Snakemake does)",
+    )
     p.add_argument(
         "--calibration", type=Path, help="a GPU node's `calibrate --out` JSON: GPU-hours per unit"
     )
@@ -364,8 +418,14 @@ def args_pooled_figures(p: argparse.ArgumentParser) -> None:
 
 def args_push(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base", type=Path, required=True, help="base/base_policy.json")
-    p.add_argument("--run", type=Path, required=True, help="the reference run's folder")
+    p.add_argument("--run", type=Path, help="the reference run's folder (for a checkpoint)")
     p.add_argument("--data", type=Path, required=True, help="the splits folder")
+    p.add_argument(
+        "--purpose",
+        choices=PUSH_PURPOSES,
+        default="test",
+        help="test (first training prompts, judged) or pilot (last ones, base policy: sizes it)",
+    )
     p.add_argument("--training", required=True, help="the run's training config as JSON")
     p.add_argument("--task", required=True, help="task config as JSON")
     p.add_argument("--push", required=True, help="the push section as JSON")
@@ -375,8 +435,9 @@ def args_push(p: argparse.ArgumentParser) -> None:
 
 def args_push_report(p: argparse.ArgumentParser) -> None:
     p.add_argument("--push", type=Path, required=True, help="push.json")
-    p.add_argument("--tables", type=Path, required=True, help="tables/push.csv (its folder)")
-    p.add_argument("--figure", type=Path, required=True, help="figures/push.png (its folder)")
+    p.add_argument("--tables", type=Path, help="tables/push.csv (its folder)")
+    p.add_argument("--figure", type=Path, help="figures/push.png (its folder)")
+    p.add_argument("--pilot", type=Path, help="a pilot's push_pilot.csv (its table alone)")
 
 
 def args_token_weights(p: argparse.ArgumentParser) -> None:
@@ -390,7 +451,7 @@ def cmd_calibrate(a: argparse.Namespace) -> None:
 
 
 def args_calibrate(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--configfile", type=Path, required=True)
+    p.add_argument("--configfile", type=Path, nargs="+", required=True)
     p.add_argument("--steps", type=int, default=20, help="training steps to time")
     p.add_argument("--out", type=Path, help="write the measurement and projection as JSON")
     p.add_argument("--work", type=Path, help="keep the calibration run here (default: a temp dir)")
@@ -562,6 +623,12 @@ COMMANDS: dict[str, Command] = {
             cmd_pooled_figures,
             args_pooled_figures,
             served=True,
+        ),
+        Command(
+            "study-look",
+            "judge a sequential study's look, append it to its ledger, write the next look",
+            cmd_study_look,
+            args_study_look,
         ),
         Command(
             "push",

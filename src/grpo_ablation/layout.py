@@ -7,6 +7,8 @@
         calculations/  the worked-numbers sheet
         figures/       token_weights.* (the conventions' worked example)
         pooled/        tables, figures and reading over base-policy draws
+        study/         a sequential study's ledger.jsonl of looks, each look's look_<n>.json
+                       and next.yaml, its next look's override
         draw=<d>/      one base policy's tree (the experiment folder itself without draws):
             base/                           the base policy
             runs/<cell>/seed=<s>/           a training run (checkpoints, rollouts, records)
@@ -15,7 +17,7 @@
                                             calibration.json, curve/curve.json
             diagnostics/<cell>/seed=<s>/    steps.csv, summary.json (from the rollout log)
             selection/<stage>.json          a stage's validation winner
-            push/<cell>/seed=<s>/push.json  the push of every objective
+            push/<cell>/seed=<s>/push.json  the push of every objective (push_pilot.json: its pilot)
             tables/                         the analysis's numbers (TABLES)
             figures/<stage>/                its figures (STAGE_FIGURES)
             figures/reading.rst             the reading, composed from tables/
@@ -109,11 +111,19 @@ def output_key(name: str) -> str:
     return stem if ext == "csv" else f"{stem}_{ext}"
 
 
+# What the push report writes in tables/ (``analysis.push``), and the pilot's table.
+PUSH_TABLES = ("push.csv", "push_cosine.csv", "push.md")
+PUSH_PILOT_TABLE = "push_pilot.csv"
+# The conventions' worked example of token weights: its numbers beside its figure (figures/).
+TOKEN_WEIGHTS = "token_weights"
+
 # Output key -> file name of each table (``TABLE["effects"]`` is ``effects.csv``): how the analysis
 # names a table it reads or writes.
 TABLE: dict[str, str] = {output_key(name): name for name in TABLES}
 # The same for the pooled job's tables (``POOLED_TABLE["draws"]`` is ``draws.csv``).
 POOLED_TABLE: dict[str, str] = {output_key(name): name for name in POOLED_TABLES}
+# The same for the push report's (``PUSH_TABLE["push_cosine"]`` is ``push_cosine.csv``).
+PUSH_TABLE: dict[str, str] = {output_key(name): name for name in PUSH_TABLES}
 # What the evaluation job writes in its folder (``Evaluation``); the diagnostics job's summary
 # has the same name in its folder.
 SUMMARY = "summary.json"
@@ -132,6 +142,9 @@ CHECKPOINT_PREFIX = "checkpoint-"
 # The diagnostics job's per-step table (beside its summary); a split folder's and a task folder's
 # manifest; the base-policy job's record.
 STEPS = "steps.csv"
+# The push's two purposes (training/push.py): the replicates a push hypothesis is judged on, and
+# the pilot, on other prompts and keys, its SD is planned from.
+PUSH_PURPOSES = ("test", "pilot")
 MANIFEST = "manifest.json"
 BASE_INFO = "base_policy.json"
 
@@ -210,6 +223,18 @@ class Tree:
     def pooled(self) -> str:
         return self.at("pooled")
 
+    def study_ledger(self) -> str:
+        """The study's ledger of looks, one line each, chained (``analysis/study.py``)."""
+        return self.at("study", "ledger.jsonl")
+
+    def study_look(self, units: int) -> str:
+        """The record of the study's look at ``units`` draws, as the ledger holds it."""
+        return self.at("study", f"look_{units:03d}.json")
+
+    def study_next(self) -> str:
+        """The override config of the study's next look, written when a look is judged."""
+        return self.at("study", "next.yaml")
+
     def pooled_tables(self) -> list[str]:
         """In the pooled folder: its tables (``POOLED_TABLES``)."""
         return [self.at("tables", name) for name in POOLED_TABLES]
@@ -278,8 +303,11 @@ class Tree:
     def selection(self, stage: str) -> str:
         return self.at("selection", f"{stage}.json")
 
-    def push(self, cell: str, seed: Any) -> str:
-        return self.at("push", run_key(cell, seed), "push.json")
+    def push(self, cell: str, seed: Any, purpose: str = "test") -> str:
+        """The push record of one purpose (``PUSH_PURPOSES``): the test's push.json, the
+        pilot's push_pilot.json."""
+        name = "push.json" if purpose == "test" else f"push_{purpose}.json"
+        return self.at("push", run_key(cell, seed), name)
 
     def table(self, name: str) -> str:
         return self.at("tables", name)

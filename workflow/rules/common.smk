@@ -113,7 +113,7 @@ def cells_of(stage, draw):
 
 def stage_evals(stage, draw):
     tree = Tree(exp_of(draw))
-    return [tree.summary(c.path, s) for c in cells_of(stage, draw) for s in SEEDS]
+    return [tree.summary(c.path, s) for c in cells_of(stage, draw) for s in DESIGN.seeds_of(c.path)]
 
 
 @lru_cache(maxsize=None)

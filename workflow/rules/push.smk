@@ -1,21 +1,31 @@
+from grpo_ablation.code import sources
+from grpo_ablation.layout import PUSH_PILOT_TABLE, PUSH_TABLES
+from grpo_ablation.design.hypotheses import declared as declared_hypotheses, hypothesis_choices
+
 # The push of each objective on the same samples (push section of the config): at the base policy
 # and chosen checkpoints of the baseline cell's first-seed run, the baseline being the reference
 # of the stages that vary std scaling and aggregation.
 PUSH = config["push"]
 PUSH_CELL = DESIGN.baseline().path
 PUSH_JSON = TREE.push(PUSH_CELL, SEEDS[0])
+# A declared hypothesis judged on the push makes the push an input of the verdicts.
+PUSH_JUDGED = any(h.on_push for h in declared_hypotheses(DESIGN))
+# What the push job is told: the config's section and the choices its hypotheses compare.
+PUSH_PARAM = json.dumps({**PUSH, "hypothesis_choices": hypothesis_choices(DESIGN)}, sort_keys=True)
 PUSH_OUTPUTS = [
-    TREE.table("push.csv"),
-    TREE.table("push_cosine.csv"),
-    TREE.table("push.md"),
+    *(TREE.table(name) for name in PUSH_TABLES),
     TREE.figure("push.png"),
     TREE.figure("push.pdf"),
 ]
 
 
+# A run is needed only when a checkpoint is measured (push.steps other than [0]).
+PUSH_NEEDS_RUN = PUSH.get("steps") != [0]
+
+
 rule push:
     input:
-        run=TREE.run_info("{cell}", "{seed}"),
+        run=TREE.run_info("{cell}", "{seed}") if PUSH_NEEDS_RUN else [],
         base=rules.base_policy.output[0],
         train=rules.splits.output.train,
     output:
@@ -24,8 +34,8 @@ rule push:
         cli=CLI,
         training=training_json,
         task=TASK,
-        push=json.dumps(PUSH, sort_keys=True),
-        run=folder("run", of="input"),
+        push=PUSH_PARAM,
+        run=lambda wildcards, input: f"--run {Path(input.run).parent}" if input.run else "",
         data=folder("train", of="input"),
     threads: THREADS
     resources:
@@ -38,7 +48,36 @@ rule push:
     benchmark:
         TREE.run_benchmark("push", "{cell}", "{seed}")
     shell:
-        "python {params.cli} push --base {input.base} --run {params.run} --data {params.data}"
+        "python {params.cli} push --base {input.base} {params.run} --data {params.data}"
+        " --training {params.training:q} --task {params.task:q} --push {params.push:q}"
+        " --threads {threads} --out {output} > {log} 2>&1"
+
+
+# The pilot (asked for by path, never by the default target): at the base policy, on the training
+# prompts and keys the test never uses; its table's *_diff_sd columns are the per-replicate SDs a
+# push hypothesis is planned from (power.sd).
+rule push_pilot:
+    input:
+        base=rules.base_policy.output[0],
+        train=rules.splits.output.train,
+    output:
+        TREE.push("{cell}", "{seed}", "pilot"),
+    params:
+        cli=CLI,
+        training=training_json,
+        task=TASK,
+        push=PUSH_PARAM,
+        data=folder("train", of="input"),
+    threads: THREADS
+    resources:
+        runtime=config["resources"]["diagnostics_runtime"],
+        mem_mb=config["resources"]["diagnostics_mem_mb"],
+    conda:
+        CONDA_ENV
+    log:
+        TREE.run_log("push_pilot", "{cell}", "{seed}"),
+    shell:
+        "python {params.cli} push --purpose pilot --base {input.base} --data {params.data}"
         " --training {params.training:q} --task {params.task:q} --push {params.push:q}"
         " --threads {threads} --out {output} > {log} 2>&1"
 
@@ -46,7 +85,7 @@ rule push:
 rule push_report:
     input:
         push=PUSH_JSON,
-        code=str(Path(str(workflow.current_basedir)).parents[1] / "src/grpo_ablation/analysis/push.py"),
+        code=sources("analysis.push", root=SRC),
     output:
         csv=report(
             PUSH_OUTPUTS[0],
@@ -74,3 +113,19 @@ rule push_report:
     shell:
         "python {params.cli} push-report --push {input.push} --tables {output.csv}"
         " --figure {output.png} > {log} 2>&1"
+
+
+rule push_pilot_report:
+    input:
+        push=TREE.push(PUSH_CELL, SEEDS[0], "pilot"),
+    output:
+        TREE.table(PUSH_PILOT_TABLE),
+    params:
+        cli=CLI,
+    localrule: True
+    conda:
+        CONDA_ENV
+    log:
+        TREE.log("push_pilot_report"),
+    shell:
+        "python {params.cli} push-report --push {input.push} --pilot {output} > {log} 2>&1"

@@ -4,18 +4,15 @@
 #     snakemake --cores 2 --configfile config/<name>.yaml figures
 # figures.py is an input of the figure rules, so editing it is enough to rebuild them; add
 # `--forcerun stage_figures token_weight_figure` to rebuild them without any edit.
-from grpo_ablation.layout import FIGURE_FORMATS
+from grpo_ablation.code import sources
+from grpo_ablation.layout import FIGURE_FORMATS, TOKEN_WEIGHTS
 
 STAGES_ON = DESIGN.stage_names
-# The plotting and table code are inputs, so editing them rebuilds what they draw.
-FIGURE_CODE = [str(SRC / "analysis" / n) for n in ("figures.py", "saving.py")]
-TABLE_CODE = [
-    str(SRC / "analysis" / n)
-    for n in (
-        "tabulate.py", "loading.py", "tables.py", "render.py", "reading.py", "compose.py",
-        "stats.py", "hypotheses.py", "calibration.py", "coupling.py", "efficiency.py",
-    )
-]
+# Each job's code (its module and every package module it imports: grpo_ablation.code) is an
+# input, so editing any of it rebuilds what the job writes, and no list is kept by hand.
+FIGURE_CODE = sources("analysis.figures", root=SRC)
+TABLE_CODE = sources("analysis.tabulate", root=SRC)
+READING_CODE = sources("analysis.compose", root=SRC)
 
 
 wildcard_constraints:
@@ -32,7 +29,7 @@ report: "../report/workflow.rst"
 results_of = lambda stages, draw: checks.report_inputs(
     exp_of(draw),
     {s: [c.path for c in cells_of(s, draw)] for s in stages},
-    SEEDS,
+    DESIGN.seeds_of,
     [src for s in stages for src in DESIGN.stage(s).sources()],
 )
 selection_arg = lambda wildcards, input: " ".join(
@@ -91,6 +88,7 @@ rule tables:
         code=TABLE_CODE,
         base=rules.evaluate_base.output.test,  # the base policy, every table's first row
         design=rules.design.output[0],
+        push=PUSH_JSON if PUSH_JUDGED else [],  # judges the push hypotheses
     output:
         **{key: table_output(key, path) for key, path in TREE.tables().items()},
     params:
@@ -127,7 +125,7 @@ figure_output = lambda key, path: (
 rule stage_figures:
     # Reads the tables job's files and draws: no run is loaded, nothing is fitted again.
     input:
-        code=[*FIGURE_CODE, *TABLE_CODE],
+        code=FIGURE_CODE,
         design=rules.design.output[0],
         results=rules.tables.output.results,
         tables=rules.tables.output,
@@ -160,7 +158,7 @@ rule effects_reading:
         coupling=rules.tables.output.coupling,
         efficiency=rules.tables.output.efficiency,
         push=PUSH_OUTPUTS[0] if PUSH["enabled"] else [],
-        code=TABLE_CODE,
+        code=READING_CODE,
     output:
         report(
             TREE.figure("reading.rst"),
@@ -189,13 +187,13 @@ rule token_weight_figure:
         code=FIGURE_CODE,
     output:
         png=report(
-            SHARED.figure("token_weights.png"),
+            SHARED.figure(f"{TOKEN_WEIGHTS}.png"),
             caption="../report/figure_token_weights.rst",
             category="Conventions",
             labels={"figure": "token weights of the worked example"},
         ),
-        pdf=SHARED.figure("token_weights.pdf"),
-        csv=SHARED.figure("token_weights.csv"),
+        pdf=SHARED.figure(f"{TOKEN_WEIGHTS}.pdf"),
+        csv=SHARED.figure(f"{TOKEN_WEIGHTS}.csv"),
     params:
         cli=CLI,
         out=folder("png"),
@@ -227,6 +225,7 @@ report_targets = lambda: [
     *per_draw(PUSH_OUTPUTS if PUSH["enabled"] else []),
     *(POOLED_OUTPUTS if DRAWS else []),
     *(POOLED_FIGURES if DRAWS else []),
+    *([STUDY_LOOK] if STUDY_LOOK else []),
 ]
 
 
@@ -243,8 +242,9 @@ rule pooled:
     input:
         # the runs' efficiency fits are read, not fitted again
         per_draw([rules.tables.output.results, rules.tables.output.efficiency_fits]),
+        per_draw([PUSH_JSON] if PUSH_JUDGED else []),
         design=rules.design.output[0],
-        code=[*TABLE_CODE, str(SRC / "analysis" / "draws.py")],
+        code=sources("analysis.draws", root=SRC),
     output:
         results=report(
             POOLED_OUTPUTS[0],
@@ -309,7 +309,7 @@ rule pooled_figures:
         results=rules.pooled.output.results,
         reading=rules.pooled.output.reading,
         design=rules.design.output[0],
-        code=[*FIGURE_CODE, str(SRC / "analysis" / "pooled_figures.py")],
+        code=sources("analysis.pooled_figures", root=SRC),
     output:
         [pooled_figure_output(path) for path in POOLED_FIGURES],
     params:
@@ -324,6 +324,32 @@ rule pooled_figures:
     shell:
         "python {params.cli} pooled-figures --design {input.design} --tables {params.tables}"
         " --out {params.out} > {log} 2>&1"
+
+
+# A sequential study's look (study.looks): where this design's draws are one look's
+# (study.draws[:n]), the look is judged on the pooled tables' draws, recorded in the study's ledger
+# and in its own file, and the next look's override written (analysis/study.py).
+STUDY_LOOK = SHARED.study_look(len(DRAWS)) if DRAWS and DESIGN.study_look is not None else None
+
+
+if STUDY_LOOK:
+
+    rule study_look:
+        input:
+            pooled=rules.pooled.output.results,
+            design=rules.design.output[0],
+            code=sources("analysis.study", root=SRC),
+        output:
+            STUDY_LOOK,
+        params:
+            cli=CLI,
+        localrule: True
+        conda:
+            CONDA_ENV
+        log:
+            SHARED.log("study_look"),
+        shell:
+            "python {params.cli} study-look --design {input.design} --out {output} > {log} 2>&1"
 
 
 rule figures:

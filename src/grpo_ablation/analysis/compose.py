@@ -16,6 +16,7 @@ from grpo_ablation.analysis.efficiency import efficiency_reading
 from grpo_ablation.analysis.hypotheses import VERDICT_COLUMNS, uncounted_pairs, verdicts_reading
 from grpo_ablation.analysis.push import push_reading
 from grpo_ablation.analysis.reading import effects_reading
+from grpo_ablation.layout import PUSH_TABLE
 
 
 def write_reading(
@@ -48,7 +49,7 @@ def write_reading(
     if coupling:
         text = text.rstrip("\n") + "\n\n" + coupling_reading(pd.read_csv(coupling)) + "\n"
     if push:
-        cosine = pd.read_csv(Path(push).with_name("push_cosine.csv"))
+        cosine = pd.read_csv(Path(push).with_name(PUSH_TABLE["push_cosine"]))
         text = text.rstrip("\n") + "\n\n" + push_reading(pd.read_csv(push), cosine) + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_ablation.layout import ROLLOUTS, Tree
+from grpo_ablation.layout import ROLLOUTS, TABLE, Tree
 from grpo_ablation.training.rollout_log import read_rollouts
 
 KEY = ["step", "group_index", "completion_index"]
@@ -159,15 +159,15 @@ def write_coupling(
     if excluded:  # listed with no numbers: another batch shape than the reference's
         table = pd.concat([table, pd.DataFrame(excluded, columns=COLUMNS)], ignore_index=True)
     out.mkdir(parents=True, exist_ok=True)
-    steps.to_csv(out / "coupling_steps.csv", index=False)
-    table.to_csv(out / "coupling.csv", index=False)
-    (out / "coupling.md").write_text(
+    steps.to_csv(out / TABLE["coupling_steps"], index=False)
+    table.to_csv(out / TABLE["coupling"], index=False)
+    (out / TABLE["coupling_md"]).write_text(
         "Common random numbers: share of each cell's completions identical to its reference's "
         "(same seed, step, prompt and slot), and the first step that differs.\n\n"
         + to_markdown(table)
         + "\n"
     )
-    return [out / "coupling.csv", out / "coupling.md", out / "coupling_steps.csv"]
+    return [out / TABLE["coupling"], out / TABLE["coupling_md"], out / TABLE["coupling_steps"]]
 
 
 def coupling_reading(table: pd.DataFrame) -> str:

@@ -39,7 +39,7 @@ from grpo_ablation.design.hypotheses import (
     contrast_roles,
     declared,
 )
-from grpo_ablation.layout import POOLED_READING, POOLED_TABLES, Tree
+from grpo_ablation.layout import POOLED_READING, POOLED_TABLE, POOLED_TABLES, Tree
 
 UNIT = "draw"
 READING = POOLED_READING
@@ -287,6 +287,21 @@ def consistency_reading(table: pd.DataFrame) -> str:
     )
 
 
+def study_note(design: Design) -> str:
+    """In a sequential study (``study.looks``), what the verdicts of the pooled reading are and
+    are not: fixed-sample tests on the draws so far; the study decides in its ledger."""
+    plan = design.sections.get("study") or {}
+    if not plan.get("looks"):
+        return ""
+    return (
+        f"**A sequential study** (looks at {', '.join(map(str, plan['looks']))} draws): the "
+        f"verdicts below are fixed-sample tests on the {len(design.draws)} draws trained so far, "
+        "as if no other look came; the study decides in its ledger (``study/ledger.jsonl``, "
+        "each look in ``study/look_<n>.json``), against the boundaries of the error spent so "
+        "far, which are stricter at an early look. Read these as the look's estimates.\n\n"
+    )
+
+
 def write_pooled(design: Design, out: Path) -> list[Path]:
     """``out/tables/{results,hypotheses,draws}.{csv,md}`` and ``out/pooled_reading.rst``: the results
     table and the declared hypotheses' verdicts with the draw as the unit, each contrast per
@@ -314,34 +329,36 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
         contrast_roles(design, rows),
         {k: float(np.mean([p[k] for p in predicted])) for k in predicted[0]},
     )
-    verdicts = hypotheses.verdicts_table(declared(design), pooled, rows, design)
+    push = hypotheses.push_records(design, [design.draw_dir(d) for d in design.draws])
+    verdicts = hypotheses.verdicts_table(declared(design), pooled, rows, design, push, UNIT)
     within = per_draw_contrasts(runs)
     agreement = consistency(effects, within)
 
     folder = out / "tables"
     folder.mkdir(parents=True, exist_ok=True)
-    table.to_csv(folder / "results.csv", index=False)
+    table.to_csv(folder / POOLED_TABLE["results"], index=False)
     caption = (
         f"Pooled over {len(design.draws)} base-policy draws: each draw contributes the "
         "mean over its seeds; intervals are 95% t intervals over the draws (Δ pairs cells within "
         "a draw)."
     )
-    (folder / "results.md").write_text(
+    (folder / POOLED_TABLE["results_md"]).write_text(
         caption + "\n\n" + render.to_markdown(tables.display_table(table))
     )
-    verdicts.to_csv(folder / "hypotheses.csv", index=False)
-    (folder / "hypotheses.md").write_text(
-        hypotheses.verdicts_reading(verdicts, UNIT) + "\n" + render.to_markdown(verdicts)
+    verdicts.to_csv(folder / POOLED_TABLE["hypotheses"], index=False)
+    opening = study_note(design) + hypotheses.verdicts_reading(verdicts, UNIT)
+    (folder / POOLED_TABLE["hypotheses_md"]).write_text(
+        opening + "\n" + render.to_markdown(verdicts)
     )
-    within.to_csv(folder / "draws.csv", index=False)
-    agreement.to_csv(folder / "agreement.csv", index=False)
-    (folder / "agreement.md").write_text(
+    within.to_csv(folder / POOLED_TABLE["draws"], index=False)
+    agreement.to_csv(folder / POOLED_TABLE["agreement"], index=False)
+    (folder / POOLED_TABLE["agreement_md"]).write_text(
         consistency_reading(agreement) + "\n" + render.to_markdown(agreement)
     )
-    effects.to_csv(folder / "effects.csv", index=False)
+    effects.to_csv(folder / POOLED_TABLE["effects"], index=False)
     curves = efficiency.efficiency_table(table, runs)
     tables.write_efficiency(curves, folder, f"{caption} {tables.EFFICIENCY_CAPTION}")
-    text = reading.effects_reading(effects, hypotheses.verdicts_reading(verdicts, UNIT), UNIT)
+    text = reading.effects_reading(effects, opening, UNIT)
     late = efficiency.efficiency_reading(
         curves, UNIT, declared=hypotheses.uncounted_pairs(verdicts, effects)
     )

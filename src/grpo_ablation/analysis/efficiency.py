@@ -16,8 +16,9 @@ says nothing of its steepness): otherwise "not identified". A is bounded to the 
 Identification depends on the outcome (a run with no gain has none), so the fitted parameters
 exist for a selection of runs chosen by their results: they describe, and a confirmatory test
 must not use them (``OUTCOME_DEPENDENT``). The summaries defined for every run are the area under
-the curve, normalised to the compute range, and the late accuracy, the mean accuracy over the last
-half of the curve points (``late_accuracy``): the primary late-training endpoint.
+the curve, normalised to the compute range, and the late accuracy, the mean accuracy over the
+curve points in the late window, the last quarter of the steps (``late_accuracy``;
+``training.late_points`` puts evenly spaced points there): the primary late-training endpoint.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import pandas as pd
 
 from grpo_ablation.analysis.stats import Interval
 from grpo_ablation.design.hypotheses import OUTCOME_DEPENDENT
+from grpo_ablation.design.options import in_late_window
 
 FIT, NOT_IDENTIFIED, FAILED = "fit", "not identified", "failed"
 # The fit's box for the steepness B: a fit that ends on it is not identified (its standard error
@@ -39,11 +41,6 @@ B_MIN, B_MAX = 1e-3, 20.0
 # The fit's box for the asymptote A: the metric's range (an accuracy). A fit that ends on it is
 # not identified: its data put the asymptote outside what the metric can reach.
 A_MIN, A_MAX = 0.0, 1.0
-# The late accuracy averages the last LATE_FRACTION of a run's curve points (ceil(n · fraction)
-# of n, the last point included): one point is a single noisy evaluation, and the last half is
-# the part of the curve past its early rise (the curve's steps are spaced evenly in log-step, so
-# its last half covers the latter part of training) while still averaging several evaluations.
-LATE_FRACTION = 0.5
 
 
 def scalerl_curve(
@@ -63,13 +60,17 @@ def area_under_curve(C: np.ndarray, R: np.ndarray) -> float:
     return float(np.sum((R[1:] + R[:-1]) / 2 * np.diff(C)) / (C[-1] - C[0]))
 
 
-def late_accuracy(R: np.ndarray | list[float]) -> float:
-    """Mean of the last ceil(n · LATE_FRACTION) of the n values ``R`` (in step order); NaN for
-    none. Defined for every run, whatever its curve looks like."""
+def late_accuracy(steps: list[int], R: np.ndarray | list[float]) -> float:
+    """Mean of the values ``R`` at the curve's ``steps`` in the late window (the last quarter of
+    training, the last step being the final: ``options.in_late_window``), each point equally
+    weighted; NaN for none. Fixed by the config before the run (``training.late_points`` puts
+    evenly spaced points there), whatever the curve looks like."""
     R = np.asarray(R, dtype=float)
     if len(R) == 0:
         return float("nan")
-    return float(np.mean(R[-math.ceil(len(R) * LATE_FRACTION) :]))
+    last = max(steps)
+    late = [r for s, r in zip(steps, R, strict=True) if in_late_window(s, last)]
+    return float(np.mean(late))
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def run_efficiency(
             fits["completions"].C_mid if fits["completions"].status == FIT else math.nan
         ),
         "efficiency_auc": area_under_curve(completions, np.concatenate([[R0], R])),
-        "efficiency_late": late_accuracy(R),
+        "efficiency_late": late_accuracy([int(p["step"]) for p in points], R),
         "efficiency_points": len(points),
     }
 
@@ -284,8 +285,8 @@ def efficiency_reading(
         "fitted to each run's test sampled accuracy against the tokens it had generated, R0 the "
         f"base policy's): {fit} of {runs} runs have an identified fit"
         + (f" (not identified: {why})" if why else "")
-        + ". The late accuracy (mean sampled accuracy over the last half of a run's curve "
-        f"points) is defined for every run and pairs them {unit} by {unit}. A and log10 C_mid "
+        + ". The late accuracy (mean sampled accuracy over a run's curve points in the late "
+        f"window, the last quarter of its steps) is defined for every run and pairs them {unit} by {unit}. A and log10 C_mid "
         "exist only for identified fits, a selection that depends on the outcome: their "
         f"differences pair identified fits {unit} by {unit} and describe, they are not tests."
     ]

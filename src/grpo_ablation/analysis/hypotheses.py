@@ -54,8 +54,9 @@ from grpo_ablation.design.axes import BY_NAME
 from grpo_ablation.design.hypotheses import (
     ALPHA,
     EXPLORATORY,
+    METRICS,
     NEGATIVE,
-    PAIRED,
+    PUSH,
     Hypothesis,
     Plan,
     contrast,
@@ -63,8 +64,9 @@ from grpo_ablation.design.hypotheses import (
     declared,
     design_power,
     family_level,
+    push_choices,
 )
-from grpo_ablation.layout import Tree
+from grpo_ablation.layout import TABLE, Tree
 
 VERDICT_COLUMNS = [
     "id",
@@ -73,7 +75,9 @@ VERDICT_COLUMNS = [
     "cell",
     "reference",
     "metric",
+    "policy",
     "prediction",
+    "unit",
     "n",
     "mean",
     "low90",
@@ -96,6 +100,7 @@ VERDICT_COLUMNS = [
     "units_needed_upper",
     "units_declared",
     "sd_declared",
+    "sd_declared_df",
     "power_declared",
     "mde_declared",
     "units_needed_declared",
@@ -169,6 +174,7 @@ def power_columns(
     diffs: dict[str, list[float]],
     design: Design,
     alpha: float = ALPHA,
+    unit: str = "seed",
 ) -> dict[str, dict[str, Any]]:
     """id -> the power columns of VERDICT_COLUMNS: after the run from each hypothesis's observed
     per-unit SD at its units, before it from the SD the config declares (``power.sd``) at the
@@ -183,20 +189,59 @@ def power_columns(
         # An SD on few degrees of freedom is itself uncertain: the units needed at the upper
         # bound of its 95% interval, σ ≤ s·√(df / χ²_{0.025, df}), say how far off it may be.
         upper = design_power(h, sd * _power.sd_upper_factor(n - 1), n, level) if n >= 2 else {}
-        declared = plan.sd.get(h.metric, math.nan)
-        before = design_power(h, declared, plan.units, level)
+        declared = plan.declared_sd(h)
+        units, unit = plan.units_of(h)
+        before = design_power(h, declared, units, level)
         out[h.id] = {
+            "unit": "replicate" if h.on_push else unit,
             "level": level,
             "expected": h.expected_effect,
             "sd": sd,
             **after,
-            "minutes_needed": plan.minutes(after["units_needed"]),
+            "minutes_needed": plan.minutes(after["units_needed"], h),
             "units_needed_upper": upper.get("units_needed", math.nan),
-            "units_declared": f"{plan.units} {plan.unit}s",
+            "units_declared": f"{units} {unit}s",
             "sd_declared": declared,
+            "sd_declared_df": plan.sd_df.get(h.metric, math.nan),
             **{f"{k}_declared": v for k, v in before.items()},
         }
     return out
+
+
+def push_differences(h: Hypothesis, design: Design, records: list[dict[str, Any]]) -> list[float]:
+    """A push hypothesis's per-replicate differences (cell − reference) at its policy, over the
+    push records given (one per draw: each draw's replicates are units of their own)."""
+    cell, ref = push_choices(h, design)
+    quantity = PUSH[h.metric][0]
+    out = []
+    for record in records:
+        steps = [p["step"] for p in record["policies"]]
+        step = 0 if h.policy == "base" else max(steps)
+        if step not in steps or (h.policy == "final" and step == 0):
+            raise ValueError(f"hypothesis {h.id!r}: the push record holds no {h.policy} policy")
+        policy = next(p for p in record["policies"] if p["step"] == step)
+        out += [
+            r["choices"][cell]["push"][quantity] - r["choices"][ref]["push"][quantity]
+            for r in policy["replicates"]
+        ]
+    return out
+
+
+def differences(
+    hypotheses: list[Hypothesis],
+    runs: pd.DataFrame,
+    rows: list[dict[str, str]],
+    design: Design,
+    push: list[dict[str, Any]] | None = None,
+) -> dict[str, list[float]]:
+    """id -> each hypothesis's per-unit paired differences (cell − reference): by seed or draw
+    from ``runs``, by push replicate from the ``push`` records for a push hypothesis."""
+    return {
+        h.id: push_differences(h, design, push or [])
+        if h.on_push
+        else _paired(runs, contrast(h, rows, design), h.metric)
+        for h in hypotheses
+    }
 
 
 def verdicts_table(
@@ -204,12 +249,15 @@ def verdicts_table(
     runs: pd.DataFrame,
     rows: list[dict[str, str]],
     design: Design,
+    push: list[dict[str, Any]] | None = None,
+    unit: str = "seed",
 ) -> pd.DataFrame:
-    """One row per declared hypothesis, in declaration order (the columns of VERDICT_COLUMNS)."""
+    """One row per declared hypothesis, in declaration order (the columns of VERDICT_COLUMNS);
+    ``push`` holds the push records (push.json, one per draw) a push hypothesis is judged on."""
     compared = {h.id: contrast(h, rows, design) for h in hypotheses}
-    diffs = {h.id: _paired(runs, compared[h.id], h.metric) for h in hypotheses}
+    diffs = differences(hypotheses, runs, rows, design, push)
     judged = judge(hypotheses, diffs)
-    powers = power_columns(hypotheses, diffs, design)
+    powers = power_columns(hypotheses, diffs, design, unit=unit)
     out = [
         {
             "id": h.id,
@@ -218,6 +266,7 @@ def verdicts_table(
             "cell": cell_label(compared[h.id]["cell"]),
             "reference": cell_label(compared[h.id]["reference"]),
             "metric": h.metric,
+            "policy": h.policy,
             "prediction": h.prediction(),
             **judged[h.id],
             **powers[h.id],
@@ -302,6 +351,58 @@ def _duration(minutes: float) -> str:
 MIN_DF_FOR_BOUND = 3
 
 
+def _detects(v: pd.Series, short: bool = False) -> str:
+    """What a verdict's design detects with 80% power from the SD it observed: ``detects ≥ X``,
+    ``shows equivalence only within ±X``, or that nothing within the metric's range is
+    (``short``: ``≥ X``, ``±X``, ``nothing in range``)."""
+    m, equivalence = str(v["metric"]), v["kind"] == "equivalence"
+    mde = _number(v["mde"], m, False)
+    if not (math.isfinite(v["sd"]) and v["sd"] > 0):
+        return "not computed" if short else "has no power computed"
+    if v["mde"] > largest_difference(m):
+        if short:
+            return "nothing in range"
+        return (
+            f"shows equivalence within no margin inside the metric's range (±{mde} needed)"
+            if equivalence
+            else f"detects no effect within the metric's range (≥ {mde})"
+        )
+    if short:
+        return f"±{mde}" if equivalence else f"≥ {mde}"
+    return f"shows equivalence only within ±{mde}" if equivalence else f"detects ≥ {mde}"
+
+
+def verdicts_overview(verdicts: pd.DataFrame, default_unit: str = "seed") -> str:
+    """One row per declared hypothesis, what a reader needs first: its prediction, Δ with its
+    90% interval and units, the verdict, and what the design detects with 80% power from the SD
+    it observed (a reStructuredText list-table; the prose follows it)."""
+    head = ["hypothesis", "prediction", "Δ [90% interval]", "verdict", "detects (80%)"]
+    rows = []
+    for _, v in verdicts.iterrows():
+        m = str(v["metric"])
+        unit = v["unit"] if v.get("unit") == "replicate" else default_unit
+        n = int(v["n"])
+        delta = (
+            f"{_number(v['mean'], m)} [{_number(v['low90'], m)}, {_number(v['high90'], m)}]"
+            if n >= 2 and math.isfinite(v["low90"])
+            else "no interval"
+        )
+        on = METRICS[m] + (f", {v['policy']} policy" if v.get("policy") else "")
+        rows.append(
+            [
+                f"``{v['id']}``",
+                f"{v['cell']} {v['prediction']} ({on})",
+                f"{delta}, {n} {unit}{'' if n == 1 else 's'}",
+                f"**{str(v['verdict']).upper()}**",
+                _detects(v, short=True),
+            ]
+        )
+    lines = [".. list-table::", "   :header-rows: 1", ""]
+    for row in [head, *rows]:
+        lines += [f"   * - {row[0]}", *(f"     - {c}" for c in row[1:])]
+    return "\n".join(lines) + "\n"
+
+
 def _power_clause(v: pd.Series, unit: str) -> str:
     """What the design could detect, after the verdict: ``— this design detects ≥ X; N draws
     (≈ T) would be needed`` for an inconclusive one, the power at the expected effect otherwise."""
@@ -310,19 +411,7 @@ def _power_clause(v: pd.Series, unit: str) -> str:
         return f" (no power computed: fewer than two {unit}s with a finite value)"
     if not v["sd"] > 0:
         return f" (no power computed: every {unit} gave the same difference)"
-    if v["mde"] > largest_difference(m):
-        detects = (
-            f"shows equivalence within no margin inside the metric's range (±"
-            f"{_number(v['mde'], m, False)} needed)"
-            if equivalence
-            else f"detects no effect within the metric's range (≥ {_number(v['mde'], m, False)})"
-        )
-    else:
-        detects = (
-            f"shows equivalence only within ±{_number(v['mde'], m, False)}"
-            if equivalence
-            else f"detects ≥ {_number(v['mde'], m, False)}"
-        )
+    detects = _detects(v)
     need, upper = v["units_needed"], v.get("units_needed_upper", math.nan)
     if int(v["n"]) - 1 < MIN_DF_FOR_BOUND:
         upper = math.nan  # the SD's upper bound from so few df says nothing usable
@@ -358,14 +447,16 @@ def _declared_clause(v: pd.Series) -> str:
         if math.isfinite(v["power_declared"])
         else "no expected effect declared"
     )
+    df = v.get("sd_declared_df", math.nan)
+    pooled = f", pooled over earlier runs on {df:.0f} df" if math.isfinite(df) else ""
     return (
         f" Before the run, for {v['units_declared']} (declared SD "
-        f"{_number(v['sd_declared'], m, False)}): {power}, {what} with 80% "
+        f"{_number(v['sd_declared'], m, False)}{pooled}): {power}, {what} with 80% "
         f"{_number(v['mde_declared'], m, False)}."
     )
 
 
-def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
+def verdicts_reading(verdicts: pd.DataFrame, default_unit: str = "seed") -> str:
     """The reading's opening: each declared hypothesis with its prediction, source, test and
     verdict (reStructuredText)."""
     if verdicts.empty:
@@ -378,11 +469,17 @@ def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
         f"α = {ALPHA}, one Holm family of the support and refute tests of all of them, so that "
         "any verdict of this run is wrong with probability at most α (within this run: a "
         "hypothesis judged again in another run is a new test at its own α); the power of each "
-        f"test is computed at Holm's first step; Δ is cell minus reference {PAIRING[unit]}, mean [90% t interval]):",
+        f"test is computed at Holm's first step; Δ is cell minus reference {PAIRING[default_unit]} "
+        "(a push's: paired by replicate at the policy it names), mean [90% t interval]):",
+        "",
+        verdicts_overview(verdicts, default_unit),
+        "Each in full:",
         "",
     ]
     for _, v in verdicts.iterrows():
         m = str(v["metric"])
+        # a push hypothesis's units are its replicates, whatever the design's unit
+        unit = v["unit"] if v.get("unit") == "replicate" else default_unit
         p = "" if not math.isfinite(v["p"]) else f", p {_p(v['p'])}"
         if math.isfinite(v["p_holm"]):
             p += f" (Holm {_p(v['p_holm'])})"
@@ -395,7 +492,9 @@ def verdicts_reading(verdicts: pd.DataFrame, unit: str = "seed") -> str:
         )
         lines.append(
             f"- ``{v['id']}``: **{str(v['verdict']).upper()}**{_power_clause(v, unit)}. "
-            f"``{v['cell']}`` − ``{v['reference']}`` ({v['stage']}), {PAIRED[m]}: predicted "
+            f"``{v['cell']}`` − ``{v['reference']}`` ({v['stage']}), {METRICS[m]}"
+            + (f" at the {v['policy']} policy" if v.get("policy") else "")
+            + f": predicted "
             f"{v['prediction']}; Δ = {interval} over {int(v['n'])} "
             f"{unit}{'' if int(v['n']) == 1 else 's'}; {v['test']}{p}."
             f"{_declared_clause(v)} Source: {v['source']}."
@@ -420,12 +519,24 @@ def uncounted_pairs(
     return frozenset([*declared, *negative])
 
 
+def push_records(design: Design, exps: list[Path]) -> list[dict[str, Any]]:
+    """The push record (push.json of the baseline's first seed) of each experiment folder in
+    ``exps`` (a draw's each), where a declared hypothesis is judged on the push; else none."""
+    if not any(h.on_push for h in declared(design)):
+        return []
+    where = (Path(Tree(e).push(design.baseline().path, design.seeds[0])) for e in exps)
+    return [json.loads(path.read_text()) for path in where]
+
+
 def write_verdicts(
-    design: Design, rows: list[dict[str, Any]], runs: pd.DataFrame, out: Path
+    design: Design, rows: list[dict[str, Any]], runs: pd.DataFrame, out: Path, exp: Path
 ) -> list[Path]:
-    """hypotheses.csv and hypotheses.md under ``out``, from the design's rows and their runs."""
-    verdicts = verdicts_table(declared(design), runs, rows, design)
+    """hypotheses.csv and hypotheses.md under ``out``, from the design's rows and their runs (and
+    the push record of ``exp``, the draw's folder)."""
+    verdicts = verdicts_table(declared(design), runs, rows, design, push_records(design, [exp]))
     out.mkdir(parents=True, exist_ok=True)
-    verdicts.to_csv(out / "hypotheses.csv", index=False)
-    (out / "hypotheses.md").write_text(verdicts_reading(verdicts) + "\n" + to_markdown(verdicts))
-    return [out / "hypotheses.csv", out / "hypotheses.md"]
+    verdicts.to_csv(out / TABLE["hypotheses"], index=False)
+    (out / TABLE["hypotheses_md"]).write_text(
+        verdicts_reading(verdicts) + "\n" + to_markdown(verdicts)
+    )
+    return [out / TABLE["hypotheses"], out / TABLE["hypotheses_md"]]

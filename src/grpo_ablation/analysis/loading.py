@@ -52,7 +52,7 @@ def load_curves(exp: Path, design: Design, rows: list[dict[str, Any]]) -> pd.Dat
     out = []
     for r in rows:
         mu = int(run_training(design, r["cell"]).num_iterations)
-        for seed in design.seeds:
+        for seed in design.seeds_of(r["cell"]):
             ckpts = _checkpoints(Path(tree.summary(r["cell"], seed)))
             for is_base, c in [(True, base), *((False, c) for c in ckpts)]:
                 step = 0 if is_base else int(c["step"])
@@ -79,7 +79,7 @@ def load_efficiency_points(exp: Path, design: Design, rows: list[dict[str, Any]]
     tree, frames = Tree(exp), []
     for r in rows:
         group_size = int(run_training(design, r["cell"]).group_size)
-        for seed in design.seeds:
+        for seed in design.seeds_of(r["cell"]):
             curve = json.loads(Path(tree.curve(r["cell"], seed)).read_text())
             points = pd.DataFrame(curve["points"]).sort_values("step")
             steps = pd.read_csv(tree.steps(r["cell"], seed))
@@ -118,7 +118,7 @@ def load_runs(
     fits = read_fits(Path(tree.table(TABLE["efficiency_fits"]))) if fitted else None
     for r in rows:
         group_size = int(run_training(design, r["cell"]).group_size)
-        for seed in design.seeds:
+        for seed in design.seeds_of(r["cell"]):
             ckpts = _checkpoints(Path(tree.summary(r["cell"], seed)))
             diag = json.loads(Path(tree.diagnostics_summary(r["cell"], seed)).read_text())
             final = max(ckpts, key=lambda c: c["step"])

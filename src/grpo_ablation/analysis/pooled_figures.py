@@ -31,7 +31,7 @@ from grpo_ablation.analysis import figures, loading
 from grpo_ablation.analysis.render import largest_difference
 from grpo_ablation.analysis.saving import save
 from grpo_ablation.design.ablation import Design
-from grpo_ablation.design.hypotheses import PAIRED, Hypothesis, declared
+from grpo_ablation.design.hypotheses import METRICS, Hypothesis, declared
 from grpo_ablation.layout import POOLED_STAGE_FIGURES, POOLED_TABLE, POOLED_VERDICTS, Tree
 
 VERDICT_COLOURS = {"supported": "#1a9641", "refuted": "#d7191c", "inconclusive": "#7f7f7f"}
@@ -45,9 +45,13 @@ def _finite(*xs: float) -> bool:
 
 def _row_title(v: pd.Series, unit: str) -> str:
     n = int(v["n"]) if _finite(v["n"]) else 0
+    unit = "replicate" if v.get("unit") == "replicate" else unit  # a push's units
     head = f"{v['id']}: {v['verdict']} (90% interval over {n} {unit}{'s' if n != 1 else ''})"
+    policy = (
+        f" at the {v['policy']} policy" if isinstance(v.get("policy"), str) and v["policy"] else ""
+    )
     what = (
-        f"Δ {PAIRED.get(v['metric'], v['metric'])}, {v['cell']} − {v['reference']}; "
+        f"Δ {METRICS.get(v['metric'], v['metric'])}{policy}, {v['cell']} − {v['reference']}; "
         f"predicted {v['prediction']}"
     )
     return head + "\n" + textwrap.fill(what, 100)

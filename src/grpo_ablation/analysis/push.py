@@ -20,13 +20,20 @@ from typing import Any
 
 import pandas as pd
 
-from grpo_ablation.analysis.stats import t_interval
+from grpo_ablation.analysis.stats import sample_sd, t_interval
+from grpo_ablation.design.hypotheses import PUSH_REFERENCE
+from grpo_ablation.layout import PUSH_TABLE
 
-REFERENCE = "sample/sequence_mean"
+REFERENCE = PUSH_REFERENCE
 # Pairs the formulas say point the same way (cosine 1 up to the std's ε).
 IDENTITIES = [
     (f"population/{a}", f"sample/{a}") for a in ("sequence_mean", "token_mean", "constant")
-] + [("none/sequence_mean", "batch/sequence_mean"), ("sample/token_mean", "sample/constant")]
+] + [
+    ("none/sequence_mean", "batch/sequence_mean"),
+    ("sample/token_mean", "sample/constant"),
+    # every token weighed alike within a batch: 1/(B L_max) against 1/B
+    ("sample/sequence_sum", "sample/constant"),
+]
 LABELS = {
     "accuracy": "expected accuracy",
     "incorrect_length": "length of incorrect completions (tokens)",
@@ -39,8 +46,10 @@ def push_tables(record: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
     reference choice, t intervals over replicates; per step and pair of choices: the cosine)."""
     rows, cos_rows = [], []
     for policy in record["policies"]:
-        reps = policy["replicates"]
+        every = policy["replicates"]
         for c in record["choices"]:
+            # replicates past push.full_replicates measure only the hypotheses' choices
+            reps = [r for r in every if c in r["choices"] and REFERENCE in r["choices"]]
             row: dict[str, Any] = {"step": policy["step"], "choice": c, "replicates": len(reps)}
             for q in record["quantities"]:
                 values = [r["choices"][c]["push"][q] for r in reps]
@@ -49,7 +58,15 @@ def push_tables(record: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
                 dv = t_interval([v - w for v, w in zip(values, ref, strict=True)])
                 row.update({q: iv.mean, f"{q}_low": iv.low, f"{q}_high": iv.high})
                 row.update(
-                    {f"{q}_diff": dv.mean, f"{q}_diff_low": dv.low, f"{q}_diff_high": dv.high}
+                    {
+                        f"{q}_diff": dv.mean,
+                        f"{q}_diff_low": dv.low,
+                        f"{q}_diff_high": dv.high,
+                        # the per-replicate SD a push hypothesis is planned from (a pilot's)
+                        f"{q}_diff_sd": sample_sd(
+                            [v - w for v, w in zip(values, ref, strict=True)]
+                        ),
+                    }
                 )
             share = t_interval([r["choices"][c]["long_incorrect_share"] for r in reps])
             row.update(
@@ -58,7 +75,7 @@ def push_tables(record: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
             )
             rows.append(row)
         for a, b in itertools.combinations(record["choices"], 2):
-            iv = t_interval([r["cosine"][f"{a}|{b}"] for r in reps])
+            iv = t_interval([r["cosine"][f"{a}|{b}"] for r in every if f"{a}|{b}" in r["cosine"]])
             cos_rows.append(
                 {
                     "step": policy["step"],
@@ -141,6 +158,15 @@ def push_figure(table: pd.DataFrame):
     return fig
 
 
+def write_pilot(push_json: Path, table: Path) -> Path:
+    """The pilot's table (``push_tables`` of push_pilot.json): its ``*_diff_sd`` columns are the
+    per-replicate SDs of each choice's paired difference, what ``power.sd`` takes for a push
+    metric."""
+    table.parent.mkdir(parents=True, exist_ok=True)
+    push_tables(json.loads(Path(push_json).read_text()))[0].to_csv(table, index=False)
+    return table
+
+
 def write_push(push_json: Path, tables: Path, figures: Path) -> list[Path]:
     """tables/push.csv, push_cosine.csv, push.md and figures/push.{png,pdf}."""
     from grpo_ablation.analysis.render import to_markdown
@@ -149,15 +175,15 @@ def write_push(push_json: Path, tables: Path, figures: Path) -> list[Path]:
     record = json.loads(Path(push_json).read_text())
     table, cosine = push_tables(record)
     tables.mkdir(parents=True, exist_ok=True)
-    table.to_csv(tables / "push.csv", index=False)
-    cosine.to_csv(tables / "push_cosine.csv", index=False)
+    table.to_csv(tables / PUSH_TABLE["push"], index=False)
+    cosine.to_csv(tables / PUSH_TABLE["push_cosine"], index=False)
     shown = ["step", "choice", *(q for q in LABELS), "long_incorrect_share"]
-    (tables / "push.md").write_text(
+    (tables / PUSH_TABLE["push_md"]).write_text(
         push_reading(table, cosine) + "\n\n" + to_markdown(table[shown]) + "\n"
     )
     return [
-        tables / "push.csv",
-        tables / "push_cosine.csv",
-        tables / "push.md",
+        tables / PUSH_TABLE["push"],
+        tables / PUSH_TABLE["push_cosine"],
+        tables / PUSH_TABLE["push_md"],
         *save(push_figure(table), figures / "push"),
     ]

@@ -41,6 +41,8 @@ def _words(*words: str) -> str:
 
 # name pattern -> kind, first match wins (``re.search`` on a column's or a quantity's name).
 RULES: tuple[tuple[str, str], ...] = (
+    # A push (per unit L2 step) is unbounded, whatever quantity it moves.
+    (r"^push_", OTHER),
     (_words("level", "unresolved", "cosine", "norm"), OTHER),  # thresholds, tiny probabilities
     (_words("p"), P_VALUE),  # p, p_holm, p_refute_holm, interaction_p
     (_words("log10"), LOG10),  # efficiency_log10_C_mid (before C_mid, a number of tokens)
@@ -56,6 +58,7 @@ RULES: tuple[tuple[str, str], ...] = (
             "replicates",
             "steps?",
             "units",
+            "df",
             "tokens",
             "excluded",
             "same_sign",

@@ -32,6 +32,7 @@ from grpo_ablation.analysis.stats import (
 from grpo_ablation.design.ablation import Design, cell_label
 from grpo_ablation.design.hypotheses import EXPLORATORY, PAIRED, contrast_key
 from grpo_ablation.evaluation.scoring import EXTERNAL_PROTOCOL
+from grpo_ablation.layout import TABLE
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 
 BASE_LABEL = "base policy (step 0)"
@@ -330,17 +331,17 @@ def write_tables(
     out.mkdir(parents=True, exist_ok=True)
     seeds = design.seeds
     table = results_table(runs, base_accuracy(exp))
-    table.to_csv(out / "results.csv", index=False)
+    table.to_csv(out / TABLE["results"], index=False)
     shown = display_table(table)
     flags = "".join(f"{line}\n\n" for line in scoring_flags(table))
-    (out / "results.md").write_text(RESULTS_CAPTION + "\n\n" + flags + to_markdown(shown))
-    (out / "results.tex").write_text(to_latex(shown, RESULTS_CAPTION, "tab:results"))
+    (out / TABLE["results_md"]).write_text(RESULTS_CAPTION + "\n\n" + flags + to_markdown(shown))
+    (out / TABLE["results_tex"]).write_text(to_latex(shown, RESULTS_CAPTION, "tab:results"))
     write_efficiency(efficiency_table(table, runs), out)
     objectives = objectives_table(exp, [r["cell"] for r in rows], seeds)
-    objectives.to_csv(out / "objectives.csv", index=False)
+    objectives.to_csv(out / TABLE["objectives"], index=False)
     caption = "Objective record of each cell (appendix): the effective objective of its runs."
-    (out / "objectives.md").write_text(caption + "\n\n" + to_markdown(objectives))
-    (out / "objectives.tex").write_text(
+    (out / TABLE["objectives_md"]).write_text(caption + "\n\n" + to_markdown(objectives))
+    (out / TABLE["objectives_tex"]).write_text(
         to_latex(objectives, caption, "tab:objectives", wrap={"objective": "11cm"})
     )
     return [
@@ -359,7 +360,7 @@ EFFICIENCY_CAPTION = (
 
 def write_efficiency(table: pd.DataFrame, out: Path, caption: str = EFFICIENCY_CAPTION) -> None:
     """efficiency.csv (the numbers) and efficiency.md (formatted) under ``out``."""
-    table.to_csv(out / "efficiency.csv", index=False)
+    table.to_csv(out / TABLE["efficiency"], index=False)
     shown = []
     for _, r in table.iterrows():
         row = {
@@ -374,7 +375,7 @@ def write_efficiency(table: pd.DataFrame, out: Path, caption: str = EFFICIENCY_C
             row[f"Δ {name}"] = "reference" if r["is_reference"] else _shown(r, f"{q}_diff", True)
         row["not identified"] = r["not_identified"] if isinstance(r["not_identified"], str) else ""
         shown.append(row)
-    (out / "efficiency.md").write_text(caption + "\n\n" + to_markdown(pd.DataFrame(shown)))
+    (out / TABLE["efficiency_md"]).write_text(caption + "\n\n" + to_markdown(pd.DataFrame(shown)))
 
 
 def _shown(r: pd.Series, q: str, signed: bool = False) -> str:

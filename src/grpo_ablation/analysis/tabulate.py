@@ -46,7 +46,7 @@ def write_all(exp: Path, design: Design, winners: dict[str, Any], out: Path) -> 
     groups = calibration.load_groups(exp, rows, seeds)
     paths = [
         *tables.write_tables(exp, design, rows, runs, out),
-        *hypotheses.write_verdicts(design, rows, runs, out),
+        *hypotheses.write_verdicts(design, rows, runs, out, exp),
         *calibration.write_calibration(groups, out),
         *coupling.write_coupling(exp, rows, seeds, out, epochs),
     ]

@@ -47,7 +47,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrainingC
 SELECTION_METRICS = ("greedy_accuracy", "sampled_mean_at_k")
 # The config sections the design is made of (with the draws of base_policy): what design.json
 # holds. Not the results folder: design.json lies in the experiment folder, which it then names.
-SECTIONS = ("seeds", "training", "stages", "hypotheses", "power")
+SECTIONS = ("seeds", "training", "stages", "hypotheses", "power", "push", "study")
 # Seeds below this under base-policy draws, so that every (draw, seed) gets its own run seed.
 SEEDS_PER_DRAW = 1000
 
@@ -109,6 +109,10 @@ class Stage:
     # Other varied axes pinned by the reference: every cell is then compared with that one cell
     # (a recipe stage compares each recipe with plain GRPO), not with its own values elsewhere.
     reference_also: dict[str, Any] = field(default_factory=dict)
+    # Runs of the reference cell per seed: k > 1 trains it k times a draw (replicate seeds of its
+    # own), so each contrast's reference is a mean of k runs (the √k allocation of many-to-one
+    # comparisons: the contrast's SD falls by √((1 + 1/k) / 2) when runs are independent).
+    reference_replicates: int = 1
 
     @property
     def primary(self) -> str:
@@ -169,6 +173,14 @@ def _stage(name: str, spec: dict[str, Any]) -> Stage:
             )
         reference_values[ax] = coerced
     reference = reference_values.pop(primary)
+    k = spec.get("reference_replicates", 1)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise DesignError(f"{where}.reference_replicates must be an integer >= 1, got {k!r}")
+    if k > 1 and any(isinstance(v, WinnerOf) for v in fixed.values()):
+        raise DesignError(
+            f"{where}.reference_replicates: a stage that takes a winner has no reference cell "
+            "before its source is decided; replicate a stage with fixed values only"
+        )
     return Stage(
         name,
         vary,
@@ -176,6 +188,7 @@ def _stage(name: str, spec: dict[str, Any]) -> Stage:
         reference,
         spec.get("selection_metric", "greedy_accuracy"),
         reference_values,
+        k,
     )
 
 
@@ -305,9 +318,16 @@ class Design:
 
     @property
     def stages(self) -> list[Stage]:
-        """The enabled stages, in config order."""
+        """The enabled stages, in config order; in a sequential study (a ``study`` section) no
+        stage marked ``descriptive``: a study trains only what its hypotheses need."""
         specs = self.sections["stages"]
-        return [s for s in self.declared if specs[s.name].get("enabled", True)]
+        study = bool(self.sections.get("study"))
+        return [
+            s
+            for s in self.declared
+            if specs[s.name].get("enabled", True)
+            and not (study and specs[s.name].get("descriptive", False))
+        ]
 
     @property
     def stage_names(self) -> list[str]:
@@ -356,6 +376,35 @@ class Design:
 
     def baseline(self) -> Cell:
         return self.cell({})
+
+    @cached_property
+    def reference_replicates(self) -> dict[str, int]:
+        """Cell path -> runs per seed, for the reference cells of stages that replicate theirs
+        (the largest k where stages share a reference)."""
+        out: dict[str, int] = {}
+        for s in self.stages:
+            if s.reference_replicates > 1:
+                cells = self.cells(s)
+                for c in cells:
+                    ref = reference_of(s, c, cells).path
+                    out[ref] = max(out.get(ref, 1), s.reference_replicates)
+        return out
+
+    @property
+    def study_look(self) -> int | None:
+        """The index of the sequential study's look whose draws this design runs
+        (``study.draws[:n]`` for ``n`` in ``study.looks``); None when it runs no look's."""
+        plan = self.sections.get("study") or {}
+        planned = list(plan.get("draws") or [])
+        looks = [int(n) for n in plan.get("looks") or []]
+        return next((k for k, n in enumerate(looks) if self.draws == planned[:n]), None)
+
+    def seeds_of(self, cell: str) -> list[int]:
+        """The seeds a cell's runs take in each draw: the design's, and for a replicated
+        reference (k runs per seed) k − 1 more per seed, numbered after the largest."""
+        k = self.reference_replicates.get(cell, 1)
+        top = max(self.seeds)
+        return [*self.seeds, *range(top + 1, top + 1 + (k - 1) * len(self.seeds))]
 
     def cells(self, stage: str | Stage, winners: dict[str, Any] | None = None) -> list[Cell]:
         """The cells of one stage: the product of its varied values (first axis outermost), its

@@ -21,7 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS, ZERO_VARIANCE
+from grpo_ablation.objective.conventions import (
+    AGGREGATIONS,
+    BASELINE_NAMES,
+    RATIO_LEVELS,
+    RATIOS,
+    SCALINGS,
+    ZERO_VARIANCE,
+)
 
 
 class DesignError(ValueError):
@@ -196,6 +203,69 @@ AXES: tuple[Axis, ...] = (
             "cost of more generated completions per step (the calculations sheet gives the "
             "expected number), so it compares with keep at the same optimizer-side budget and "
             "a larger generation budget, both recorded"
+        ),
+    ),
+    Axis(
+        "learning_rate",
+        "lr",
+        "learning rate",
+        float,
+        minimum=0.0,
+        rescales=("learning_rate",),
+        expectation=(
+            "at learning rate 0 the run never leaves the base policy: against a trained cell its "
+            "contrast is the whole effect of training, a positive control that shows a design "
+            "can see an effect at all"
+        ),
+    ),
+    Axis(
+        "max_grad_norm",
+        "clip",
+        "gradient clipping (max norm; 0: off)",
+        float,
+        minimum=0.0,
+        expectation=(
+            "clipping scales a step's gradient by min(1, c / its norm): where it binds on some "
+            "steps and not others, a constant factor on the advantages (population vs sample "
+            "std) changes which steps are clipped and by how much, which Adam does not absorb; "
+            "with clipping off (0) the two should agree up to Adam's epsilon"
+        ),
+    ),
+    Axis(
+        "ratio",
+        "ratio",
+        "policy ratio",
+        str,
+        choices=RATIOS,
+        expectation=(
+            "at mu = 1 every ratio is exactly 1, so clipped, cispo (cap at least 1), sapo and "
+            "vespo give the same gradient A grad log pi under one aggregation and differ only in "
+            "the diagnostics; they part where ratios move: mu > 1, or a generator whose "
+            "probabilities differ from the trainer's. Vary it with num_iterations > 1"
+        ),
+    ),
+    Axis(
+        "ratio_level",
+        "level",
+        "ratio level",
+        str,
+        choices=RATIO_LEVELS,
+        expectation=(
+            "per completion (GSPO) every token of a completion shares one ratio, the exp of its "
+            "mean token log-ratio; at mu = 1 both levels are 1 everywhere and the gradients are "
+            "equal"
+        ),
+    ),
+    Axis(
+        "baseline",
+        "baseline",
+        "baseline",
+        str,
+        choices=BASELINE_NAMES,
+        expectation=(
+            "leave-one-out is n/(n-1) times the group-mean advantage (G/(G-1) = 8/7 at G = 8), "
+            "with or without a std: a constant factor that Adam absorbs up to its epsilon "
+            "without gradient clipping, and that changes which steps clipping binds on with it"
         ),
     ),
 )

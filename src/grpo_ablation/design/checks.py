@@ -7,6 +7,7 @@ torch nor matplotlib.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from grpo_ablation.compute import INSTALL_GGUF, missing_packages
@@ -38,6 +39,7 @@ def check_design(config: dict[str, Any]) -> Design:
     check_optional_packages(config)
     design = Design.of(config)
     enabled = set(design.stage_names)
+    warnings: dict[str, None] = {}  # in order, each once
     for s in design.declared:
         if s.selection_metric not in SELECTION_METRICS:
             raise DesignError(
@@ -67,10 +69,35 @@ def check_design(config: dict[str, Any]) -> Design:
             for cell in cells:
                 reference_of(s, cell, cells)
                 check_run_layout(config, design.training_config(cell, 0))
+                warnings.update(
+                    dict.fromkeys(
+                        objective_warnings(s.name, s.vary, design.training_config(cell, 0))
+                    )
+                )
     hypotheses.declared(design)
-    for line in hypotheses.power_warnings(design):
+    for line in [*warnings, *hypotheses.power_warnings(design)]:
         print(line, file=sys.stderr)
     return design
+
+
+def objective_warnings(stage: str, vary: dict[str, Any], cfg: TrainingConfig) -> list[str]:
+    """What a cell's objective does that its config does not say out loud: a CISPO weight capped
+    below 1 (TRL's cispo with epsilon_high unset caps at 0.2: the ratio drops out), and a stage
+    that varies the ratio on rollouts whose ratio is exactly 1 (μ = 1, no vLLM correction), where
+    every term gives the same gradient."""
+    out = []
+    if cfg.ratio == "cispo" and cfg.cispo_cap < 1:
+        out.append(
+            f"warning: stage {stage!r}: a cispo cell caps its weight at {cfg.cispo_cap:g} < 1, "
+            "so the weight is that constant wherever r exceeds it and the ratio drops out"
+        )
+    at_one = cfg.num_iterations == 1 and cfg.generation_backend != "vllm"
+    if {"ratio", "ratio_level"} & set(vary) and at_one:
+        out.append(
+            f"warning: stage {stage!r} varies the policy ratio at num_iterations 1: every "
+            "ratio is exactly 1, so its cells differ only in their diagnostics"
+        )
+    return out
 
 
 def check_optional_packages(config: dict[str, Any]) -> None:
@@ -250,12 +277,17 @@ def check_draws(config: dict[str, Any]) -> None:
 
 # -- what the report reads and says --------------------------------------------------------------
 def report_inputs(
-    exp: str, cells_by_stage: dict[str, list[str]], seeds: list[int], sources: list[str]
+    exp: str,
+    cells_by_stage: dict[str, list[str]],
+    seeds_of: Callable[[str], list[int]],
+    sources: list[str],
 ) -> dict[str, Any]:
     """The files the tables and figures read (Snakemake input): every run's test evaluation,
-    calibration probabilities, efficiency curve and diagnostics, and the selections of the stages whose winners others take."""
+    calibration probabilities, efficiency curve and diagnostics (each cell at its seeds:
+    ``Design.seeds_of``, a replicated reference at more), and the selections of the stages whose
+    winners others take."""
     cells = dict.fromkeys(c for cs in cells_by_stage.values() for c in cs)
-    runs = [(c, s) for c in cells for s in seeds]
+    runs = [(c, s) for c in cells for s in seeds_of(c)]
     tree = Tree(exp)
     files: dict[str, Any] = {
         "evals": [tree.summary(c, s) for c, s in runs],

@@ -1,7 +1,9 @@
 """The hypotheses a config declares before the run, and the role of every contrast.
 
 A hypothesis compares one cell of a stage with that cell's reference in the stage, on one of the
-paired quantities of the results table (``PAIRED``), paired by unit (Δ = cell − reference): a
+paired quantities of the results table (``PAIRED``), paired by unit (Δ = cell − reference), or on
+a push (``PUSH``: the first-order change of a quantity per unit step along the cell's update, at
+the policy the hypothesis names, paired by push replicate, with no training noise): a
 ``directional`` one predicts a direction and a minimum effect of interest δ ≥ 0, an
 ``equivalence`` one a margin m > 0 (the tests and the verdict rule: ``analysis/hypotheses.py``).
 Each declaration is checked against the design before any job runs, and the design's power for it
@@ -19,11 +21,11 @@ Part of the design layer: no pandas, no numerical library.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_ablation.design import power as _power
-from grpo_ablation.design.ablation import Design, Stage
+from grpo_ablation.design.ablation import Design, Stage, WinnerOf, reference_of
 from grpo_ablation.design.axes import BY_NAME, DesignError
 
 # The quantities a hypothesis may compare: the paired quantities of the results table.
@@ -34,10 +36,30 @@ PAIRED = {
     "test_length_incorrect": "incorrect-completion length on test, final (tokens)",
     "fraction_mixed": "mixed-group fraction",
     "efficiency_auc": "area under the efficiency curve (mean sampled accuracy over training)",
-    "efficiency_late": "late accuracy (mean sampled accuracy over the last half of the curve points)",
+    "efficiency_late": "late accuracy (mean sampled accuracy over the late window, the last ¼ of steps)",
     "efficiency_A": "efficiency fit: asymptote A",
     "efficiency_log10_C_mid": "efficiency fit: log10 C_mid (generated tokens to half the gain)",
 }
+# The push's quantities (``training/push.py``): a choice's first-order change of one quantity per
+# unit L2 step at one policy, the replicates (independent prompt sets and samples) its units.
+PUSH = {
+    "push_accuracy": ("accuracy", "push on expected accuracy (per unit step)"),
+    "push_incorrect_length": (
+        "incorrect_length",
+        "push on the incorrect-completion length (tokens per unit step)",
+    ),
+    "push_mixed": ("mixed", "push on P(mixed group) (per unit step)"),
+}
+# The policies a push hypothesis may be judged at: the base policy (step 0), or the final
+# checkpoint of the push's run (the baseline cell's first seed). A push can flip sign between
+# them, so a push hypothesis names one.
+PUSH_POLICIES = ("base", "final")
+# What every quantity a hypothesis may name is called in the reading.
+METRICS = {**PAIRED, **{k: label for k, (_, label) in PUSH.items()}}
+# The only axes a push compares: it weighs one set of samples by each std scaling and aggregation.
+PUSH_AXES = ("std_scaling", "aggregation")
+# The choice the push's tables take differences to (GRPO's own: sample std, sequence_mean).
+PUSH_REFERENCE = "sample/sequence_mean"
 # Quantities that exist only where the outcome allowed them: an efficiency fit is identified only
 # when the run gained (or lost) beyond two standard errors and saturated within its compute, so
 # its parameters are defined on runs selected by their results. They describe; a declared
@@ -97,6 +119,11 @@ class Hypothesis:
     # The true effect the power analysis assumes: directional s·Δ (default 2δ), equivalence Δ
     # (default 0). The verdict does not use it.
     expected_effect: float = math.nan
+    policy: str = ""  # a push hypothesis's policy (``PUSH_POLICIES``); "" for the others
+
+    @property
+    def on_push(self) -> bool:
+        return self.metric in PUSH
 
     def prediction(self) -> str:
         if self.kind == "equivalence":
@@ -123,8 +150,14 @@ def _one(spec: dict[str, Any], stages: dict[str, Stage], seen: set[str]) -> Hypo
             f"{list(stages)}"
         )
     metric = spec.get("metric")
-    if metric not in PAIRED:
-        raise DesignError(f"{where}.metric={metric!r}; expected one of {list(PAIRED)}")
+    if metric not in METRICS:
+        raise DesignError(f"{where}.metric={metric!r}; expected one of {list(METRICS)}")
+    policy = spec.get("policy")
+    if (metric in PUSH) != (policy is not None) or (policy and policy not in PUSH_POLICIES):
+        raise DesignError(
+            f"{where}.policy={policy!r}: a push metric names the policy it is judged at "
+            f"({list(PUSH_POLICIES)}); another metric names none"
+        )
     if metric in OUTCOME_DEPENDENT:
         raise DesignError(
             f"{where}.metric={metric!r} exists only where the run's efficiency fit is identified, "
@@ -145,6 +178,7 @@ def _one(spec: dict[str, Any], stages: dict[str, Stage], seen: set[str]) -> Hypo
         "metric": metric,
         "cell": tuple(_compared_cell(spec.get("cell"), stage, where).items()),
         "source": source,
+        "policy": policy or "",
     }
     if kind == "equivalence":
         return Hypothesis(**common, **_equivalence(spec, where))
@@ -215,7 +249,48 @@ def declared(design: Design) -> list[Hypothesis]:
     exist stops the DAG before any job, naming the hypothesis)."""
     stages = {s.name: s for s in design.stages}
     seen: set[str] = set()
-    return [_one(spec, stages, seen) for spec in design.sections.get("hypotheses") or []]
+    hyps = [_one(spec, stages, seen) for spec in design.sections.get("hypotheses") or []]
+    for h in hyps:
+        if h.on_push:
+            push_choices(h, design)
+    return hyps
+
+
+def hypothesis_choices(design: Design) -> list[str]:
+    """The push choices the declared push hypotheses compare, with the tables' reference: what a
+    push replicate beyond ``push.full_replicates`` measures (none without push hypotheses)."""
+    wanted = {c for h in declared(design) if h.on_push for c in push_choices(h, design)}
+    return sorted(wanted | {PUSH_REFERENCE}) if wanted else []
+
+
+def push_choices(h: Hypothesis, design: Design) -> tuple[str, str]:
+    """(cell, reference) of a push hypothesis as the push names its choices (``std/aggregation``),
+    or an error where the push cannot compare them: the push off, its policy not measured, or a
+    cell that differs from the push's run (the baseline) in an axis other than ``PUSH_AXES``."""
+    where = f"hypotheses[{h.id}]"
+    push = design.sections.get("push") or {}
+    if not push.get("enabled"):
+        raise DesignError(f"{where}.metric={h.metric!r} needs the push (push.enabled: true)")
+    steps = push.get("steps")
+    step = 0 if h.policy == "base" else design.shared_config.max_steps
+    if steps is not None and step not in steps:
+        raise DesignError(f"{where}.policy={h.policy!r} (step {step}) is not in push.steps={steps}")
+    stage = design.stage(h.stage)
+    if any(isinstance(v, WinnerOf) for v in stage.fixed.values()):
+        raise DesignError(f"{where}: stage {h.stage!r} takes a winner; the push knows no winner")
+    cells = design.cells(stage)
+    cell = next(c for c in cells if all(c[a] == v for a, v in h.cell))
+    ref = reference_of(stage, cell, cells)
+    base = design.baseline()
+    for c in (cell, ref):
+        other = [a for a, v in c.values if a not in PUSH_AXES and v != base[a]]
+        if other:
+            raise DesignError(
+                f"{where}: the push measures the baseline's policy and varies only "
+                f"{list(PUSH_AXES)}; cell {c.path!r} also changes {other}"
+            )
+    spell = {a: BY_NAME[a].spell for a in PUSH_AXES}
+    return tuple("/".join(spell[a](c[a]) for a in PUSH_AXES) for c in (cell, ref))  # type: ignore[return-value]
 
 
 def contrast(h: Hypothesis, rows: list[dict[str, str]], design: Design) -> dict[str, str]:
@@ -262,6 +337,21 @@ def design_power(h: Hypothesis, sd: float, n: int, level: float) -> dict[str, An
     }
 
 
+def planning_sd(value: Any, metric: str) -> tuple[float, float]:
+    """(SD, its df) of one ``power.sd`` entry: a number (df unknown: NaN), or a list of earlier
+    runs of the same protocol, each ``{sd, df, run}``, pooled by their degrees of freedom
+    (``power.pooled_sd``); a run must be named, so the pool says where it comes from."""
+    if not isinstance(value, list):
+        return float(value), math.nan
+    for e in value:
+        if not (isinstance(e, dict) and {"sd", "df", "run"} <= set(e) and str(e["run"]).strip()):
+            raise DesignError(
+                f"power.sd.{metric}: each earlier run needs sd, df and run, got {e!r}"
+            )
+    sd, df = _power.pooled_sd([(float(e["sd"]), int(e["df"])) for e in value])
+    return sd, float(df)
+
+
 @dataclass(frozen=True)
 class Plan:
     """The config's ``power`` section read against its design: the unit of replication, how many
@@ -272,22 +362,69 @@ class Plan:
     sd: dict[str, float]
     minutes_per_unit: float
     source: str
+    # A push hypothesis's units: the push replicates of every draw (each draw's policy measured
+    # on replicates of its own), and what one replicate costs (job minutes at one policy).
+    replicates: int = 0
+    minutes_per_replicate: float = math.nan
+
+    # the degrees of freedom behind each SD (NaN where a single number was declared)
+    sd_df: dict[str, float] = field(default_factory=dict)
+    # stage -> k where the stage's reference runs k times a seed (stages.<s>.reference_replicates)
+    replicated: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, design: Design) -> Plan:
         section = design.sections.get("power") or {}
-        sd = {str(k): float(v) for k, v in (section.get("sd") or {}).items()}
-        unknown = sorted(set(sd) - set(PAIRED))
+        declared = {str(k): planning_sd(v, k) for k, v in (section.get("sd") or {}).items()}
+        sd = {k: v[0] for k, v in declared.items()}
+        unknown = sorted(set(sd) - set(METRICS))
         if unknown:
-            raise DesignError(f"power.sd names {unknown}; expected metrics of {list(PAIRED)}")
+            raise DesignError(f"power.sd names {unknown}; expected metrics of {list(METRICS)}")
         unit = "draw" if len(design.draws) > 1 else "seed"
         units = len(design.draws) if unit == "draw" else len(design.sections.get("seeds", []))
+        looks = (design.sections.get("study") or {}).get("looks")
+        if looks:  # a sequential study is planned at its most draws, whatever look this is
+            unit, units = "draw", int(looks[-1])
         minutes = float(section.get("minutes_per_unit", math.nan))
-        return cls(unit, units, sd, minutes, " ".join(str(section.get("source", "")).split()))
+        # minutes_per_unit was measured with one run a cell: a replicated reference adds k − 1
+        # runs for each of its seeds, priced at the unit's mean run
+        if design.reference_replicates:
+            runs = len(design.all_cells()) * len(design.seeds)
+            extra = sum((k - 1) * len(design.seeds) for k in design.reference_replicates.values())
+            minutes *= (runs + extra) / runs
+        push = design.sections.get("push") or {}
+        return cls(
+            unit,
+            units,
+            sd,
+            minutes,
+            " ".join(str(section.get("source", "")).split()),
+            int(push.get("replicates", 0)) * max(1, len(design.draws))
+            if push.get("enabled")
+            else 0,
+            float(section.get("minutes_per_push_replicate", math.nan)),
+            {k: v[1] for k, v in declared.items()},
+            {s.name: s.reference_replicates for s in design.stages if s.reference_replicates > 1},
+        )
 
-    def minutes(self, units: float) -> float:
-        """Wall minutes of ``units`` units on the machine the config targets (NaN: unknown)."""
-        return units * self.minutes_per_unit
+    def declared_sd(self, h: Hypothesis) -> float:
+        """The SD the config declares for ``h``'s metric (one run against one), less where its
+        stage's reference is a mean of k runs: σ·√((1 + 1/k)/2) for independent runs of equal
+        variance (the √k allocation; the declared SD is of a difference of two single runs)."""
+        sd = self.sd.get(h.metric, math.nan)
+        k = 1 if h.on_push else self.replicated.get(h.stage, 1)
+        return sd * math.sqrt((1 + 1 / k) / 2)
+
+    def units_of(self, h: Hypothesis) -> tuple[int, str]:
+        """(how many units, their name) a hypothesis is judged on: push replicates for a push
+        metric, the design's draws or seeds otherwise."""
+        return (self.replicates, "replicate") if h.on_push else (self.units, self.unit)
+
+    def minutes(self, units: float, h: Hypothesis | None = None) -> float:
+        """Wall minutes of ``units`` units of ``h`` on the machine the config targets (NaN:
+        unknown)."""
+        per = self.minutes_per_replicate if h is not None and h.on_push else self.minutes_per_unit
+        return units * per
 
 
 def power_warnings(design: Design, alpha: float = ALPHA) -> list[str]:
@@ -325,6 +462,7 @@ PLAN_COLUMNS = [
     "expected",
     "boundary",
     "sd_declared",
+    "sd_df",
     "units",
     "level",
     "power",
@@ -347,8 +485,9 @@ def plan_rows(
     plan, level = Plan.of(design), family_level(hyps, alpha)
     rows = []
     for h in hyps:
-        sd = plan.sd.get(h.metric, math.nan)
-        p = design_power(h, sd, plan.units, level)
+        sd = plan.declared_sd(h)
+        units, unit = plan.units_of(h)
+        p = design_power(h, sd, units, level)
         rows.append(
             {
                 "id": h.id,
@@ -357,11 +496,15 @@ def plan_rows(
                 "expected": h.expected_effect,
                 "boundary": h.margin if h.kind == "equivalence" else h.minimum_effect,
                 "sd_declared": sd,
-                "units": f"{plan.units} {plan.unit}s",
+                "sd_df": plan.sd_df.get(h.metric, math.nan),
+                "units": f"{units} {unit}s",
                 "level": level,
                 **p,
-                "minutes_needed": plan.minutes(p["units_needed"]),
-                "gpu_hours_needed": p["units_needed"] * gpu_hours_per_unit,
+                "minutes_needed": plan.minutes(p["units_needed"], h),
+                # a push runs where the plan's cost calibration does not reach
+                "gpu_hours_needed": math.nan
+                if h.on_push
+                else p["units_needed"] * gpu_hours_per_unit,
             }
         )
     return rows

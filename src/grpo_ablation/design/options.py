@@ -13,6 +13,7 @@ Importable without torch: the DAG builds every run's config from it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -23,7 +24,14 @@ from grpo_ablation.compute import (
     OPTIMIZER_STATE_POLICIES,
 )
 from grpo_ablation.design.axes import check_choices
-from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS, ZERO_VARIANCE
+from grpo_ablation.objective.conventions import (
+    AGGREGATIONS,
+    BASELINE_NAMES,
+    RATIO_LEVELS,
+    RATIOS,
+    SCALINGS,
+    ZERO_VARIANCE,
+)
 from grpo_ablation.sampling import SAMPLERS
 from grpo_ablation.settings import check_options, from_dict, identity, option
 
@@ -63,8 +71,8 @@ class TrainingConfig:
     std_eps: float = option(1e-4, "added to the std; part of the convention, recorded", minimum=0)
     aggregation: str = option(
         "sequence_mean",
-        "length aggregation of the per-token loss: sequence_mean, token_mean, group_token_mean "
-        "or constant",
+        "length aggregation of the per-token loss: sequence_mean, token_mean, group_token_mean, "
+        "sequence_sum or constant",
         choices=AGGREGATIONS,
     )
     group_size: int = option(
@@ -75,6 +83,43 @@ class TrainingConfig:
     )
     clip_eps_low: float = option(0.2, "the ratio is clipped below at 1 - clip_eps_low", minimum=0)
     clip_eps_high: float = option(0.2, "the ratio is clipped above at 1 + clip_eps_high", minimum=0)
+    clip_delta: float = option(
+        0.0,
+        "ratio clipped: the dual clip (TRL's delta), the unclipped ratio also capped at "
+        "clip_delta, which bounds the term where A < 0; 0 turns it off",
+        neutral=0.0,
+        minimum=0,
+    )
+    ratio: str = option(
+        "clipped",
+        "how the probability ratio r enters the per-token loss: clipped (PPO/GRPO), cispo "
+        "(stop-gradient weight min(r, cispo_cap)), sapo (a soft gate) or vespo (a gamma-shaped "
+        "weight of the completion's ratio)",
+        choices=RATIOS,
+        neutral="clipped",
+    )
+    ratio_level: str = option(
+        "token",
+        "the ratio of each token, or of each completion (sequence: the exp of its mean token "
+        "log-ratio, GSPO); vespo always weighs the completion's whole ratio",
+        choices=RATIO_LEVELS,
+        neutral="token",
+    )
+    cispo_cap: float = option(
+        5.0,
+        "ratio cispo: the cap of its weight min(r, cispo_cap) (TRL caps at epsilon_high itself, "
+        "0.2 when unset, and recommends 5.0); below 1 the weight is the constant cap wherever "
+        "r exceeds it, and the ratio drops out",
+        neutral=5.0,
+        exclusive_minimum=0,
+    )
+    baseline: str = option(
+        "group_mean",
+        "what each reward is compared with: group_mean, or leave_one_out (the mean of the other "
+        "rewards of its group, RLOO: n/(n-1) times the centred reward)",
+        choices=BASELINE_NAMES,
+        neutral="group_mean",
+    )
     mask_truncated_completions: bool = option(False, "drop completions without eos from the loss")
     max_grad_norm: float = option(
         1.0,
@@ -118,7 +163,11 @@ class TrainingConfig:
         1, "micro-batches per optimizer step (per process)", minimum=1
     )
     learning_rate: float = option(
-        5e-4, "AdamW's learning rate", recorded="the budget's", exclusive_minimum=0
+        5e-4,
+        "AdamW's learning rate; 0 trains nothing, so the run is the base policy carried through "
+        "the whole pipeline: a positive control whose effect against a trained cell is known",
+        recorded="the budget's",
+        minimum=0,
     )
     lr_scheduler_type: str = option(
         "constant", "transformers' learning-rate schedule", recorded="the budget's"
@@ -174,6 +223,15 @@ class TrainingConfig:
         recorded=_NOT_OBJECTIVE,
         minimum=0,
     )
+    late_points: int = option(
+        0,
+        "weights-only policies saved at this many evenly spaced steps over the late window (the "
+        "last quarter of training, ending at max_steps) and scored like the curve's: the late "
+        "accuracy is the mean over every curve policy in the window, fixed before the run",
+        recorded=_NOT_OBJECTIVE,
+        neutral=0,
+        minimum=0,
+    )
     seed: int = option(
         0, "ignored in the config; runs take their seed from seeds", recorded=_NOT_OBJECTIVE
     )
@@ -186,8 +244,9 @@ class TrainingConfig:
     def curve_steps(self) -> list[int]:
         """The optimizer steps of the efficiency curve: ``curve_points`` steps spaced evenly in
         log-step from ~max_steps/40 (rounded, duplicates merged) to max_steps, so that both the
-        early rise and the plateau are sampled."""
-        return curve_steps(self.max_steps, self.curve_points)
+        early rise and the plateau are sampled, and the ``late_points`` of the late window."""
+        log = curve_steps(self.max_steps, self.curve_points)
+        return sorted({*log, *late_steps(self.max_steps, self.late_points)})
 
     @property
     def generation_batch_size(self) -> int:
@@ -237,6 +296,23 @@ def curve_steps(max_steps: int, points: int) -> list[int]:
     first = max(1.0, max_steps / 40)
     ratio = (max_steps / first) ** (1 / (points - 1))
     return sorted({min(max_steps, round(first * ratio**i)) for i in range(points)})
+
+
+# The late window: the last quarter of training, where the late accuracy is measured.
+LATE_WINDOW = 0.25
+
+
+def in_late_window(step: int, max_steps: int) -> bool:
+    """Whether ``step`` lies in the late window (max_steps · (1 − LATE_WINDOW), max_steps]."""
+    return max_steps * (1 - LATE_WINDOW) < step <= max_steps
+
+
+def late_steps(max_steps: int, points: int) -> list[int]:
+    """``points`` steps spaced evenly over the late window, the last at ``max_steps``
+    (rounded half up, duplicates merged): 100 steps, 3 points: 83, 92, 100."""
+    span = max_steps * LATE_WINDOW
+    steps = {math.floor(max_steps - span * k / points + 0.5) for k in range(points)}
+    return sorted(s for s in steps if in_late_window(s, max_steps))
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,15 @@ def tost_power(true_diff: float, margin: float, sd: float, n: int, alpha: float)
     return min(1.0, max(0.0, value))
 
 
+def pooled_sd(entries: list[tuple[float, int]]) -> tuple[float, int]:
+    """(SD, df) pooled over independent estimates (sd_i, df_i) of one SD:
+    √(Σ df_i · sd_i² / Σ df_i) on Σ df_i degrees of freedom (NaN, 0 for none)."""
+    df = sum(d for _, d in entries)
+    if df <= 0:
+        return math.nan, 0
+    return math.sqrt(sum(d * s * s for s, d in entries) / df), df
+
+
 def sd_upper_factor(df: int, confidence: float = 0.95) -> float:
     """σ ≤ s · factor at the upper end of the two-sided ``confidence`` interval of an SD estimated
     on ``df`` degrees of freedom: √(df / χ²_{(1 − confidence)/2, df}) (6.28 at 2 df)."""

@@ -81,15 +81,19 @@ def write_schema(check: bool = False) -> None:
     SCHEMA.write_text(new)
 
 
-def load_config(path: Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The config as the workflow sees it: validated against the schema (Snakemake's validator,
-    which fills in the defaults), then every design check run before any job."""
+def load_config(path: Path | list[Path], overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The config as the workflow sees it: the files merged key by key in order, the later one
+    winning (as Snakemake merges several ``--configfile``), validated against the schema
+    (Snakemake's validator, which fills in the defaults), then every design check run before
+    any job."""
     import yaml
-    from snakemake.utils import validate
+    from snakemake.utils import update_config, validate
 
     from grpo_ablation.design.checks import check_design
 
-    config = yaml.safe_load(Path(path).read_text())
+    config: dict[str, Any] = {}
+    for file in path if isinstance(path, list) else [path]:
+        update_config(config, yaml.safe_load(Path(file).read_text()) or {})
     config.update(overrides or {})
     validate(config, str(SCHEMA))
     check_design(config)

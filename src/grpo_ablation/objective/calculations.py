@@ -10,10 +10,11 @@ from pathlib import Path
 
 import torch
 
-from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS
+from grpo_ablation.objective.conventions import AGGREGATIONS, RATIOS, SCALINGS
 from grpo_ablation.objective.formulas import (
     aggregate_loss,
     completion_coefficients,
+    gradient_weight,
     group_advantages,
     mixed_group_probability,
     resample_expectation,
@@ -144,6 +145,51 @@ def expectation_rows() -> list[Row]:
     return rows
 
 
+def ratio_rows() -> list[Row]:
+    """How each policy term weighs a token's ∇log π (the factor on A): at r = 1 (μ = 1: every
+    term the policy gradient), and where the ratio has moved past the clip range, for a token of
+    positive and of negative advantage. Leave-one-out's factor on the group-mean advantage."""
+    rows: list[Row] = []
+    for r, a in ((1.0, 1.0), (1.3, 1.0), (0.7, -1.0)):
+        for name in RATIOS:
+            w = gradient_weight(name, r, a)
+            rows.append(
+                {
+                    "section": "policy ratio",
+                    "case": f"one token, r = {r:g}, A = {a:+g}",
+                    "convention": name,
+                    "value": f"{w + 0.0:.4f}",  # no "-0.0000"
+                    "first": w,
+                }
+            )
+    w = gradient_weight("cispo", 1.0, 1.0, cispo_cap=0.2)
+    rows.append(
+        {
+            "section": "policy ratio",
+            "case": "one token, r = 1, A = +1; TRL's cispo with epsilon_high unset (cap 0.2)",
+            "convention": "cispo, cap 0.2",
+            "value": f"{w:.4f}",
+            "first": w,
+        }
+    )
+    for g in (4, 8, 16):
+        r = torch.tensor([1.0] + [0.0] * (g - 1), dtype=torch.float64)
+        f = (
+            group_advantages(r, g, "none", 0.0, "leave_one_out")[0]
+            / group_advantages(r, g, "none", 0.0)[0]
+        ).item()
+        rows.append(
+            {
+                "section": "policy ratio",
+                "case": f"leave_one_out / group_mean advantage, G={g}",
+                "convention": "G/(G-1), any std scaling",
+                "value": f"{f:.4f}",
+                "first": f,
+            }
+        )
+    return rows
+
+
 def push_rows() -> list[Row]:
     """What the push (the update direction of each choice on one set of samples) must show, from
     the formulas: directions that differ by a constant factor per batch, and where each
@@ -195,6 +241,7 @@ def worked_numbers() -> list[Row]:
         *aggregation_rows(),
         *mixed_rows(),
         *expectation_rows(),
+        *ratio_rows(),
         *push_rows(),
     ]
 

@@ -11,8 +11,10 @@ Rows are ordered group by group: ``G`` consecutive entries per prompt.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Literal, get_args
 
 Tensor = Any  # torch.Tensor, without importing torch
@@ -132,6 +134,16 @@ LENGTH_AGGREGATIONS: dict[str, LengthAggregation] = {
             _group_token_coefficients,
             _group_token_loss,
         ),
+        # LUSPO (TRL's "luspo"): each completion's summed loss, averaged over completions, so a
+        # sequence-level term counts once per token
+        LengthAggregation(
+            "sequence_sum",
+            "summed within each completion over its unmasked tokens, then averaged over the B "
+            "completions of the generation batch",
+            "B",
+            lambda L, group_size, max_len: L.new_full(L.shape, 1.0 / L.shape[0]),
+            lambda masked, m, group_size, max_len: masked.sum() / masked.shape[0],
+        ),
         # Dr. GRPO
         LengthAggregation(
             "constant",
@@ -145,12 +157,171 @@ LENGTH_AGGREGATIONS: dict[str, LengthAggregation] = {
 }
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """What each reward is compared with. ``factor(n)`` turns a reward minus its group's mean into
+    the reward minus this baseline (``n``: the scored members of the group); the std scaling
+    divides by the std of the rewards about the group mean either way."""
+
+    name: str
+    sentence: str
+    factor: Callable[[Tensor], Tensor]
+
+
+BASELINES: dict[str, Baseline] = {
+    b.name: b
+    for b in (
+        # GRPO (Shao et al. 2024)
+        Baseline(
+            "group_mean", "the mean of its group's scored rewards", lambda n: n.new_ones(n.shape)
+        ),
+        # RLOO (Ahmadian et al. 2024; verl's "rloo"): r_i - (S - r_i)/(n - 1) = n/(n - 1) (r_i - mean)
+        Baseline(
+            "leave_one_out",
+            "the mean of the other scored rewards of its group (leave-one-out, RLOO), which is "
+            "n/(n-1) times the reward minus the group mean",
+            lambda n: n / (n - 1).clamp(min=1),
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class PolicyRatio:
+    """How the probability ratio r = π_θ / π_old enters the per-token policy loss.
+
+    ``loss(logps, old, advantages, mask, o, is_ratio)``: the per-token loss ((B, T), or (B, 1)
+    broadcast over tokens) before the length aggregation; ``o`` holds the run's options (clip
+    ranges, the dual clip, CISPO's cap, the ratio's level); ``is_ratio``: TRL's vLLM
+    importance-sampling ratio per token, or None. Where ``folds_is_ratio`` the entry takes the
+    correction into its own weight (VESPO, as TRL does); the trainer multiplies the others' loss
+    by it. At μ = 1 every r is exactly 1 and every entry's gradient is A ∇log π, CISPO's where its
+    cap is at least 1. Each is TRL 1.16's term of the same name."""
+
+    name: str
+    sentence: str  # formatted with the options (and ``delta``, the dual clip's clause)
+    loss: Callable[[Tensor, Tensor, Tensor, Tensor, Any, Tensor | None], Tensor]
+    folds_is_ratio: bool = False
+
+
+# TRL 1.16's defaults, fixed here: SAPO's gate temperatures (τ where A > 0, τ elsewhere) and
+# VESPO's (k, λ) where A ≥ 0 and elsewhere.
+SAPO_TEMPERATURES = (1.0, 1.05)
+VESPO = ((2.0, 3.0), (3.0, 2.0))
+
+
+def ratio_options(**options: Any) -> SimpleNamespace:
+    """The options a policy term reads, at the training config's defaults (its neutral values)
+    unless given."""
+    defaults = {"clip_eps_low": 0.2, "clip_eps_high": 0.2, "clip_delta": 0.0, "cispo_cap": 5.0}
+    return SimpleNamespace(**{**defaults, "ratio": "clipped", "ratio_level": "token", **options})
+
+
+def log_ratio(logps: Tensor, old: Tensor, mask: Tensor, level: str) -> Tensor:
+    """log r per token (level ``token``, (B, T)) or per completion (``sequence``, GSPO: the mean
+    of the token log-ratios over its unmasked tokens, (B, 1))."""
+    lr = logps - old
+    if level == "token":
+        return lr
+    return ((lr * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+
+
+def _clipped(logps: Tensor, old: Tensor, adv: Tensor, mask: Tensor, o: Any, _: Any) -> Tensor:
+    r = log_ratio(logps, old, mask, o.ratio_level).exp()
+    clipped = r.clamp(1 - o.clip_eps_low, 1 + o.clip_eps_high)
+    if o.clip_delta:  # dual clip (TRL's delta): r itself capped, which binds where A < 0
+        r = r.clamp(max=o.clip_delta)
+    return -(r * adv).minimum(clipped * adv)
+
+
+def _cispo(logps: Tensor, old: Tensor, adv: Tensor, mask: Tensor, o: Any, _: Any) -> Tensor:
+    weight = log_ratio(logps, old, mask, o.ratio_level).exp().clamp(max=o.cispo_cap).detach()
+    return -weight * adv * logps
+
+
+def _sapo(logps: Tensor, old: Tensor, adv: Tensor, mask: Tensor, o: Any, _: Any) -> Tensor:
+    r = log_ratio(logps, old, mask, o.ratio_level).exp()
+    positive, negative = SAPO_TEMPERATURES
+    tau = adv.new_full(adv.shape, positive).where(adv > 0, adv.new_full(adv.shape, negative))
+    return -((tau * (r - 1)).sigmoid() * 4 / tau) * adv
+
+
+def vespo_weight(
+    log_ratio_tokens: Tensor, mask: Tensor, adv: Tensor, is_ratio: Tensor | None = None
+) -> Tensor:
+    """VESPO's sequence weight φ(w) = exp(λ + k log w − λ w), w the completion's whole ratio
+    (the sum of its token log-ratios, and of the vLLM correction's where given, clamped as TRL
+    clamps them), (k, λ) by the advantage's sign (``VESPO``); φ(1) = 1. Not differentiated."""
+    low = math.log(1e-8)
+    log_w = (log_ratio_tokens.clamp(-20.0, 20.0) * mask).sum(-1, keepdim=True)
+    if is_ratio is not None:
+        log_w = log_w + is_ratio.log().clamp(low, 20.0).sum(-1, keepdim=True)
+    log_w = log_w.clamp(low, 20.0)
+    (k_pos, lam_pos), (k_neg, lam_neg) = VESPO
+    positive = adv >= 0
+    k = adv.new_full(adv.shape, k_pos).where(positive, adv.new_full(adv.shape, k_neg))
+    lam = adv.new_full(adv.shape, lam_pos).where(positive, adv.new_full(adv.shape, lam_neg))
+    phi = (lam + k * log_w - lam * log_w.exp()).exp()
+    return phi.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0).detach()
+
+
+def _vespo(
+    logps: Tensor, old: Tensor, adv: Tensor, mask: Tensor, o: Any, is_ratio: Tensor | None
+) -> Tensor:
+    return -vespo_weight(logps - old, mask, adv, is_ratio) * adv * logps
+
+
+POLICY_RATIOS: dict[str, PolicyRatio] = {
+    p.name: p
+    for p in (
+        # PPO (Schulman et al. 2017) as GRPO uses it; TRL's grpo, dapo, dr_grpo, bnpo, luspo
+        PolicyRatio(
+            "clipped",
+            "the PPO clipped-ratio term min(r A, clip(r, 1-{clip_eps_low:g}, 1+{clip_eps_high:g}) A)"
+            "{delta}",
+            _clipped,
+        ),
+        # CISPO (MiniMax-M1, Chen et al. 2025; TRL's cispo): the weight min(r, cap) is not
+        # differentiated, so every token keeps its gradient; TRL caps at epsilon_high itself
+        PolicyRatio(
+            "cispo",
+            "the stop-gradient importance weight min(r, {cispo_cap:g}) times A log π (CISPO)",
+            _cispo,
+        ),
+        # SAPO (Gao et al. 2025; TRL's sapo): a sigmoid gate instead of the hard clip
+        PolicyRatio(
+            "sapo",
+            f"the soft gate 4 σ(τ (r - 1)) / τ times A, τ = {SAPO_TEMPERATURES[0]:g} where "
+            f"A > 0 and {SAPO_TEMPERATURES[1]:g} elsewhere (SAPO)",
+            _sapo,
+        ),
+        # VESPO (TRL's vespo): a gamma-shaped weight of the whole completion's ratio
+        PolicyRatio(
+            "vespo",
+            "the stop-gradient sequence weight φ(w) = exp(λ + k log w - λ w) times A log π, w "
+            f"the completion's product of token ratios, (k, λ) = {VESPO[0]} where A ≥ 0 and "
+            f"{VESPO[1]} elsewhere (VESPO)",
+            _vespo,
+            folds_is_ratio=True,
+        ),
+    )
+}
+
+
 def std_scaling(name: str) -> StdScaling:
     return _entry(STD_SCALINGS, name, "std scaling")
 
 
 def length_aggregation(name: str) -> LengthAggregation:
     return _entry(LENGTH_AGGREGATIONS, name, "length aggregation")
+
+
+def baseline(name: str) -> Baseline:
+    return _entry(BASELINES, name, "baseline")
+
+
+def policy_ratio(name: str) -> PolicyRatio:
+    return _entry(POLICY_RATIOS, name, "policy ratio")
 
 
 def _entry(registry: dict[str, Any], name: str, what: str) -> Any:
@@ -207,6 +378,9 @@ def zero_variance_rule(name: str) -> ZeroVarianceRule:
 SCALINGS: tuple[str, ...] = tuple(STD_SCALINGS)
 AGGREGATIONS: tuple[str, ...] = tuple(LENGTH_AGGREGATIONS)
 ZERO_VARIANCE: tuple[str, ...] = tuple(ZERO_VARIANCE_RULES)
+BASELINE_NAMES: tuple[str, ...] = tuple(BASELINES)
+RATIOS: tuple[str, ...] = tuple(POLICY_RATIOS)
+RATIO_LEVELS: tuple[str, ...] = ("token", "sequence")
 
 # Every group of a step is exactly one of these; all-correct and all-incorrect groups are both
 # centred to zero and are counted apart, and a group with a failed score is data, not a crash.

@@ -9,12 +9,16 @@ group: ``G`` consecutive entries per prompt.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
 from grpo_ablation.objective.conventions import (
+    baseline,
     grouped,
     length_aggregation,
+    policy_ratio,
+    ratio_options,
     std_scaling,
 )
 
@@ -22,6 +26,7 @@ __all__ = [
     "aggregate_loss",
     "clip_factor",
     "completion_coefficients",
+    "gradient_weight",
     "group_advantages",
     "group_categories",
     "mixed_group_probability",
@@ -32,7 +37,11 @@ __all__ = [
 
 
 def group_advantages(
-    rewards: torch.Tensor, group_size: int, scaling: str, eps: float
+    rewards: torch.Tensor,
+    group_size: int,
+    scaling: str,
+    eps: float,
+    baseline_name: str = "group_mean",
 ) -> torch.Tensor:
     """Group-relative advantage of every completion.
 
@@ -40,7 +49,9 @@ def group_advantages(
     advantage 0. A group with fewer than two finite rewards gets 0 throughout. A zero std with
     ``eps == 0`` gives 0, not NaN: the centred rewards are already 0 there, and no choice of
     denominator creates comparative information. What each scaling divides by is its entry in
-    ``conventions.STD_SCALINGS`` (``batch``: the std of all finite rewards passed in).
+    ``conventions.STD_SCALINGS`` (``batch``: the std of all finite rewards passed in); what the
+    reward is compared with, ``conventions.BASELINES`` (leave-one-out: n/(n-1) times the centred
+    reward, the std unchanged).
     """
     divide_by = std_scaling(scaling).std
     r = grouped(rewards.to(torch.float64), group_size)
@@ -48,11 +59,12 @@ def group_advantages(
     n = finite.sum(dim=1, keepdim=True)
     mean = torch.where(finite, r, 0.0).sum(dim=1, keepdim=True) / n.clamp(min=1)
     centred = torch.where(finite, r - mean, 0.0)
+    compared = centred * baseline(baseline_name).factor(n)
     if divide_by is None:
-        adv = centred
+        adv = compared
     else:
         denom = divide_by(centred, n, rewards) + eps
-        adv = torch.where(denom > 0, centred / torch.where(denom > 0, denom, 1.0), 0.0)
+        adv = torch.where(denom > 0, compared / torch.where(denom > 0, denom, 1.0), 0.0)
     adv = torch.where(finite & (n >= 2), adv, 0.0)
     return adv.reshape(rewards.shape).to(rewards.dtype)
 
@@ -201,3 +213,16 @@ def clip_factor(grad_norm: float, max_grad_norm: float) -> float:
     if not max_grad_norm or math.isnan(grad_norm):
         return 1.0 if not max_grad_norm else math.nan
     return min(1.0, max_grad_norm / (grad_norm + CLIP_NORM_EPS))
+
+
+def gradient_weight(ratio: str, r: float, advantage: float, **options: Any) -> float:
+    """The factor on A ∇log π of one token's policy term at ratio r (its derivative with respect
+    to log π, over −A), the term a ``conventions.POLICY_RATIOS`` entry with ``options`` (clip
+    ranges 0.2, no dual clip, CISPO's cap 5 unless given): 1 at r = 1 for every term but a CISPO
+    capped below 1; 0 where the clip binds."""
+    o = ratio_options(**options)
+    logp = torch.tensor([[math.log(r)]], dtype=torch.float64, requires_grad=True)
+    adv = torch.tensor([[advantage]], dtype=torch.float64)
+    one = torch.ones(1, 1, dtype=torch.float64)
+    policy_ratio(ratio).loss(logp, torch.zeros_like(one), adv, one, o, None).sum().backward()
+    return -logp.grad.item() / advantage

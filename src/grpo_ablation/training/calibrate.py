@@ -352,7 +352,9 @@ def report(m: Measurement, shape: dict[str, Any], p: dict[str, Any], refused: li
     )
 
 
-def calibrate(configfile: Path, steps: int, out: Path | None, work: Path | None) -> None:
+def calibrate(
+    configfile: Path | list[Path], steps: int, out: Path | None, work: Path | None
+) -> None:
     """Time ``steps`` training steps and an evaluation of the config's first run here, print the
     projection of its DAG and, with ``out``, write it as JSON (``grpo-ablation calibrate``)."""
     if steps < 1:
@@ -372,7 +374,9 @@ def calibrate(configfile: Path, steps: int, out: Path | None, work: Path | None)
             "projection": p,
             "over_limit": refused,
             "steps": steps,
-            "config": str(configfile),
+            "config": [str(f) for f in configfile]
+            if isinstance(configfile, list)
+            else str(configfile),
         }
         out.write_text(json.dumps(record, indent=2) + "\n")
     if refused:

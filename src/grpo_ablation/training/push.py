@@ -2,7 +2,7 @@
 
 For one policy (the base policy, or a checkpoint of a stage's reference run) and R independent
 replicates: fold A (n prompts × G completions, keyed samples) defines the update direction d_c of
-every choice c (4 std scalings × 4 aggregations) as a weighting of the same per-completion score
+every choice c (each std scaling × aggregation) as a weighting of the same per-completion score
 vectors ∇ log π(y_i) (``grpo_ablation.objective.push``); fold B (n other prompts, other samples)
 estimates the gradients of expected accuracy, of the mean length of incorrect completions and of
 the mean P(mixed group). Per replicate and choice: the push d_c · ∇J / |d_c| (the first-order
@@ -17,6 +17,12 @@ change along the update's component in that subspace. It makes the push affordab
 on a CPU (20 full gradients of SmolLM2-135M are 21 GB, and each backward pass runs through all 30
 layers; the top blocks alone cost a fraction of both). The record names the pattern and the
 number of parameters it kept.
+
+Each replicate draws its 2n prompts from the whole training split (``replicate_folds``), so
+replicates are independent draws given the split, as many as the design asks. Two purposes draw
+with keys of their own, so that a test is never sized on its own samples: ``test`` (the
+replicates a declared push hypothesis is judged on) and ``pilot`` (the replicates its SD is
+planned from, at the base policy).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import random
 import re
 from pathlib import Path
 from typing import Any
@@ -31,6 +38,7 @@ from typing import Any
 import torch
 
 from grpo_ablation.keyed_sampling import KeyedGumbel, completion_key
+from grpo_ablation.layout import PUSH_PURPOSES
 from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS
 from grpo_ablation.objective.push import (
     accuracy_weights,
@@ -145,8 +153,16 @@ def scored_groups(fold: dict[str, Any], G: int) -> dict[str, Any]:
     return {k: ([v[i] for i in rows] if isinstance(v, list) else v[rows]) for k, v in fold.items()}
 
 
-def replicate(model: Any, tokenizer: Any, folds: tuple[dict, dict], cfg: dict) -> dict[str, Any]:
-    """One replicate: directions from fold A, gradients of the measured quantities from fold B."""
+def replicate(
+    model: Any,
+    tokenizer: Any,
+    folds: tuple[dict, dict],
+    cfg: dict,
+    choices: list[str] | None = None,
+) -> dict[str, Any]:
+    """One replicate: directions from fold A, gradients of the measured quantities from fold B,
+    for ``choices`` (every one when None). Each direction is its own backward pass, so a choice's
+    numbers are the same bits whichever others are measured with it."""
     a, b = folds
     G, pad = cfg["group_size"], _pad_id(tokenizer)
     weights = {
@@ -158,10 +174,10 @@ def replicate(model: Any, tokenizer: Any, folds: tuple[dict, dict], cfg: dict) -
             cfg["std_eps"],
             cfg["max_completion_length"],
         )
-        for c in CHOICES
+        for c in choices or CHOICES
     }
     grads = score_gradients(model, a, list(weights.values()), cfg["temperature"], pad)
-    directions = dict(zip(CHOICES, grads, strict=True))
+    directions = dict(zip(weights, grads, strict=True))
     b = scored_groups(b, G)
     if not b["completions"]:
         raise RuntimeError("push: every group of a measuring fold has a scoring failure")
@@ -184,7 +200,7 @@ def replicate(model: Any, tokenizer: Any, folds: tuple[dict, dict], cfg: dict) -
             "long_incorrect_share": long_incorrect_share(weights[c], a["lengths"], a["correct"]),
         }
     cosines = {}
-    for x, y in itertools.combinations(CHOICES, 2):
+    for x, y in itertools.combinations(directions, 2):
         nx, ny = directions[x].norm(), directions[y].norm()
         cosines[f"{x}|{y}"] = (
             float(directions[x] @ directions[y] / (nx * ny)) if nx * ny > 0 else math.nan
@@ -213,9 +229,18 @@ def differentiate_only(model: Any, pattern: str | None) -> dict[str, Any]:
 
 
 def measure(
-    model_dir: Path, rows: list[dict], task: Any, cfg: dict, *, step: int, seed: int
+    model_dir: Path,
+    rows: list[dict],
+    task: Any,
+    cfg: dict,
+    *,
+    step: int,
+    seed: int,
+    purpose: str = "test",
 ) -> dict[str, Any]:
-    """Every replicate at one policy; ``rows`` holds 2 · replicates · prompts_per_fold prompts."""
+    """Every replicate at one policy, each on two folds of the training split's ``rows``
+    (``replicate_folds``). Prompt draws and sampling keys name the purpose, so a pilot and a
+    test never share a sample."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -225,19 +250,36 @@ def measure(
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     n = cfg["prompts_per_fold"]
     replicates = []
+    # The first full_replicates measure every choice (the tables, figure and cosines); the others
+    # only those the declared push hypotheses compare, which cost a backward pass each.
+    full = cfg.get("full_replicates") or cfg["replicates"]
     for r in range(cfg["replicates"]):
         folds = []
-        for f in (2 * r, 2 * r + 1):
-            part = rows[f * n : (f + 1) * n]
+        for f, part in enumerate(replicate_folds(rows, n, purpose, seed, r), start=2 * r):
             prompts = [prompt_ids(tokenizer, task.prompt(x)) for x in part]
-            folds.append(sample_fold(model, tokenizer, part, prompts, cfg, ("push", seed, step, f)))
-        replicates.append(replicate(model, tokenizer, (folds[0], folds[1]), cfg))
+            key = ("push", purpose, seed, step, f)
+            folds.append(sample_fold(model, tokenizer, part, prompts, cfg, key))
+        choices = None if r < full else cfg["hypothesis_choices"]
+        replicates.append(replicate(model, tokenizer, (folds[0], folds[1]), cfg, choices))
     return {
         "step": step,
         "policy": str(model_dir),
         "parameters": parameters,
         "replicates": replicates,
     }
+
+
+def replicate_folds(rows: list[dict], n: int, purpose: str, seed: int, r: int) -> list[list[dict]]:
+    """The two folds of replicate ``r``: 2n distinct prompts drawn from the whole training split
+    by a generator keyed by (purpose, seed, r). Replicates are then independent and identically
+    distributed given the split (whatever their number, the split's size bounds none), and the
+    same at every policy measured, so the base policy and a checkpoint see the same prompts."""
+    if 2 * n > len(rows):
+        raise ValueError(
+            f"a push replicate takes 2 x {n} prompts; the training split has {len(rows)}"
+        )
+    picked = random.Random(f"push|{purpose}|{seed}|{r}").sample(rows, 2 * n)
+    return [picked[:n], picked[n:]]
 
 
 def run_push(
@@ -248,18 +290,16 @@ def run_push(
     push: dict,
     out: Path,
     seed: int = 0,
+    purpose: str = "test",
 ) -> Path:
-    """``out``: the push of every choice at each policy (JSON)."""
+    """``out``: the push of every choice at each policy (JSON), for one purpose (``PUSH_PURPOSES``)."""
     from grpo_ablation.tasks import get_task
 
+    if purpose not in PUSH_PURPOSES:
+        raise ValueError(f"push purpose {purpose!r}; expected one of {list(PUSH_PURPOSES)}")
     task = get_task(task_config)
-    need = 2 * push["replicates"] * push["prompts_per_fold"]
     rows = [json.loads(x) for x in (data / "train.jsonl").read_text().splitlines()]
-    if len(rows) < need:
-        raise ValueError(
-            f"push needs {need} training prompts; {data / 'train.jsonl'} has {len(rows)}"
-        )
-    rows = rows[:need]
+    replicates = push["replicates" if purpose == "test" else "pilot_replicates"]
     cfg = {
         **{
             k: training[k]
@@ -268,15 +308,23 @@ def run_push(
         "success_threshold": training["success_threshold"],
         "reward": task.reward_function(),
         **push,
+        "replicates": replicates,
     }
+    # A pilot measures every choice; a test beyond its full replicates only the hypotheses'.
+    if purpose == "pilot" or not push.get("hypothesis_choices"):
+        cfg["full_replicates"] = replicates
     torch.manual_seed(seed)
-    results = [measure(path, rows, task, cfg, step=step, seed=seed) for step, path in policies]
+    results = [
+        measure(path, rows, task, cfg, step=step, seed=seed, purpose=purpose)
+        for step, path in policies
+    ]
     record = {
+        "purpose": purpose,
         "choices": CHOICES,
         "quantities": list(QUANTITIES),
         "group_size": training["group_size"],
         "prompts_per_fold": push["prompts_per_fold"],
-        "replicates": push["replicates"],
+        "replicates": replicates,
         "policies": results,
     }
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -262,7 +262,7 @@ def train(
     state = PartialState(cpu=device == "cpu")
     run = RunInputs(model_dir, revision, data_dir, task_config, cfg, state.num_processes)
     record = ObjectiveRecord.from_config(
-        cfg, run.num_processes, task.answer_rule, base_model=run.base_model()
+        cfg, run.num_processes, task.answer_rule, base_model=run.base_model(), dtype=compute.dtype
     )
     _claim_folder(out, run, record, state)
     if reward_func is None:

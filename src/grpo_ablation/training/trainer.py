@@ -45,7 +45,7 @@ from grpo_ablation.keyed_sampling import (
     training_keys,
 )
 from grpo_ablation.layout import METRICS, ROLLOUTS
-from grpo_ablation.objective.conventions import GROUP_CATEGORIES
+from grpo_ablation.objective.conventions import GROUP_CATEGORIES, log_ratio, policy_ratio
 from grpo_ablation.objective.formulas import (
     completion_coefficients,
     group_advantages,
@@ -414,7 +414,11 @@ class AblationGRPOTrainer(GRPOTrainer):
             out, rewards, chosen = first.out, first.rewards, None
         G = self.num_generations
         advantages = group_advantages(
-            rewards.double(), G, self.options.std_scaling, self.options.std_eps
+            rewards.double(),
+            G,
+            self.options.std_scaling,
+            self.options.std_eps,
+            self.options.baseline,
         )
 
         local_n = len(rewards) // self.accelerator.num_processes
@@ -603,16 +607,18 @@ class AblationGRPOTrainer(GRPOTrainer):
         old = inputs.get("old_per_token_logps")
         old = logps.detach() if old is None else old
         adv = inputs["advantages"].unsqueeze(1)
-        ratio = torch.exp(logps - old)
-        clipped = torch.clamp(ratio, 1 - self.epsilon_low, 1 + self.epsilon_high)
-        per_token = -torch.min(ratio * adv, clipped * adv)
         # When vLLM generates, TRL's generation step computes the importance-sampling ratio between
         # the trainer's and vLLM's token probabilities (truncated or masked as
         # vllm_importance_sampling_mode says) and TRL's loss multiplies the policy term by it,
-        # before the KL term; kept here the same way, so the correction survives the project loss.
+        # before the KL term (VESPO folds it into its weight); kept here the same way, so the
+        # correction survives the project loss.
         is_ratio = inputs.get("importance_sampling_ratio")
-        if is_ratio is not None:
+        term = policy_ratio(self.options.ratio)
+        per_token = term.loss(logps, old, adv, mask, self.options, is_ratio)
+        if is_ratio is not None and not term.folds_is_ratio:
             per_token = per_token * is_ratio
+        per_token = per_token.expand_as(logps)  # a term per completion counts on every token
+        ratio = log_ratio(logps, old, mask, self.options.ratio_level).exp().expand_as(logps)
         if self.beta != 0.0:
             ref = inputs["ref_per_token_logps"]
             kl = torch.exp(ref - logps) - (ref - logps) - 1  # k3 estimator (Schulman)

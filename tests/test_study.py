@@ -1,0 +1,209 @@
+"""A study's looks: judged one at a time against the boundaries of the error spent so far, and
+recorded in a ledger that no later look can rewrite."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from grpo_ablation.analysis import sequential as seq
+from grpo_ablation.analysis.study import Ledger, LedgerError, judge_look, levels, open_hypotheses
+from grpo_ablation.design.hypotheses import Hypothesis
+
+LOWER = Hypothesis(
+    id="lower",
+    kind="directional",
+    stage="s",
+    cell=(("group_size", 16),),
+    metric="greedy_final",
+    source="a test",
+    direction=-1,
+    minimum_effect=0.0,
+    expected_effect=0.02,
+)
+SAME = Hypothesis(
+    id="same",
+    kind="equivalence",
+    stage="s",
+    cell=(("std_scaling", "population"),),
+    metric="greedy_final",
+    source="a test",
+    margin=0.02,
+    expected_effect=0.0,
+)
+PLANNED = [10, 20, 30, 40]
+
+
+def test_each_test_gets_its_share_of_the_level():
+    # two hypotheses: four tests at 0.05 / 4; an equivalence's refute test is two-sided
+    assert levels([LOWER, SAME]) == {"lower": (0.0125, 0.0125), "same": (0.0125, 0.00625)}
+
+
+def test_a_look_decides_what_it_can_and_carries_the_rest():
+    """Look 1 at 10 units: the directional effect (−0.1 ± 0.01: t ≈ −31.6 on 9 df) crosses the
+    first boundary (z 3.74 at α = 0.0125, t 6.0 on 9 df) and is supported; the equivalence is
+    too noisy to decide and continues. At look 2 the supported one keeps its verdict untested."""
+    wiggle = [0.01 * (-1) ** i for i in range(10)]
+    diffs = {"lower": [-0.1 + w for w in wiggle], "same": [0.05 * (-1) ** i for i in range(10)]}
+    look1 = judge_look([LOWER, SAME], diffs, PLANNED, [])
+    z1 = seq.spending_boundaries([0.25, 0.5, 0.75, 1.0], 0.0125)[0]
+    assert look1["boundaries"]["lower"][0] == pytest.approx(z1)
+    stats = look1["statistics"]["lower"]
+    assert stats["units"] == 10 and stats["df"] == 9
+    assert stats["support_t"] == pytest.approx(0.1 / (0.01 * math.sqrt(10 / 9) / math.sqrt(10)))
+    assert look1["decisions"] == {"lower": seq.SUPPORTED, "same": seq.CONTINUE}
+    assert open_hypotheses(look1) == ["same"]
+    diffs2 = {"lower": [], "same": [0.001 * (-1) ** i for i in range(20)]}
+    look2 = judge_look([LOWER, SAME], diffs2, PLANNED, [look1])
+    assert look2["decisions"]["lower"] == seq.SUPPORTED and "lower" not in look2["statistics"]
+    # the equivalence: TOST t = (0.02 − 0)/se with se ≈ 0.000229: far beyond its boundary
+    assert look2["decisions"]["same"] == seq.SUPPORTED
+
+
+def test_the_last_look_says_inconclusive_where_nothing_crossed():
+    diffs = {"same": [0.05 * (-1) ** i for i in range(10)]}
+    record = judge_look([SAME], diffs, [10], [])
+    assert record["decisions"] == {"same": seq.INCONCLUSIVE}
+    with pytest.raises(LedgerError, match="all are in the ledger"):
+        judge_look([SAME], diffs, [10], [record])
+
+
+def test_the_ledger_appends_looks_and_refuses_to_rewrite_one(tmp_path):
+    ledger = Ledger(tmp_path / "study" / "ledger.jsonl")
+    first = {"tables": {"draws.csv": "a" * 64}, "decisions": {"h": "continue"}}
+    with pytest.raises(LedgerError, match="cannot come before look 1"):
+        ledger.append(first, 2)
+    assert ledger.append(first, 1)["look"] == 1
+    # the same look judged again on the same tables: the same line, kept once
+    assert ledger.append(first, 1)["look"] == 1 and len(ledger.entries()) == 1
+    # judged again with other numbers, or on other tables: refused
+    with pytest.raises(LedgerError, match="the ledger keeps the first"):
+        ledger.append({**first, "decisions": {"h": "supported"}}, 1)
+    second = {"tables": {"draws.csv": "b" * 64}, "decisions": {"h": "supported"}}
+    with pytest.raises(LedgerError, match="the ledger keeps the first"):
+        ledger.append(second, 1)
+    record = ledger.append(second, 2)
+    assert record["look"] == 2 and record["previous"]
+    assert ledger.append(first, 1)["look"] == 1  # an earlier look asked again: as recorded
+    assert [e["look"] for e in ledger.entries()] == [1, 2]
+    # an earlier look edited by hand breaks the chain: the ledger is refused
+    lines = ledger.path.read_text().splitlines()
+    edited = json.loads(lines[0])
+    edited["decisions"] = {"h": "supported"}
+    ledger.path.write_text("\n".join([json.dumps(edited, sort_keys=True), lines[1]]) + "\n")
+    with pytest.raises(LedgerError, match="cannot be rewritten"):
+        ledger.entries()
+
+
+def test_a_study_leaves_out_the_stages_marked_descriptive():
+    from test_design import default_config
+
+    from grpo_ablation.design.ablation import Design
+
+    config = default_config()
+    config["stages"]["lite_ppo"]["descriptive"] = True
+    assert "lite_ppo" in Design.of(config).stage_names  # not a study: every enabled stage
+    config["study"] = {"draws": [9, 10, 11], "looks": [2, 3]}
+    assert "lite_ppo" not in Design.of(config).stage_names
+    assert "dr_grpo" in Design.of(config).stage_names
+
+
+def test_the_plan_of_a_study_gives_its_power_with_looks_and_the_draws_it_expects():
+    """A directional hypothesis's power with the looks and the draws it expects to use (between
+    the first look's and the last's); a push hypothesis's units are replicates, so it has none;
+    a config without a study has no such columns."""
+    from test_design import default_config
+
+    from grpo_ablation.analysis.study import plan_with_looks as plan_rows
+    from grpo_ablation.design.ablation import Design
+
+    config = default_config()
+    config["study"] = {"draws": list(range(12, 52)), "looks": [10, 20, 30, 40]}
+    config["base_policy"]["draws"] = list(range(12, 22))
+    rows = {r["id"]: r for r in plan_rows(Design.of(config))}
+    big = rows["constant_push_shortens_incorrect"]
+    assert "expected_draws" in big and math.isnan(big["expected_draws"])  # a push: replicates
+    g16 = rows["g16_lowers_greedy"]
+    assert 10 <= g16["expected_draws"] <= 40 and 0 < g16["power_with_looks"] < 1
+    assert "expected_draws" not in plan_rows(Design.of(default_config()))[0]  # not a study
+
+
+def test_the_projects_study_is_powered_with_its_looks_and_decides_its_control_first():
+    """config/study.yaml, an override of config/config.yaml, as declared: every directional hypothesis has at least 80% power with
+    its four looks (z scale) at the expected effect, the positive control is expected to stop at
+    the first look, and the first look trains the first 30 of the study's draws."""
+    from grpo_ablation.analysis.study import plan_with_looks as plan_rows
+    from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.schema import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    design = Design.of(load_config([root / "config/config.yaml", root / "config/study.yaml"]))
+    study = design.sections["study"]
+    assert design.draws == study["draws"][: study["looks"][0]]
+    assert "dr_grpo" not in design.stage_names and "lite_ppo" not in design.stage_names
+    rows = [r for r in plan_rows(design) if r["kind"] == "directional"]
+    assert rows and all(r["power_with_looks"] >= 0.8 for r in rows), rows
+    (control,) = [r for r in rows if r["id"] == "lr0_lowers_greedy"]
+    assert control["expected_draws"] == pytest.approx(study["looks"][0], abs=0.5)
+
+
+def test_a_look_of_few_draws_is_planned_with_its_t_boundary():
+    """config/study_reduced.yaml: at its first look (4 draws, 3 df) the positive control needs
+    t ≥ 13.8 where z needs 3.34, so with its declared SD it is expected to stop between the two
+    looks, not at the first (the z plan said 4 draws; its run went on to the second look)."""
+    from grpo_ablation.analysis.study import plan_with_looks as plan_rows
+    from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.schema import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    design = Design.of(
+        load_config([root / "config/config.yaml", root / "config/study_reduced.yaml"])
+    )
+    assert seq.t_boundary(3.3446, 3) == pytest.approx(13.8, abs=0.05)
+    (control,) = [r for r in plan_rows(design) if r["id"] == "lr0_lowers_greedy"]
+    assert 5 < control["expected_draws"] < 8 and control["power_with_looks"] > 0.99
+
+
+def test_the_pooled_reading_of_a_study_says_its_verdicts_are_not_the_studys():
+    from grpo_ablation.analysis.draws import study_note
+    from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.schema import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    design = Design.of(
+        load_config([root / "config/config.yaml", root / "config/study_reduced.yaml"])
+    )
+    note = study_note(design)
+    assert "fixed-sample tests on the 4 draws trained so far" in note and "ledger" in note
+    assert study_note(Design.of(load_config(root / "config/config.yaml"))) == ""
+
+
+def test_a_look_judged_again_with_an_undefined_statistic_is_the_same_look(tmp_path):
+    """A statistic with no spread is NaN; read back from the ledger it is another NaN object,
+    and the look judged again on the same tables is still the look recorded."""
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    look = {"tables": {"t.csv": "a" * 64}, "statistics": {"h": {"support_t": math.nan}}}
+    ledger.append(look, 1)
+    assert ledger.append({**look, "statistics": {"h": {"support_t": float("nan")}}}, 1)["look"] == 1
+
+
+def test_the_study_prices_each_look_by_the_stages_still_open():
+    """config/study_reduced.yaml: 5 runs a draw (the baseline 3 times, lr 0, constant). Look 1
+    trains all 5 in its 4 draws; before look 2 the positive control's stage is still needed with
+    the probability p that lr0_lowers_greedy is still open, the aggregation stage (and with it
+    the shared baseline) surely: 4 draws of 3 + p + 1 runs."""
+    from grpo_ablation.analysis.study import _still_open, study_minutes
+    from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.schema import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    design = Design.of(
+        load_config([root / "config/config.yaml", root / "config/study_reduced.yaml"])
+    )
+    p = _still_open(design, 0.05)["lr0_lowers_greedy"][0]
+    assert 0 < p < 1
+    most, expected = study_minutes(design)
+    assert expected / most == pytest.approx((4 * 5 + 4 * (3 + p + 1)) / (8 * 5))
