@@ -2,6 +2,7 @@
 a measured quantity against its exact value on a model small enough to differentiate exactly."""
 
 import itertools
+import json
 import math
 
 import pytest
@@ -265,3 +266,65 @@ def test_a_replicate_of_the_hypotheses_choices_alone_gives_their_numbers_bit_for
     by = table.set_index("choice")["replicates"]
     assert by["sample/constant"] == 3 and by["none/token_mean"] == 1
     assert len(cosine) == len(CHOICES) * (len(CHOICES) - 1) // 2
+
+
+@pytest.mark.slow
+def test_a_killed_push_resumes_from_its_finished_replicates(tmp_path, monkeypatch):
+    """A push killed after its first replicate keeps that replicate beside its output; the rerun
+    measures only the others and writes the numbers of an uninterrupted push, bit for bit. A
+    replicate kept under another key (here, another temperature) is measured again."""
+    from grpo_ablation.policy.base_policy import BasePolicyConfig, warm_start
+    from grpo_ablation.tasks.addition import AdditionTask
+    from grpo_ablation.training import push
+
+    task_config = {"kind": "addition", "n_train": 64, "n_validation": 16, "n_test": 16}
+    task = AdditionTask(**{k: v for k, v in task_config.items() if k != "kind"})
+    warm_start(BasePolicyConfig(sft_steps=20, eval_samples=1), task, tmp_path / "base")
+    training = dict(
+        group_size=4,
+        temperature=1.0,
+        max_completion_length=6,
+        std_eps=1e-4,
+        success_threshold=1.0,
+    )
+    settings = {"replicates": 3, "prompts_per_fold": 2}
+    policies = [(0, tmp_path / "base")]
+    data = tmp_path / "base" / "splits"
+
+    def run(out, **changed):
+        return push.run_push(policies, data, task_config, {**training, **changed}, settings, out)
+
+    whole = json.loads(run(tmp_path / "whole.json").read_text())
+    measured = []
+    real = push.replicate
+
+    def dies_after_one(*args, **kwargs):
+        if measured:
+            raise KeyboardInterrupt("killed")
+        measured.append(1)
+        return real(*args, **kwargs)
+
+    out = tmp_path / "push.json"
+    monkeypatch.setattr(push, "replicate", dies_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        run(out)
+    kept = push.replicates_folder(out)
+    assert not out.exists() and len(list(kept.glob("*.json"))) == 1
+
+    def counted(*args, **kwargs):
+        measured.append(1)
+        return real(*args, **kwargs)
+
+    measured.clear()
+    monkeypatch.setattr(push, "replicate", counted)
+    assert json.loads(run(out).read_text()) == whole
+    assert len(measured) == 2 and not kept.exists()
+
+    measured.clear()
+    monkeypatch.setattr(push, "replicate", dies_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        run(out)
+    measured.clear()
+    monkeypatch.setattr(push, "replicate", counted)
+    run(out, temperature=0.7)
+    assert len(measured) == 3  # the kept replicate was another temperature's

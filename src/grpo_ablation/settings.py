@@ -112,3 +112,8 @@ def weight_files(folder: Path) -> list[Path]:
     """A local model folder's weight files, sorted: what identifies its weights (by name, size and
     mtime) for an evaluation's cache and for a run's record of its base model."""
     return sorted(f for pattern in WEIGHT_FILES for f in Path(folder).glob(pattern))
+
+
+def weight_identity(folder: Path) -> list[list[Any]]:
+    """A local model's weights as a cache key: each weight file's path, size and mtime."""
+    return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in weight_files(folder)]

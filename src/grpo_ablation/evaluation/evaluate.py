@@ -61,7 +61,7 @@ from grpo_ablation.evaluation.task_folders import EXACT_MODULE, load_rule
 from grpo_ablation.layout import CURVE, MANIFEST, SUMMARY
 from grpo_ablation.process import in_own_process
 from grpo_ablation.sampling import sampler_description
-from grpo_ablation.settings import weight_files
+from grpo_ablation.settings import weight_identity
 from grpo_ablation.tasks.splits import sha256
 
 DONE = "done.json"
@@ -83,7 +83,7 @@ def _checkpoint_identity(ckpt: str, local: bool, revision: str | None) -> Any:
     if not local:
         return {"hub": ckpt, "revision": revision}
     # Weight files identify a checkpoint; optimizer state may be pruned later (retention).
-    return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in weight_files(Path(ckpt))]
+    return weight_identity(Path(ckpt))
 
 
 def _finished(step_dir: Path, key: str) -> dict | None:

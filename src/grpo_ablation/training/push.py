@@ -23,6 +23,10 @@ replicates are independent draws given the split, as many as the design asks. Tw
 with keys of their own, so that a test is never sized on its own samples: ``test`` (the
 replicates a declared push hypothesis is judged on) and ``pilot`` (the replicates its SD is
 planned from, at the base policy).
+
+A killed push resumes: each finished replicate is kept beside the output (``replicates_folder``)
+under a key of everything its numbers depend on, and a rerun loads the replicates whose key
+matches (their sampling is keyed, so the others come out as they would have).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import json
 import math
 import random
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,8 @@ from grpo_ablation.objective.push import (
 )
 from grpo_ablation.policy.sft import prompt_ids
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config, stop_token_ids
+from grpo_ablation.settings import config_hash, weight_identity
+from grpo_ablation.tasks.splits import sha256
 
 QUANTITIES = ("accuracy", "incorrect_length", "mixed")
 CHOICES = [f"{s}/{a}" for s, a in itertools.product(SCALINGS, AGGREGATIONS)]
@@ -237,10 +244,11 @@ def measure(
     step: int,
     seed: int,
     purpose: str = "test",
+    resume: Path | None = None,
 ) -> dict[str, Any]:
     """Every replicate at one policy, each on two folds of the training split's ``rows``
     (``replicate_folds``). Prompt draws and sampling keys name the purpose, so a pilot and a
-    test never share a sample."""
+    test never share a sample. With ``resume``, finished replicates are kept there and reused."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -253,20 +261,57 @@ def measure(
     # The first full_replicates measure every choice (the tables, figure and cosines); the others
     # only those the declared push hypotheses compare, which cost a backward pass each.
     full = cfg.get("full_replicates") or cfg["replicates"]
+    identity = replicate_identity(model_dir, rows, cfg, step=step, seed=seed, purpose=purpose)
     for r in range(cfg["replicates"]):
+        choices = None if r < full else cfg["hypothesis_choices"]
+        kept = None if resume is None else resume / f"step{step:06d}_r{r:04d}.json"
+        key = config_hash({"policy": identity, "replicate": r, "choices": choices})
+        if kept is not None and kept.is_file():
+            saved = json.loads(kept.read_text())
+            if saved.get("key") == key:
+                replicates.append(saved["replicate"])
+                continue
         folds = []
         for f, part in enumerate(replicate_folds(rows, n, purpose, seed, r), start=2 * r):
             prompts = [prompt_ids(tokenizer, task.prompt(x)) for x in part]
-            key = ("push", purpose, seed, step, f)
-            folds.append(sample_fold(model, tokenizer, part, prompts, cfg, key))
-        choices = None if r < full else cfg["hypothesis_choices"]
+            sample_key = ("push", purpose, seed, step, f)
+            folds.append(sample_fold(model, tokenizer, part, prompts, cfg, sample_key))
         replicates.append(replicate(model, tokenizer, (folds[0], folds[1]), cfg, choices))
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            partial = kept.with_suffix(".part")
+            partial.write_text(json.dumps({"key": key, "replicate": replicates[-1]}) + "\n")
+            partial.replace(kept)  # a replicate file is whole or absent
     return {
         "step": step,
         "policy": str(model_dir),
         "parameters": parameters,
         "replicates": replicates,
     }
+
+
+def replicate_identity(
+    model_dir: Path, rows: list[dict], cfg: dict, *, step: int, seed: int, purpose: str
+) -> str:
+    """What a replicate's numbers depend on besides its index and choices: the policy's weight
+    files (name, size, mtime), the training rows, the push's settings and this module's code."""
+    settings = {k: v for k, v in cfg.items() if k != "reward"}
+    return config_hash(
+        {
+            "weights": weight_identity(model_dir),
+            "rows": sha256(json.dumps(rows, sort_keys=True).encode()),
+            "settings": settings,
+            "step": step,
+            "seed": seed,
+            "purpose": purpose,
+            "code": sha256(Path(__file__).read_bytes()),
+        }
+    )
+
+
+def replicates_folder(out: Path) -> Path:
+    """Where a push writing ``out`` keeps its finished replicates until ``out`` is written."""
+    return out.with_name(out.name + ".replicates")
 
 
 def replicate_folds(rows: list[dict], n: int, purpose: str, seed: int, r: int) -> list[list[dict]]:
@@ -314,8 +359,9 @@ def run_push(
     if purpose == "pilot" or not push.get("hypothesis_choices"):
         cfg["full_replicates"] = replicates
     torch.manual_seed(seed)
+    kept = replicates_folder(out)
     results = [
-        measure(path, rows, task, cfg, step=step, seed=seed, purpose=purpose)
+        measure(path, rows, task, cfg, step=step, seed=seed, purpose=purpose, resume=kept)
         for step, path in policies
     ]
     record = {
@@ -329,4 +375,5 @@ def run_push(
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n")
+    shutil.rmtree(kept, ignore_errors=True)
     return out
