@@ -131,23 +131,63 @@ def test_the_plan_of_a_study_gives_its_power_with_looks_and_the_draws_it_expects
     assert "expected_draws" not in plan_rows(Design.of(default_config()))[0]  # not a study
 
 
-def test_the_projects_study_is_powered_with_its_looks_and_decides_its_control_first():
-    """config/study.yaml, an override of config/config.yaml, as declared: every directional hypothesis has at least 80% power with
-    its four looks (z scale) at the expected effect, the positive control is expected to stop at
-    the first look, and the first look trains the first 30 of the study's draws."""
+STUDIES = {"study": ["study.yaml"], "study_group_size": ["study.yaml", "study_group_size.yaml"]}
+FIXED_DESIGN_HOURS = 170 * 8.35 / 60  # the fixed design both replace: 13 runs a draw
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_the_projects_studies_are_powered_with_their_looks_and_decide_the_control_first(name):
+    """config/study.yaml, an override of config/config.yaml, and config/study_group_size.yaml
+    given after it, as declared: every directional hypothesis has at least 80% power with the
+    four looks (z scale) at the expected effect, the positive control is expected to stop at the
+    first look, the first look trains the first quarter of the study's draws, and each costs at
+    most half of the fixed design's 170 draws x 8.35 min (23.7 h)."""
     from grpo_ablation.analysis.study import plan_with_looks as plan_rows
+    from grpo_ablation.analysis.study import study_minutes
     from grpo_ablation.design.ablation import Design
     from grpo_ablation.design.schema import load_config
 
+    files = STUDIES[name]
     root = Path(__file__).resolve().parents[1]
-    design = Design.of(load_config([root / "config/config.yaml", root / "config/study.yaml"]))
+    config = load_config([root / "config/config.yaml", *(root / "config" / f for f in files)])
+    design = Design.of(config)
     study = design.sections["study"]
+    assert config["experiment"] == name and len(study["draws"]) == study["looks"][-1]
+    assert study["looks"] == [len(study["draws"]) * k // 4 for k in (1, 2, 3, 4)]
     assert design.draws == study["draws"][: study["looks"][0]]
     assert "dr_grpo" not in design.stage_names and "lite_ppo" not in design.stage_names
     rows = [r for r in plan_rows(design) if r["kind"] == "directional"]
     assert rows and all(r["power_with_looks"] >= 0.8 for r in rows), rows
     (control,) = [r for r in rows if r["id"] == "lr0_lowers_greedy"]
     assert control["expected_draws"] == pytest.approx(study["looks"][0], abs=0.5)
+    most, _ = study_minutes(design)
+    assert most / 60 <= FIXED_DESIGN_HOURS / 2
+
+
+def test_a_study_of_fewer_runs_a_draw_is_priced_at_the_measured_draws_mean_run():
+    """config/study.yaml's 8.35 min were measured on draws of 13 runs; the study trains 12 a
+    draw (8 cells, two references 3 times), so a draw is priced at 12/13 of it."""
+    from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.hypotheses import Plan
+    from grpo_ablation.design.schema import load_config
+
+    root = Path(__file__).resolve().parents[1] / "config"
+    design = Design.of(load_config([root / "config.yaml", root / "study.yaml"]))
+    runs = sum(len(design.seeds_of(path)) for path in design.all_cells())
+    assert runs == 12
+    assert Plan.of(design).minutes_per_unit == pytest.approx(8.35 * 12 / 13)
+
+
+def test_the_two_studies_share_no_draw_and_split_the_hypotheses():
+    from grpo_ablation.design.schema import load_config
+
+    root = Path(__file__).resolve().parents[1] / "config"
+    main = load_config([root / "config.yaml", root / "study.yaml"])
+    group = load_config([root / "config.yaml", root / "study.yaml", root / "study_group_size.yaml"])
+    assert not set(main["study"]["draws"]) & set(group["study"]["draws"])
+    ids = [{h["id"] for h in c["hypotheses"]} for c in (main, group)]
+    assert ids[0] & ids[1] == {"lr0_lowers_greedy"}  # the positive control in both
+    assert {"g16_lowers_greedy", "resample_raises_greedy"} <= ids[1] - ids[0]
 
 
 def test_a_look_of_few_draws_is_planned_with_its_t_boundary():

@@ -385,13 +385,13 @@ class Plan:
         looks = (design.sections.get("study") or {}).get("looks")
         if looks:  # a sequential study is planned at its most draws, whatever look this is
             unit, units = "draw", int(looks[-1])
-        minutes = float(section.get("minutes_per_unit", math.nan))
-        # minutes_per_unit was measured with one run a cell: a replicated reference adds k − 1
-        # runs for each of its seeds, priced at the unit's mean run
-        if design.reference_replicates:
-            runs = len(design.all_cells()) * len(design.seeds)
-            extra = sum((k - 1) * len(design.seeds) for k in design.reference_replicates.values())
-            minutes *= (runs + extra) / runs
+        # minutes_per_unit was measured on a unit of runs_per_unit runs (this design's cells,
+        # one run each, unless declared): this design's unit, its replicated references' k − 1
+        # extra runs a seed included, is priced at the measured unit's mean run
+        runs = len(design.all_cells()) * len(design.seeds)
+        extra = sum((k - 1) * len(design.seeds) for k in design.reference_replicates.values())
+        measured = int(section.get("runs_per_unit") or runs)
+        minutes = float(section.get("minutes_per_unit", math.nan)) * (runs + extra) / measured
         push = design.sections.get("push") or {}
         return cls(
             unit,
