@@ -247,3 +247,15 @@ def test_the_study_prices_each_look_by_the_stages_still_open():
     assert 0 < p < 1
     most, expected = study_minutes(design)
     assert expected / most == pytest.approx((4 * 5 + 4 * (3 + p + 1)) / (8 * 5))
+
+
+def test_the_plan_command_prices_the_studys_first_look(capsys):
+    """`grpo-ablation plan` of config/study.yaml: the first look trains every cell of its 13
+    draws, 12 runs a draw at the measured draw's mean run (8.35 min for 13 runs)."""
+    from grpo_ablation import cli
+
+    root = Path(__file__).resolve().parents[1] / "config"
+    cli.main(["plan", "--configfile", str(root / "config.yaml"), str(root / "study.yaml")])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"its first look (13 draws, every cell) {13 * 12 * 8.35 / 13:.0f} min" in text
+    assert f"at most {52 * 12 * 8.35 / 13 / 60:.1f} h" in text

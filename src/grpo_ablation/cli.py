@@ -177,8 +177,11 @@ def cmd_plan(a: argparse.Namespace) -> None:
     )
     if study:
         most, expected = study_minutes(design)
+        looks = design.sections["study"]["looks"]
         text += (
-            f"\nThe study's cost here: at most {most / 60:.1f} h (every look), expected "
+            f"\nThe study's cost here: its first look ({looks[0]} draws, every cell) "
+            f"{most * looks[0] / looks[-1]:.0f} min; "
+            f"at most {most / 60:.1f} h (every look), expected "
             f"{expected / 60:.1f} h at the expected effects, the stages of decided hypotheses "
             "dropped (an equivalence's stopping counted from single looks, a push hypothesis "
             "open to the end: an upper bound).\n"
