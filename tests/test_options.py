@@ -156,3 +156,34 @@ def test_every_choice_of_an_option_is_named_in_its_help():
                 c for c in choices if not re.search(rf"\b{re.escape(c)}\b", f.metadata["help"])
             ]
             assert not missing, f"{cls.__name__}.{f.name}: help does not name {missing}"
+
+
+def test_the_schemas_hand_written_choices_are_the_registries():
+    """The choices the schema lists outside its generated sections are the code's registries,
+    so a choice added to one and not the other fails here; the hypotheses' metric description
+    names every metric a hypothesis may take and no other (the fit's parameters are refused)."""
+    from grpo_ablation.analysis.sequential import SPENDING
+    from grpo_ablation.design.ablation import SELECTION_METRICS
+    from grpo_ablation.design.hypotheses import (
+        DIRECTIONS,
+        KINDS,
+        METRICS,
+        OUTCOME_DEPENDENT,
+        PUSH_POLICIES,
+    )
+    from grpo_ablation.sampling import SAMPLERS
+
+    props = yaml.safe_load(schema.SCHEMA.read_text())["properties"]
+    hypothesis = props["hypotheses"]["items"]["properties"]
+    stage = props["stages"]["additionalProperties"]["properties"]
+    for written, registry in (
+        (hypothesis["kind"]["enum"], KINDS),
+        (hypothesis["direction"]["enum"], DIRECTIONS),
+        (hypothesis["policy"]["enum"], PUSH_POLICIES),
+        (stage["selection_metric"]["enum"], SELECTION_METRICS),
+        (props["evaluation"]["properties"]["sampler"]["enum"], SAMPLERS),
+        (props["study"]["properties"]["spending"]["enum"], SPENDING),
+    ):
+        assert sorted(written) == sorted(registry)
+    named = set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", hypothesis["metric"]["description"]))
+    assert named - {"grpo_ablation"} == set(METRICS) - set(OUTCOME_DEPENDENT)

@@ -1,5 +1,6 @@
 # Hub content fetched once (local rule), fixed splits (written once, hashed) and the base policy
 # every cell starts from.
+from grpo_ablation.code import sources
 
 
 rule prefetch:
@@ -100,8 +101,7 @@ rule design:
     # The design the jobs read (select, tables, figures, pooled): rewritten when its sections or
     # the code that derives cells, titles and captions from them change.
     input:
-        code=[str(f) for f in sorted((SRC / "design").glob("*.py"))]
-        + [str(SRC / "objective/conventions.py")],
+        code=sources("design.ablation", root=SRC),
     output:
         SHARED.design(),
     params:

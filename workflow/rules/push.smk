@@ -118,6 +118,7 @@ rule push_report:
 rule push_pilot_report:
     input:
         push=TREE.push(PUSH_CELL, SEEDS[0], "pilot"),
+        code=sources("analysis.push", root=SRC),
     output:
         TREE.table(PUSH_PILOT_TABLE),
     params:
