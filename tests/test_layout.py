@@ -130,18 +130,34 @@ def test_the_pooled_figures_are_declared_once_in_layout():
     assert "POOLED.pooled_figures(" in rules
 
 
-def test_no_analysis_module_spells_a_file_name_of_the_results_tree():
-    """layout.py spells every table the analysis writes; the modules name them through it."""
+def test_no_analysis_module_or_rule_spells_a_file_name_of_the_results_tree():
+    """layout.py spells every table, reading and figure the analysis writes; the analysis
+    modules and the rules name them through it, and build no file name of their own from a
+    stem and an extension (the report's caption files aside: they are not results)."""
     import re
 
     from grpo_ablation import layout
 
-    names = {*layout.TABLES, *layout.POOLED_TABLES, *layout.PUSH_TABLES, layout.PUSH_PILOT_TABLE}
-    root = Path(layout.__file__).parent / "analysis"
+    figures = [*layout.STAGE_FIGURES, layout.PUSH_FIGURE, layout.TOKEN_WEIGHTS]
+    names = {
+        *layout.TABLES,
+        *layout.POOLED_TABLES,
+        *layout.PUSH_TABLES,
+        layout.PUSH_PILOT_TABLE,
+        layout.READING,
+        layout.POOLED_READING,
+        layout.TOKEN_WEIGHTS_TABLE,
+        *(name for f in figures for name in layout.figure_files(f)),
+    }
+    root = Path(layout.__file__).parent
+    files = [*(root / "analysis").glob("*.py"), *(ROOT / "workflow/rules").glob("*.smk")]
     spelled = {
         f"{path.name}: {name}"
-        for path in root.glob("*.py")
+        for path in files
         for name in names
         if re.search(rf"[\"']{re.escape(name)}[\"']", path.read_text())
     }
     assert not spelled, sorted(spelled)
+    built = re.compile(r"""f["'][^"'\n]*\.\{?(csv|md|tex|png|pdf|rst|e|ext)\}?["']""")
+    made = [f"{p.name}: {m.group(0)}" for p in files for m in built.finditer(p.read_text())]
+    assert not [m for m in made if "../report/" not in m], made  # captions are not results

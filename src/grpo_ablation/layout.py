@@ -35,7 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Not reading.rst: the report keeps one file per name, and each draw has its reading.rst.
+# Each draw's reading (figures/), composed from its tables; the pooled one has a name of its own:
+# the report keeps one file per name.
+READING = "reading.rst"
 POOLED_READING = "pooled_reading.rst"
 # What the pooled job writes in pooled/tables/ (``analysis.draws``); the DAG declares the same.
 POOLED_TABLES = (
@@ -114,8 +116,11 @@ def output_key(name: str) -> str:
 # What the push report writes in tables/ (``analysis.push``), and the pilot's table.
 PUSH_TABLES = ("push.csv", "push_cosine.csv", "push.md")
 PUSH_PILOT_TABLE = "push_pilot.csv"
+# The push's figure (figures/push.<format>).
+PUSH_FIGURE = "push"
 # The conventions' worked example of token weights: its numbers beside its figure (figures/).
 TOKEN_WEIGHTS = "token_weights"
+TOKEN_WEIGHTS_TABLE = f"{TOKEN_WEIGHTS}.csv"
 
 # Output key -> file name of each table (``TABLE["effects"]`` is ``effects.csv``): how the analysis
 # names a table it reads or writes.

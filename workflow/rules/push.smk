@@ -1,5 +1,5 @@
 from grpo_ablation.code import sources
-from grpo_ablation.layout import PUSH_PILOT_TABLE, PUSH_TABLES
+from grpo_ablation.layout import PUSH_FIGURE, PUSH_PILOT_TABLE, PUSH_TABLES, figure_files
 from grpo_ablation.design.hypotheses import declared as declared_hypotheses, hypothesis_choices
 
 # The push of each objective on the same samples (push section of the config): at the base policy
@@ -14,8 +14,7 @@ PUSH_JUDGED = any(h.on_push for h in declared_hypotheses(DESIGN))
 PUSH_PARAM = json.dumps({**PUSH, "hypothesis_choices": hypothesis_choices(DESIGN)}, sort_keys=True)
 PUSH_OUTPUTS = [
     *(TREE.table(name) for name in PUSH_TABLES),
-    TREE.figure("push.png"),
-    TREE.figure("push.pdf"),
+    *(TREE.figure(name) for name in figure_files(PUSH_FIGURE)),
 ]
 
 

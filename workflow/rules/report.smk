@@ -5,7 +5,13 @@
 # figures.py is an input of the figure rules, so editing it is enough to rebuild them; add
 # `--forcerun stage_figures token_weight_figure` to rebuild them without any edit.
 from grpo_ablation.code import sources
-from grpo_ablation.layout import FIGURE_FORMATS, TOKEN_WEIGHTS
+from grpo_ablation.layout import (
+    FIGURE_FORMATS,
+    READING,
+    TOKEN_WEIGHTS,
+    TOKEN_WEIGHTS_TABLE,
+    figure_files,
+)
 
 STAGES_ON = DESIGN.stage_names
 # Each job's code (its module and every package module it imports: grpo_ablation.code) is an
@@ -162,7 +168,7 @@ rule effects_reading:
         code=READING_CODE,
     output:
         report(
-            TREE.figure("reading.rst"),
+            TREE.figure(READING),
             caption="../report/reading.rst",
             category="1. Effects",
             subcategory="reading of the contrasts",
@@ -188,13 +194,13 @@ rule token_weight_figure:
         code=FIGURE_CODE,
     output:
         png=report(
-            SHARED.figure(f"{TOKEN_WEIGHTS}.png"),
+            SHARED.figure(figure_files(TOKEN_WEIGHTS)[0]),
             caption="../report/figure_token_weights.rst",
             category="Conventions",
             labels={"figure": "token weights of the worked example"},
         ),
-        pdf=SHARED.figure(f"{TOKEN_WEIGHTS}.pdf"),
-        csv=SHARED.figure(f"{TOKEN_WEIGHTS}.csv"),
+        pdf=SHARED.figure(figure_files(TOKEN_WEIGHTS)[1]),
+        csv=SHARED.figure(TOKEN_WEIGHTS_TABLE),
     params:
         cli=CLI,
         out=folder("png"),

@@ -35,7 +35,7 @@ from grpo_ablation.analysis import STAGE_FIGURES, efficiency, loading, tables
 from grpo_ablation.analysis.saving import save
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.design.ablation import Design, cell_label
-from grpo_ablation.layout import TABLE, TOKEN_WEIGHTS, figure_files
+from grpo_ablation.layout import TABLE, TOKEN_WEIGHTS, TOKEN_WEIGHTS_TABLE, figure_files
 from grpo_ablation.objective.conventions import AGGREGATIONS, GROUP_CATEGORIES
 from grpo_ablation.objective.formulas import token_weights
 
@@ -710,7 +710,7 @@ def write_stage_figures(data: FigureData, palette, out: Path, title: str) -> lis
 def write_weight_figure(out: Path) -> list[Path]:
     weights = worked_weights()
     out.mkdir(parents=True, exist_ok=True)
-    weights.to_csv(out / f"{TOKEN_WEIGHTS}.csv", index=False)
+    weights.to_csv(out / TOKEN_WEIGHTS_TABLE, index=False)
     return save(weight_figure(weights), out / TOKEN_WEIGHTS)
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from grpo_ablation.analysis.stats import sample_sd, t_interval
 from grpo_ablation.design.hypotheses import PUSH_REFERENCE
-from grpo_ablation.layout import PUSH_TABLE
+from grpo_ablation.layout import PUSH_FIGURE, PUSH_TABLE
 
 REFERENCE = PUSH_REFERENCE
 # Pairs the formulas say point the same way (cosine 1 up to the std's ε).
@@ -185,5 +185,5 @@ def write_push(push_json: Path, tables: Path, figures: Path) -> list[Path]:
         tables / PUSH_TABLE["push"],
         tables / PUSH_TABLE["push_cosine"],
         tables / PUSH_TABLE["push_md"],
-        *save(push_figure(table), figures / "push"),
+        *save(push_figure(table), figures / PUSH_FIGURE),
     ]

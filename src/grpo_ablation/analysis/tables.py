@@ -345,8 +345,8 @@ def write_tables(
         to_latex(objectives, caption, "tab:objectives", wrap={"objective": "11cm"})
     )
     return [
-        *(out / f"{n}.{e}" for n in ("results", "objectives") for e in ("csv", "md", "tex")),
-        *(out / f"efficiency.{e}" for e in ("csv", "md")),
+        *(out / TABLE[f"{n}{e}"] for n in ("results", "objectives") for e in ("", "_md", "_tex")),
+        *(out / TABLE[k] for k in ("efficiency", "efficiency_md")),
     ]
 
 
