@@ -160,6 +160,22 @@ def test_a_seed_or_a_varied_value_listed_twice_is_named():
     check_design(changed_smoke_config(seeds=[0, 1]))  # distinct: accepted
 
 
+def test_a_study_refuses_repeated_draws_unordered_looks_and_draws_of_no_look():
+    from grpo_ablation.design.checks import check_study
+
+    config = {"base_policy": {"draws": [1, 2]}, "study": {"draws": [1, 2, 3, 4], "looks": [2, 4]}}
+    check_study(config)  # the first look's draws: accepted
+    check_study({**config, "base_policy": {"draws": [1, 2, 3, 4]}})  # the second's
+    for study, match in (
+        ({"draws": [1, 2, 2, 4], "looks": [2, 4]}, r"study.draws=.*listed more than once"),
+        ({"draws": [1, 2, 3, 4], "looks": [4, 2]}, r"study.looks=\[4, 2\]: expected increasing"),
+        ({"draws": [1, 2, 3, 4], "looks": [2, 5]}, r"the last at most the 4 of study.draws"),
+        ({"draws": [2, 1, 3, 4], "looks": [2, 4]}, r"base_policy.draws=\[1, 2\] are not the draws"),
+    ):
+        with pytest.raises(DesignError, match=match):
+            check_study({**config, "study": study})
+
+
 @pytest.mark.slow  # starts processes of its own
 def test_seeds_listed_twice_stop_the_dry_run_naming_them(tmp_path):
     done = dry_run(tmp_path, seeds=[0, 0])

@@ -36,6 +36,7 @@ def check_design(config: dict[str, Any]) -> Design:
     evaluation_config(config)
     check_repeats(config)
     check_draws(config)
+    check_study(config)
     check_optional_packages(config)
     design = Design.of(config)
     enabled = set(design.stage_names)
@@ -250,6 +251,29 @@ def check_repeats(config: dict[str, Any]) -> None:
                     f"stages.{name}.vary.{axis}={values}: a value is listed more than once; list "
                     "each once"
                 )
+
+
+def check_study(config: dict[str, Any]) -> None:
+    """A study's draws are distinct, its looks increasing counts of them, and the draws the
+    config trains are those of one look (``study.draws[:n]``): else a look would judge draws
+    twice, or others than the ledger records."""
+    study = config.get("study")
+    if not study:
+        return
+    draws, looks = list(study["draws"]), [int(n) for n in study["looks"]]
+    if len({repr(d) for d in draws}) != len(draws):
+        raise DesignError(f"study.draws={draws}: a draw is listed more than once; list each once")
+    if looks != sorted(set(looks)) or looks[-1] > len(draws):
+        raise DesignError(
+            f"study.looks={looks}: expected increasing numbers of draws, the last at most the "
+            f"{len(draws)} of study.draws"
+        )
+    trained = listed_draws(config["base_policy"])
+    if not any(trained == draws[:n] for n in looks):
+        raise DesignError(
+            f"base_policy.draws={trained} are not the draws of a look: a look at n draws trains "
+            f"study.draws[:n] for n in study.looks={looks}"
+        )
 
 
 def check_draws(config: dict[str, Any]) -> None:

@@ -388,10 +388,11 @@ class Plan:
         # minutes_per_unit was measured on a unit of runs_per_unit runs (this design's cells,
         # one run each, unless declared): this design's unit, its replicated references' k − 1
         # extra runs a seed included, is priced at the measured unit's mean run
-        runs = len(design.all_cells()) * len(design.seeds)
-        extra = sum((k - 1) * len(design.seeds) for k in design.reference_replicates.values())
-        measured = int(section.get("runs_per_unit") or runs)
-        minutes = float(section.get("minutes_per_unit", math.nan)) * (runs + extra) / measured
+        minutes = float(section.get("minutes_per_unit", math.nan))
+        if design.reference_replicates or section.get("runs_per_unit"):
+            runs = len(design.all_cells()) * len(design.seeds)
+            extra = sum((k - 1) * len(design.seeds) for k in design.reference_replicates.values())
+            minutes *= (runs + extra) / int(section.get("runs_per_unit") or runs)
         push = design.sections.get("push") or {}
         return cls(
             unit,
