@@ -36,6 +36,7 @@ def evaluate(config: dict[str, Any], base: Path, run: Path) -> dict[str, float]:
     from grpo_ablation.design.checks import evaluation_config
     from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
     from grpo_ablation.evaluation.task_folders import write_split_tasks
+    from grpo_ablation.layout import STEP_RESULTS, checkpoint_step, step_folder
     from grpo_ablation.tasks import get_task
     from grpo_ablation.training.train import last_checkpoint
 
@@ -44,11 +45,11 @@ def evaluate(config: dict[str, Any], base: Path, run: Path) -> dict[str, float]:
     if not tasks.exists():
         write_split_tasks(base / "data", tasks, task.kind, ev, task.answer_rule, task.chat_template)
     checkpoint = last_checkpoint(run)
-    step = int(checkpoint.name.split("-")[1])
+    step = checkpoint_step(checkpoint)
     evaluate_checkpoints(
         [(step, checkpoint)], tasks / "test", run / "eval", EvaluationOptions.of(ev)
     )
-    result = json.loads((run / "eval" / f"step={step}" / "results.json").read_text())
+    result = json.loads((step_folder(run / "eval", step) / STEP_RESULTS).read_text())
     return {k: v for k, v in result.items() if k.endswith("_accuracy") and isinstance(v, float)}
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.records import ROOT, eval_dir, read_job_benchmarks, subtrees, timings
+from grpo_ablation.layout import STEP_RESULTS
 
 MODES = ("in_process", "cold_worker", "warm_worker")
 
@@ -68,7 +69,7 @@ def evaluation_modes(exp_dir: Path, repeats: int = 3) -> dict[str, Any]:
     generation is 1 - generate_s / wall. Cold: a fresh worker (private TMPDIR) that the job starts.
     """
     run = next(p.parent for p in sorted((exp_dir / "runs").rglob("run_info.json")))
-    first = json.loads(next((exp_dir / "eval" / "base" / "test").rglob("results.json")).read_text())
+    first = json.loads(next((exp_dir / "eval" / "base" / "test").rglob(STEP_RESULTS)).read_text())
     evaluation = {
         "batch_size": first["batch_size"],
         "device": first["device"],

@@ -10,7 +10,7 @@ preset at its GPU size (``config/smollm2.yaml`` then ``config/smollm2_gpu.yaml``
 key as Snakemake merges them: G = 8, 16 prompts a step, 128 tokens), in a work folder of its own:
 
 ``figures`` (reported):
-- ``calibration``: ``grpo-ablation calibrate``'s measurement in float32 and in bfloat16 (seconds
+- ``cost_probe``: ``grpo-ablation cost-probe``'s measurement in float32 and in bfloat16 (seconds
   per training step, peak memory, the preset's projected GPU-hours, the jobs it would refuse). Its
   built-in model is a random Qwen2 at SmolLM2-135M's shape (576 wide, 30 layers, 9 heads, 3 KV
   heads, 49,152 embedding rows): every completion runs to its cap, so a step's time and memory are
@@ -25,7 +25,7 @@ key as Snakemake merges them: G = 8, 16 prompts a step, 128 tokens), in a work f
 - ``signal``: the checks' base policy gives mixed groups and a non-zero gradient in the reference
   run. Without it the checks below compare weights that never moved. The built-in model here is a small Qwen2
   stand-in warm-started on the preset's task (``CHECK_MODEL``); with ``--model`` the model itself.
-- ``calibration``: the peak memory is of the device's kind, in each precision.
+- ``cost_probe``: the peak memory is of the device's kind, in each precision.
 - ``same_step_zero``: two cells of one seed draw the same step-0 completions (keyed sampling), in
   each precision.
 - ``kill_and_resume``: a job killed after its first checkpoint resumes to the end; its rollouts
@@ -147,7 +147,7 @@ def with_device(config: dict[str, Any], device: str) -> dict[str, Any]:
 
 def environment(device: str, dtype: str) -> dict[str, Any]:
     """What ran the check: the job record's device fields and every pinned library's version."""
-    from grpo_ablation.compute import device_info
+    from grpo_ablation.device import device_info
 
     versions = {}
     for name in PACKAGES:
@@ -203,7 +203,7 @@ def prepare_base(config: dict[str, Any], work: Path, max_sft_steps: int | None) 
     from grpo_ablation.policy.prefetch import prefetch
     from grpo_ablation.process import bootstrap
     from grpo_ablation.tasks import get_task
-    from grpo_ablation.training.calibrate import build_base
+    from grpo_ablation.training.cost_probe import build_base
 
     bootstrap(threads=config.get("threads_per_job", 1))
     prefetch(config)
@@ -260,11 +260,11 @@ def _complete_json(path: Path) -> bool:
     return True
 
 
-def calibration(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any]:
-    """calibrate's measurement, the preset's projection and refusals, and a pass when the peak
+def cost_probe(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any]:
+    """The cost probe's measurement, the preset's projection and refusals, and a pass when the peak
     memory is of the device's kind."""
-    from grpo_ablation.compute import resolve_device
-    from grpo_ablation.training.calibrate import dag_shape, measure, project, refusals
+    from grpo_ablation.device import resolve_device
+    from grpo_ablation.training.cost_probe import dag_shape, measure, project, refusals
     from grpo_ablation.training.train import checkpoint_dtypes, last_checkpoint
 
     started = time.perf_counter()
@@ -432,8 +432,8 @@ def run_checks(
     default_sft_steps: int,
 ) -> None:
     """Every figure and check of the module docstring, in ``work``, into ``record``."""
-    from grpo_ablation.compute import resolve_device
     from grpo_ablation.design.ablation import Design
+    from grpo_ablation.device import resolve_device
     from grpo_ablation.process import in_own_process
 
     device = resolve_device(timing["compute"]["device"])
@@ -444,18 +444,18 @@ def run_checks(
         default_base = pool.submit(
             in_own_process, prepare_base, default, work / "default", default_sft_steps
         )
-        cal = figures["calibration"] = {}
+        cal = figures["cost_probe"] = {}
         for d in DTYPES:
             part = record.part(
-                f"calibration_{d}",
-                calibration,
+                f"cost_probe_{d}",
+                cost_probe,
                 with_dtype(timing, d),
                 steps,
-                work / f"calibrate_{d}",
+                work / f"cost_probe_{d}",
             )
             if part is not None:
                 cal[d] = part
-        checks["calibration"] = {
+        checks["cost_probe"] = {
             "passed": len(cal) == len(DTYPES) and all(c["passed"] for c in cal.values())
         }
 
@@ -531,6 +531,8 @@ def evaluation_twice(config: dict[str, Any], work: Path) -> dict[str, Any]:
     from grpo_ablation.design.checks import evaluation_config
     from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
     from grpo_ablation.evaluation.task_folders import write_split_tasks
+    from grpo_ablation.layout import STEP_RESULTS, step_folder
+    from grpo_ablation.layout import checkpoint as checkpoint_path
     from grpo_ablation.tasks import get_task
 
     base, ev, task = work / "checks", evaluation_config(config), get_task(config["task"])
@@ -538,12 +540,12 @@ def evaluation_twice(config: dict[str, Any], work: Path) -> dict[str, Any]:
         base / "data", base / "tasks", task.kind, ev, task.answer_rule, task.chat_template
     )
     options = EvaluationOptions.of(ev)
-    checkpoint = base / DTYPES[0] / "reference" / f"checkpoints/checkpoint-{KILL_STEPS}"
+    checkpoint = checkpoint_path(base / DTYPES[0] / "reference", KILL_STEPS)
     results = []
     for copy in ("a", "b"):
         out = work / f"eval_{copy}"
         evaluate_checkpoints([(KILL_STEPS, checkpoint)], base / "tasks" / "test", out, options)
-        results.append((out / f"step={KILL_STEPS}" / "results.json").read_bytes())
+        results.append((step_folder(out, KILL_STEPS) / STEP_RESULTS).read_bytes())
     return {
         "passed": results[0] == results[1],
         "backend": options.backend,
@@ -569,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", action="store_true", help="run every check on the CPU")
     parser.add_argument("--configfile", type=Path, nargs="+", help="configs, merged in order")
     parser.add_argument("--model", type=Path, help="a model folder (default: built here)")
-    parser.add_argument("--steps", type=int, default=4, help="training steps to calibrate")
+    parser.add_argument("--steps", type=int, default=4, help="training steps the cost probe times")
     parser.add_argument("--default-steps", type=int, default=DEFAULT_STEPS)
     parser.add_argument("--default-sft-steps", type=int, default=DEFAULT_SFT_STEPS)
     parser.add_argument(
@@ -592,8 +594,8 @@ def main(argv: list[str] | None = None) -> int:
     src = str(ROOT / "src")
     sys.path.insert(0, src)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))
-    from grpo_ablation.compute import resolve_device
     from grpo_ablation.design.schema import load_config
+    from grpo_ablation.device import resolve_device
 
     with tempfile.TemporaryDirectory() as tmp:
         work = (a.work or Path(tmp)).resolve()
@@ -654,7 +656,7 @@ def table(record: dict[str, Any]) -> str:
         ("transformers / TRL", f"{env['transformers']} / {env['trl']}"),
         ("vLLM", record["vllm_note"] or f"{env['vllm']}, used: {record['vllm']}"),
     ]
-    for dtype, c in f["calibration"].items():
+    for dtype, c in f["cost_probe"].items():
         m = c["measured"]
         rows.append(
             (

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.records import eval_dir, pipeline_wall, read_job_benchmarks, subtrees, timings
+from grpo_ablation.layout import WALL_TIME
 
 
 def _count_jobs(text: str) -> int:
@@ -60,7 +61,7 @@ def dag_scaling(sizes: tuple[int, ...] = (10, 100, 1000, 5000)) -> dict[str, Any
                 raise RuntimeError(proc.stderr[-2000:])
             return _count_jobs(proc.stdout + proc.stderr), elapsed
 
-        # Jobs grow linearly with seeds: calibrate on one and two seeds, then size each grid.
+        # Jobs grow linearly with seeds: measure one and two seeds, then size each grid.
         one, two = dry_run(1)[0], dry_run(2)[0]
         per_seed, fixed = two - one, 2 * one - two
         for n in sizes:
@@ -99,7 +100,7 @@ def dag_floor(exp_dir: Path, cores: int = 2) -> dict[str, Any]:
     threads), divided by the cores. Wall time: first job start to last job end (Snakemake's
     benchmark files; the DAG's own planning, a few seconds, is outside)."""
     folders = subtrees(exp_dir)
-    runs = sorted(p for f in folders for p in f.glob("runs/**/wall_time.json"))
+    runs = sorted(p for f in folders for p in f.glob(f"runs/**/{WALL_TIME}"))
     train_s = sum(sum(json.loads(p.read_text())) for p in runs)
     generate_s = sum(
         json.loads(p.read_text()).get("generate_s", 0.0)

@@ -2,7 +2,7 @@
 
 Two measurements of a real pretrained instruct model (SmolLM2-135M-Instruct, converted from its
 GGUF into a Hugging Face folder by ``grpo_ablation.policy.gguf``) on the locally generated word
-problems (``grpo_ablation.tasks.word_problems``), under the preset's prompt template, chat
+problems (``grpo_ablation.tasks.word_problem_generator``), under the preset's prompt template, chat
 template, temperature, group size and completion cap (``config/smollm2.yaml``):
 
 ``level``: for each difficulty (steps, max_operand), the base policy's greedy and sampled
@@ -67,7 +67,7 @@ def problem_rows(
     """Word problems of ``level`` written under ``root`` and read back through the math task (its
     prompt template, gold answers and prompt ids): the task and its train and test rows."""
     from grpo_ablation.tasks.math import MathTask, source_rows
-    from grpo_ablation.tasks.word_problems import write_word_problems
+    from grpo_ablation.tasks.word_problem_generator import write_word_problems
 
     steps, max_operand = level
     folder = write_word_problems(
@@ -473,7 +473,7 @@ def _one_step_run(kind, model_dir, rows, out, steps, p, fixed=False) -> dict[str
     (setup excluded from the times, included in the memory)."""
     from transformers import TrainerCallback
 
-    from grpo_ablation.compute import peak_memory
+    from grpo_ablation.device import peak_memory
 
     reset = _reset_peak_rss()
     trainer, clock = _trainer(kind, model_dir, rows, out, steps, p, fixed)

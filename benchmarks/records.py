@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grpo_ablation.layout import STEP_TIMING
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -77,4 +79,4 @@ def eval_dir(folder: Path, job: str) -> Path:
 
 def timings(directory: Path) -> list[dict[str, Any]]:
     """Every ``timing.json`` under an evaluation's directory."""
-    return [json.loads(t.read_text()) for t in directory.rglob("timing.json")]
+    return [json.loads(t.read_text()) for t in directory.rglob(STEP_TIMING)]

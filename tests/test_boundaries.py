@@ -38,7 +38,7 @@ MODULES = {module_name(p): imports(p) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def test_the_import_scan_sees_the_package():
-    assert {"grpo_ablation.cli", "grpo_ablation.evaluation.job"} <= MODULES.keys()
+    assert {"grpo_ablation.cli", "grpo_ablation.commands.evaluate"} <= MODULES.keys()
     assert "grpo_ablation.design.options" in MODULES["grpo_ablation.design.checks"]
 
 

@@ -57,7 +57,7 @@ def test_the_cluster_preset_dry_runs_through_the_slurm_profile_offline(tmp_path)
     # Compute jobs never unset the offline flags (the CLI only ever sets them by default).
     cli = "".join(
         (ROOT / "src/grpo_ablation" / f).read_text()
-        for f in ("cli.py", "process.py", "training/train.py", "training/job.py")
+        for f in ("cli.py", "process.py", "training/train.py", "commands/train.py")
     )
     assert "environ.pop" not in cli
     assert not (tmp_path / "results").exists(), "a dry run must write nothing"
@@ -261,7 +261,7 @@ def test_the_exact_metric_only_where_accepted_completions_are_enumerable(
 def test_a_cuda_device_is_refused_where_there_is_none(monkeypatch):
     import torch
 
-    from grpo_ablation.compute import DeviceError, resolve_device
+    from grpo_ablation.device import DeviceError, resolve_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_device("auto") == "cpu"
@@ -274,24 +274,24 @@ def test_a_cuda_device_is_refused_where_there_is_none(monkeypatch):
 def test_the_cuda_error_names_the_driver_the_torch_build_needs_and_the_one_found(monkeypatch):
     import torch
 
-    from grpo_ablation import compute
+    from grpo_ablation import device
 
-    assert compute.driver_advice("13.0", "550.54.15") == (
+    assert device.driver_advice("13.0", "550.54.15") == (
         "it needs NVIDIA driver >= 580; the driver found is 550.54.15 (too old)"
     )
-    assert "found is 580.65.06 (new enough" in compute.driver_advice("13.0", "580.65.06")
-    assert compute.driver_advice("12.8", "550.54.15").endswith(
+    assert "found is 580.65.06 (new enough" in device.driver_advice("13.0", "580.65.06")
+    assert device.driver_advice("12.8", "550.54.15").endswith(
         "(new enough: look for a GPU hidden from the job)"
     )
-    assert "nvidia-smi found no driver" in compute.driver_advice("13.0", None)
-    assert "CPU build" in compute.driver_advice(None, None)
+    assert "nvidia-smi found no driver" in device.driver_advice("13.0", None)
+    assert "CPU build" in device.driver_advice(None, None)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.version, "cuda", "13.0")
-    monkeypatch.setattr(compute, "driver_version", lambda: "535.104.05")
+    monkeypatch.setattr(device, "driver_version", lambda: "535.104.05")
     with pytest.raises(
-        compute.DeviceError, match=r"driver >= 580; the driver found is 535\.104\.05 \(too old\)"
+        device.DeviceError, match=r"driver >= 580; the driver found is 535\.104\.05 \(too old\)"
     ):
-        compute.resolve_device("cuda")
+        device.resolve_device("cuda")
 
 
 def test_retries_come_from_the_profile_alone():
@@ -320,28 +320,28 @@ def test_a_warm_start_on_cuda_gets_a_gpu_and_nothing_else_does():
 
 
 def test_jobs_work_offline_and_tell_vllm_not_to_phone_home(monkeypatch):
-    from grpo_ablation import compute
+    from grpo_ablation import hub
 
-    for var in (*compute.OFFLINE_VARS, *compute.QUIET_VARS):
+    for var in (*hub.OFFLINE_VARS, *hub.QUIET_VARS):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("DO_NOT_TRACK", "0")  # a user's own setting wins
-    compute.work_offline()
+    hub.work_offline()
     import os
 
-    assert [os.environ[v] for v in (*compute.OFFLINE_VARS, "VLLM_NO_USAGE_STATS")] == ["1"] * 3
+    assert [os.environ[v] for v in (*hub.OFFLINE_VARS, "VLLM_NO_USAGE_STATS")] == ["1"] * 3
     assert os.environ["DO_NOT_TRACK"] == "0"
 
 
 def test_kernel_caches_stay_on_the_node_unless_the_user_names_a_folder(monkeypatch, tmp_path):
-    from grpo_ablation import compute
+    from grpo_ablation import hub
 
-    for var in compute.CACHE_VARS:
+    for var in hub.CACHE_VARS:
         monkeypatch.setenv(var, "")  # recorded, so that the test's own settings are undone
         monkeypatch.delenv(var)
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # SLURM's per-job folder, where a site sets one
     monkeypatch.setenv("TRITON_CACHE_DIR", "/scratch/me/triton")
     monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
-    compute.work_offline()
+    hub.work_offline()
     assert os.environ["TRITON_CACHE_DIR"] == "/scratch/me/triton"
     for var in ("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR"):
         assert Path(os.environ[var]).parent == tmp_path / f"grpo-ablation-{os.getuid()}"

@@ -1,7 +1,8 @@
-"""Every command is declared once (grpo_ablation.cli.COMMANDS): the CLI and the jobs the worker
-may run are built from the table, the CLI is the one main, and every process is set up the same
+"""Every command is declared once, as a module of grpo_ablation.commands, all in one pattern: the
+CLI and the jobs the worker may run are built from the table of them (COMMANDS), the CLI is the one main, and every process is set up the same
 way (grpo_ablation.process.bootstrap)."""
 
+import importlib
 import os
 import subprocess
 import sys
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablation import cli, worker
-from grpo_ablation.cli import COMMANDS, SERVED_JOBS
+from grpo_ablation import cli, commands, worker
+from grpo_ablation.commands import COMMANDS, served_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,22 +28,32 @@ def test_the_cli_is_the_table():
         assert callable(command.job) and callable(command.arguments)
 
 
+def test_every_command_is_a_module_of_one_pattern():
+    modules = sorted(p.stem for p in Path(commands.__file__).parent.glob("*.py"))
+    assert [m.replace("_", "-") for m in modules if m != "__init__"] == list(COMMANDS)
+    for name in COMMANDS:
+        module = importlib.import_module(f"grpo_ablation.commands.{name.replace('-', '_')}")
+        assert module.HELP and callable(module.run) and callable(module.add_arguments), name
+    assert "calibrate" not in COMMANDS and "cost-probe" in COMMANDS  # named for what it measures
+
+
 def test_the_worker_runs_exactly_the_served_commands(monkeypatch):
     monkeypatch.setenv(worker.MODE_ENV, "on")
-    assert list(SERVED_JOBS) == [
-        "train",
-        "evaluate",
+    jobs = served_jobs()
+    assert list(jobs) == [
         "diagnostics",
-        "tables",
+        "evaluate",
         "figures",
-        "reading",
         "pooled",
         "pooled-figures",
         "push",
         "push-report",
+        "reading",
+        "tables",
         "token-weights",
+        "train",
     ]
-    for name, job in SERVED_JOBS.items():
+    for name, job in jobs.items():
         assert job.run is COMMANDS[name].job and worker.wanted(name)
 
 

@@ -14,9 +14,9 @@ import pytest
 import grpo_ablation.evaluation.calibration
 import grpo_ablation.evaluation.evaluate
 import grpo_ablation.process
+from grpo_ablation.commands import evaluate as job
 from grpo_ablation.design.ablation import run_seed
-from grpo_ablation.evaluation import job
-from grpo_ablation.evaluation.job import evaluation_seed
+from grpo_ablation.evaluation.seeding import evaluation_seed
 from grpo_ablation.layout import RUN_INFO
 
 DRAWS, SEEDS = range(3, 9), range(3)
@@ -57,7 +57,11 @@ def _run_job(argv: list[str], monkeypatch) -> list[int]:
         lambda checkpoints, tasks, out, options, **kw: record(seed=options.seed),
     )
     monkeypatch.setattr(grpo_ablation.evaluation.calibration, "measure", record)
-    monkeypatch.setattr(job, "write_curve", lambda run, info, tasks, out, o: record(**o))
+    monkeypatch.setattr(
+        grpo_ablation.evaluation.evaluate,
+        "write_curve",
+        lambda run, info, tasks, out, o: record(**o),
+    )
     p = argparse.ArgumentParser()
     job.add_arguments(p)
     job.run(p.parse_args(argv))

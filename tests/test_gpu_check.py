@@ -91,7 +91,7 @@ def test_the_gpu_check_passes_on_cpu_with_a_signal_and_the_device_equal_to_the_c
     record = json.loads(out.read_text())
     checks, figures = record["checks"], record["figures"]
     assert set(checks) == {
-        "calibration",
+        "cost_probe",
         "signal",
         "same_step_zero",
         "kill_and_resume",
@@ -104,7 +104,7 @@ def test_the_gpu_check_passes_on_cpu_with_a_signal_and_the_device_equal_to_the_c
         resume = checks["kill_and_resume"][dtype]
         assert resume["killed_after_checkpoint"] == 1 and resume["max_abs_weight_update"] > 0
         assert checks["same_step_zero"][dtype]["completions"] > 0
-        assert figures["calibration"][dtype]["measured"]["peak_memory_kind"] == "host RSS"
+        assert figures["cost_probe"][dtype]["measured"]["peak_memory_kind"] == "host RSS"
     assert checks["kill_and_resume"]["float32"]["max_abs_weight_difference"] == 0.0
     precision = figures["bf16_vs_fp32"]
     assert precision["grad_norm"]["float32"] > 0 and precision["grad_norm"]["bfloat16"] > 0

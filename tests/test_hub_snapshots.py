@@ -13,7 +13,7 @@ import yaml
 from conftest import cache_revision_only, snakemake
 
 from grpo_ablation.policy.standin import build_standin_model
-from grpo_ablation.tasks.word_problems import write_word_problems
+from grpo_ablation.tasks.word_problem_generator import write_word_problems
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

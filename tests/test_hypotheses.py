@@ -511,13 +511,13 @@ def test_the_plan_prices_the_units_here_and_on_a_cluster():
     assert row["gpu_hours_needed"] == 0.5 * row["units_needed"]
 
 
-def test_the_plan_command_reads_the_config_and_a_gpu_calibration(tmp_path, capsys):
+def test_the_plan_command_reads_the_config_and_a_gpu_cost_probe(tmp_path, capsys):
     """`grpo-ablation plan`: no training, the config's power section, and the GPU-hours of the
-    units from a calibration record (6 GPU-hours for a DAG of 3 draws: 2 a draw)."""
+    units from a cost probe's record (6 GPU-hours for a DAG of 3 draws: 2 a draw)."""
     from grpo_ablation import cli
 
-    calibration = tmp_path / "calibration.json"
-    calibration.write_text(
+    probe = tmp_path / "cost_probe.json"
+    probe.write_text(
         json.dumps(
             {"dag": {"base_policies": 3, "runs": 39, "cells": 13}, "projection": {"gpu_hours": 6.0}}
         )
@@ -528,8 +528,8 @@ def test_the_plan_command_reads_the_config_and_a_gpu_calibration(tmp_path, capsy
             "plan",
             "--configfile",
             str(ROOT / "config/config.yaml"),
-            "--calibration",
-            str(calibration),
+            "--cost-probe",
+            str(probe),
             "--out",
             str(out),
         ]

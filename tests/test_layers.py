@@ -1,6 +1,7 @@
 """The layers of the package, bottom up: the ground modules (settings, layout, code, numerics, sampling,
-compute, process, the objective's conventions), the tasks, the design (what the config declares
-and what is checked before any job), then the jobs' packages, the worker and the CLI on top.
+device, hub, packages, process, the objective's conventions), the tasks, the design (what the
+config declares and what is checked before any job), then the jobs' packages, the worker, the
+commands and the CLI on top.
 Every import, at the top of a module or inside a function, runs downward (no cycle:
 test_boundaries.py); the Snakefile imports
 the design and the layout alone, so planning a DAG imports no numerical library."""
@@ -22,7 +23,9 @@ GROUND = {
     "grpo_ablation.numerics",
     "grpo_ablation.sampling",
     "grpo_ablation.keyed_sampling",
-    "grpo_ablation.compute",
+    "grpo_ablation.device",
+    "grpo_ablation.hub",
+    "grpo_ablation.packages",
     "grpo_ablation.process",
     "grpo_ablation.objective",
     "grpo_ablation.objective.conventions",
@@ -66,9 +69,9 @@ def test_the_design_imports_the_ground_the_tasks_and_itself_only():
         assert below(module, GROUND | TASKS | DESIGN) == [], module
 
 
-def test_only_the_cli_imports_the_worker():
+def test_only_the_cli_and_its_worker_command_import_the_worker():
     users = sorted(m for m in MODULES if "grpo_ablation.worker" in package_imports(m))
-    assert users == ["grpo_ablation.cli"]
+    assert users == ["grpo_ablation.cli", "grpo_ablation.commands", "grpo_ablation.commands.worker"]
 
 
 def test_the_snakefile_imports_the_design_and_the_layout_alone():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablation.layout import Tree, cell_and_seed
+from grpo_ablation.layout import Evaluation, Tree, cell_and_seed
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = "std=sample/agg=sequence_mean/G=8/zv=filter"
@@ -82,19 +82,29 @@ def test_the_evaluation_job_writes_where_the_tree_reads():
 
 
 def test_the_files_the_jobs_write_are_named_only_in_layout():
-    """A run's files (run_info.json, objective.json, rollouts, checkpoint-<step> ...), the splits'
-    manifest, the base policy's record, the evaluation's and the diagnostics' files: the jobs that
-    write them and the rules and analysis that read them take the name from layout.py."""
+    """A run's files (run_info.json, objective.json, rollouts, checkpoint-<step>, its rerun
+    identity and wall times ...), the split files and their manifest, the base policy's record and
+    its model folder's, each checkpoint's evaluation files, the calibration's working files and the
+    diagnostics' files: the jobs that write them and the rules and analysis that read them take
+    the name from layout.py."""
     from grpo_ablation import layout
 
     names = [
         *(layout.RUN_INFO, layout.OBJECTIVE, layout.OBJECTIVE_TEXT, layout.BUDGET),
         *(layout.METRICS, layout.ROLLOUTS, layout.CURVE_POLICIES, layout.CHECKPOINT_PREFIX),
+        *(layout.RUN_IDENTITY, layout.WALL_TIME),
         *(layout.STEPS, layout.SUMMARY, layout.CALIBRATION, layout.CURVE, layout.MANIFEST),
-        layout.BASE_INFO,
+        *(layout.STEP_RESULTS, layout.STEP_SAMPLES, layout.STEP_TIMING, layout.STEP_DONE),
+        *(layout.CALIBRATION_ROWS, layout.BASE_INFO, layout.WARM_START, layout.CONVERSION),
+        *(layout.split_path("", split).name for split in layout.SPLITS),
     ]
     quoted = re.compile(r"""["'/](""" + "|".join(map(re.escape, names)) + r""")["'{]""")
     assert spelled_outside_layout(quoted) == []
+    # nor is a split's file or a checkpoint's folder built from its parts
+    built = re.compile(r"""\{split\}\.jsonl|step=\{""")
+    assert spelled_outside_layout(built) == []
+    assert Tree("R").split("test") == "R/data/test.jsonl"
+    assert Evaluation("E").step("test", 4) == "E/test/step=4"
 
 
 def test_the_analysis_outputs_are_declared_once_in_layout():

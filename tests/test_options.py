@@ -2,6 +2,7 @@
 
 import re
 from dataclasses import MISSING, asdict, fields, make_dataclass
+from pathlib import Path
 
 import pytest
 import yaml
@@ -156,6 +157,25 @@ def test_every_choice_of_an_option_is_named_in_its_help():
                 c for c in choices if not re.search(rf"\b{re.escape(c)}\b", f.metadata["help"])
             ]
             assert not missing, f"{cls.__name__}.{f.name}: help does not name {missing}"
+
+
+def test_a_help_text_that_lists_its_choices_takes_them_from_the_registry():
+    """Where a help text lists an option's choices, it says ``{choices}`` and the registry fills
+    it in: no list of a registry's choices is copied by hand into options.py."""
+    from grpo_ablation.design import options
+    from grpo_ablation.settings import spell_choices
+
+    source = Path(options.__file__).read_text()
+    listed = 0
+    for cls in (TrainingConfig, ComputeConfig):
+        for f in fields(cls):
+            choices = f.metadata.get("choices")
+            if choices and spell_choices(choices) in f.metadata["help"]:
+                listed += 1
+                for copy in (spell_choices(choices), ", ".join(choices)):
+                    assert copy not in source, f"{f.name}: its choices are copied by hand"
+    assert listed >= 4
+    assert spell_choices(("a", "b", "c")) == "a, b or c" and spell_choices(("a",)) == "a"
 
 
 def test_the_schemas_hand_written_choices_are_the_registries():

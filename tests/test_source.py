@@ -17,7 +17,7 @@ from conftest import cache_revision_only
 
 from grpo_ablation.tasks.math import MathTask, write_splits
 from grpo_ablation.tasks.source import Source
-from grpo_ablation.tasks.word_problems import write_word_problems
+from grpo_ablation.tasks.word_problem_generator import write_word_problems
 
 REVISION = "cc7b047b6e5bb11b4f1af84efc572db110a51b3c"
 

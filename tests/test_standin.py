@@ -17,7 +17,7 @@ import torch
 from grpo_ablation.policy.sft import prompt_ids, render_prompt, warm_start_pretrained
 from grpo_ablation.policy.standin import build_standin_model
 from grpo_ablation.tasks.source import Source
-from grpo_ablation.tasks.word_problems import write_word_problems
+from grpo_ablation.tasks.word_problem_generator import write_word_problems
 
 torch.set_num_threads(1)
 

@@ -1,5 +1,5 @@
-"""Device memory between the steps of a job (issue #39, "Calibration with vLLM"): calibrate trains in
-a process of its own, so that its evaluation starts with none of training's memory held; the curve
+"""Device memory between the steps of a job (issue #39, "Calibration with vLLM"): the cost probe trains
+in a process of its own, so that its evaluation starts with none of training's memory held; the curve
 evaluation keeps one vLLM engine for all policies of a run, loading each policy's weights into it,
 and shuts it down at the end. vLLM is not installed here: its engine is a stand-in that records
 what it is asked (engines built, weights loaded, prefix caches reset, shut downs)."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from grpo_ablation.design.schema import load_config
-from grpo_ablation.training import calibrate
+from grpo_ablation.training import cost_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,12 +31,12 @@ def test_a_function_in_its_own_process_returns_its_result_or_fails_loudly():
         in_own_process(os._exit, 3)  # dies there without a result
 
 
-def test_calibrate_trains_in_a_process_of_its_own_and_keeps_the_larger_peak(
+def test_the_cost_probe_trains_in_a_process_of_its_own_and_keeps_the_larger_peak(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ):
     """measure() hands the base policy and training to in_own_process, evaluates the checkpoint
     it names here, and reports the larger of the training process's peak and its own."""
-    from grpo_ablation.compute import PeakMemory
+    from grpo_ablation.device import PeakMemory
     from grpo_ablation.evaluation import evaluate
     from grpo_ablation.policy import prefetch
 
@@ -57,25 +57,25 @@ def test_calibrate_trains_in_a_process_of_its_own_and_keeps_the_larger_peak(
             "gpu_total_bytes": None,
         }
 
-    monkeypatch.setattr(calibrate, "in_own_process", trained)
+    monkeypatch.setattr(cost_probe, "in_own_process", trained)
     monkeypatch.setattr(prefetch, "prefetch", lambda config: None)
     monkeypatch.setattr(
         evaluate, "evaluate_checkpoints", lambda c, task_dir, *a, **k: evaluated.append(c)
     )
     config = load_config(ROOT / "config/smoke.yaml")
-    m = calibrate.measure(config, 2, tmp_path)
-    assert ran == [(calibrate.train_steps, (config, 2, tmp_path))]
+    m = cost_probe.measure(config, 2, tmp_path)
+    assert ran == [(cost_probe.train_steps, (config, 2, tmp_path))]
     assert evaluated == [[(2, ckpt)], [(2, ckpt)]]  # test, then validation
     assert (m.train_step_s, m.train_setup_s, m.sft_step_s) == (2.0, 6.0, 0.5)
     assert (m.weights_bytes, m.optimizer_bytes) == (1000, 3000)
     assert m.peak_memory_kind == "host RSS" and m.peak_memory_bytes == 2**50  # the child's
     assert m.train_peak_gpu_bytes is None and m.gpu_total_bytes is None  # no GPU plan on CPU
     monkeypatch.setattr(
-        calibrate,
+        cost_probe,
         "in_own_process",
         lambda fn, *a: trained(fn, *a) | {"peak": PeakMemory(1, None)},
     )
-    assert 1 < calibrate.measure(config, 2, tmp_path).peak_memory_bytes < 2**50  # this one's
+    assert 1 < cost_probe.measure(config, 2, tmp_path).peak_memory_bytes < 2**50  # this one's
 
 
 # --- one vLLM engine for the curve ----------------------------------------------------------------

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from grpo_ablation.tasks.math import MathTask, source_rows, write_splits
-from grpo_ablation.tasks.word_problems import WordProblems, generate, write_word_problems
+from grpo_ablation.tasks.word_problem_generator import WordProblems, generate, write_word_problems
 
 STEP = re.compile(r"<<(\d+)([+-])(\d+)=(\d+)>>(\d+)")
 

@@ -134,6 +134,13 @@ PUSH_TABLE: dict[str, str] = {output_key(name): name for name in PUSH_TABLES}
 SUMMARY = "summary.json"
 CALIBRATION = "calibration.json"
 CURVE = "curve.json"
+# A checkpoint's evaluation folder (``<split>/step=<n>``, ``Evaluation.step``): its numbers, lm-eval's
+# samples and its timings (apart, so that its numbers are byte-identical across reruns), then the
+# key that marks it finished, written last.
+STEP_RESULTS = "results.json"
+STEP_SAMPLES = "samples.jsonl"
+STEP_TIMING = "timing.json"
+STEP_DONE = "done.json"
 # What a training run writes in its folder (``Tree.run``); checkpoint-<step> is TRL's name.
 RUN_INFO = "run_info.json"
 OBJECTIVE = "objective.json"
@@ -143,6 +150,10 @@ METRICS = "metrics.jsonl"
 ROLLOUTS = "rollouts"
 CHECKPOINTS = "checkpoints"
 CURVE_POLICIES = "curve"  # the weights-only policies of the efficiency curve
+RUN_IDENTITY = (
+    "run_identity.json"  # the options that decide a rerun (TrainingConfig.rerun_identity)
+)
+WALL_TIME = "wall_time.json"  # the seconds of each attempt (a resumed run's several)
 CHECKPOINT_PREFIX = "checkpoint-"
 # The diagnostics job's per-step table (beside its summary); a split folder's and a task folder's
 # manifest; the base-policy job's record.
@@ -152,6 +163,16 @@ STEPS = "steps.csv"
 PUSH_PURPOSES = ("test", "pilot")
 MANIFEST = "manifest.json"
 BASE_INFO = "base_policy.json"
+# The fixed splits, one JSONL file each in data/ beside their manifest (``split_path``).
+SPLITS = ("train", "validation", "test")
+# The mixed-group calibration's working folder in a run's evaluation: per saved policy
+# (``step_folder``), the rows of the prompts it sampled in training and their lm-eval task.
+CALIBRATION_WORK = "calibration"
+CALIBRATION_ROWS = "rows.jsonl"
+CALIBRATION_TASK = "task"
+# In a base policy's model folder: the local warm start's record; a converted GGUF's provenance.
+WARM_START = "warm_start.json"
+CONVERSION = "conversion.json"
 
 
 def run_key(cell: str, seed: Any) -> str:
@@ -169,6 +190,10 @@ class Evaluation:
     def split(self, split: str) -> str:
         return f"{self.folder}/{split}"
 
+    def step(self, split: str, step: Any) -> str:
+        """One checkpoint's folder (STEP_RESULTS, STEP_SAMPLES, STEP_TIMING, STEP_DONE)."""
+        return str(step_folder(self.split(split), step))
+
     def summary(self, split: str = "test") -> str:
         return f"{self.split(split)}/{SUMMARY}"
 
@@ -180,6 +205,31 @@ class Evaluation:
 
     def curve(self) -> str:
         return f"{self.curve_folder()}/{CURVE}"
+
+
+# The files that hold a model's weights (optimizer state and tokenizer files are not).
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """A local model folder's weight files, sorted: what identifies its weights (by name, size and
+    mtime) for an evaluation's cache and for a run's record of its base model."""
+    return sorted(f for pattern in WEIGHT_FILES for f in Path(folder).glob(pattern))
+
+
+def weight_identity(folder: Path) -> list[list[Any]]:
+    """A local model's weights as a cache key: each weight file's path, size and mtime."""
+    return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in weight_files(folder)]
+
+
+def split_path(folder: str | Path, split: str) -> Path:
+    """A split's file in a data folder (``data/<split>.jsonl``)."""
+    return Path(folder) / f"{split}.jsonl"
+
+
+def step_folder(folder: str | Path, step: Any) -> Path:
+    """``<folder>/step=<step>``: how an evaluation names what it measured of one saved policy."""
+    return Path(folder) / f"step={step}"
 
 
 def checkpoint(run: str | Path, step: Any) -> Path:
@@ -207,6 +257,9 @@ class Tree:
     # -- shared by draws -------------------------------------------------------------------------
     def data(self, name: str) -> str:
         return self.at("data", name)
+
+    def split(self, split: str) -> str:
+        return str(split_path(self.at("data"), split))
 
     def task_manifest(self, split: str) -> str:
         return self.at("tasks", split, MANIFEST)

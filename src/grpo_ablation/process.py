@@ -3,7 +3,7 @@
 The CLI (every job) calls ``bootstrap`` before it parses its command; the job worker calls it
 when it starts (its forked children inherit the flags and pins); a notebook using the library
 calls ``bootstrap()`` itself. ``in_own_process`` runs a function in a fresh interpreter whose
-memory, GPU memory included, is given back when it ends (calibration's training, evaluation's
+memory, GPU memory included, is given back when it ends (the cost probe's training, evaluation's
 process per checkpoint).
 """
 
@@ -13,7 +13,8 @@ import multiprocessing
 from collections.abc import Callable
 from typing import Any
 
-from grpo_ablation.compute import set_threads, work_offline
+from grpo_ablation.device import set_threads
+from grpo_ablation.hub import work_offline
 from grpo_ablation.numerics import pin_cpu_numerics
 
 _BOOTSTRAPPED = False

@@ -13,10 +13,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+def spell_choices(choices: tuple[str, ...]) -> str:
+    """``a, b or c``: how a help text lists the choices of an option."""
+    return " or ".join(filter(None, [", ".join(choices[:-1]), choices[-1]]))
 
 
 def option(
@@ -36,7 +40,10 @@ def option(
     reproduces the behaviour from before the option existed. A configuration at that value leaves
     the option out of its ``identity``, the train jobs' rerun trigger, so adding the option
     retrains no finished run; a value away from it (a default changed later included) enters the
-    identity and retrains the runs it changes."""
+    identity and retrains the runs it changes. ``{choices}`` in the help text is the list of
+    ``choices``, spelled from the registry that declares them."""
+    if choices and "{choices}" in help:
+        help = help.replace("{choices}", spell_choices(choices))
     bounds = {"minimum": minimum, "exclusiveMinimum": exclusive_minimum, "maximum": maximum}
     return dataclasses.field(
         default=default,
@@ -102,18 +109,3 @@ def config_hash(data: Any) -> str:
         data = dataclasses.asdict(data)
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
-
-
-# The files that hold a model's weights (optimizer state and tokenizer files are not).
-WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
-
-
-def weight_files(folder: Path) -> list[Path]:
-    """A local model folder's weight files, sorted: what identifies its weights (by name, size and
-    mtime) for an evaluation's cache and for a run's record of its base model."""
-    return sorted(f for pattern in WEIGHT_FILES for f in Path(folder).glob(pattern))
-
-
-def weight_identity(folder: Path) -> list[list[Any]]:
-    """A local model's weights as a cache key: each weight file's path, size and mtime."""
-    return [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in weight_files(folder)]

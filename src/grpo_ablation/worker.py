@@ -3,12 +3,12 @@
 On a laptop a job of the default spends much of its time starting up (about 5 s of imports for a
 training job, 7 s of imports and first model load for an evaluation, 2 s for diagnostics, 3-4 s
 of a figure job's 8, against seconds of work). The worker is a daemon that imports everything
-once, then forks one child per job: the job itself (``grpo.py train|evaluate|figures ...``, every
-command ``cli.COMMANDS`` marks ``served``) becomes a thin client that sends its command, arguments
-and stdout and stderr file descriptors over a Unix socket and waits for the exit status. The child
-runs exactly the in-process code path (the command's job) with the job's threads and writes to the
-job's log, so results are byte-identical with or without the worker (tested; a PDF's creation date
-apart).
+once, then forks one child per job: the job itself (``grpo.py train|evaluate|figures ...``, the
+commands whose module says ``SERVED``; ``grpo_ablation.commands``) becomes a thin client that
+sends its command, arguments and stdout and stderr file descriptors over a Unix socket and waits
+for the exit status. The child runs exactly the in-process code path (the command's job) with the
+job's threads and writes to the job's log, so results are byte-identical with or without the
+worker (tested; a PDF's creation date apart).
 
 - One worker per user, Python executable and version of this package's source (a hash of it is in
   the socket name): a stale worker never serves new code.
@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.compute import set_threads
+from grpo_ablation.device import set_threads
 from grpo_ablation.numerics import CPU_PINS
 from grpo_ablation.process import bootstrap
 

@@ -11,7 +11,7 @@ from grpo_ablation.design import checks, cost
 from grpo_ablation.design.axes import path_regex
 from grpo_ablation.design.options import ComputeConfig
 from grpo_ablation.design.ablation import Design
-from grpo_ablation.layout import MANIFEST, Tree
+from grpo_ablation.layout import MANIFEST, SPLITS, Tree
 
 
 # `--config 'seeds=[0,1,2,3,4]'` hands the seeds over as strings.

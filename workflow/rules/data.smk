@@ -23,9 +23,7 @@ rule splits:
     input:
         lambda wildcards: [PREFETCH] if NEEDS_PREFETCH else [],
     output:
-        train=SHARED.data("train.jsonl"),
-        validation=SHARED.data("validation.jsonl"),
-        test=SHARED.data("test.jsonl"),
+        **{split: SHARED.split(split) for split in SPLITS},
         manifest=SHARED.data(MANIFEST),
     params:
         cli=CLI,

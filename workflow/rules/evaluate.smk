@@ -2,7 +2,7 @@
 # base policy as step 0, the final checkpoint on the validation split (used for selection
 # between stages only), and the run's efficiency curve (its curve policies, headline metric only).
 # A run is evaluated under a seed keyed by its run seed, a draw's base policy by its draw
-# (evaluation.job.evaluation_seed). One job per run evaluates all its checkpoints (imports paid once); on a
+# (evaluation.seeding.evaluation_seed). One job per run evaluates all its checkpoints (imports paid once); on a
 # workstation the job hands its work to the local job worker, which pays the imports once
 # per machine (src/grpo_ablation/worker.py; GRPO_WORKER=off to evaluate in the job).
 
@@ -48,7 +48,7 @@ rule evaluate_base:
         evaluation=EVALUATION,
         tasks=folder("tasks", up=2, of="input"),
         out=folder("test", up=2),
-        # a draw's base policy is evaluated under a seed of its own (evaluation.job.evaluation_seed)
+        # a draw's base policy is evaluated under a seed of its own (evaluation.seeding.evaluation_seed)
         draw=lambda wc: "" if draw_of(wc) is None else f"--draw {draw_of(wc)}",
     threads: THREADS
     resources:

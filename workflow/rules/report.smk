@@ -46,7 +46,7 @@ selection_arg = lambda wildcards, input: " ".join(
 rule diagnostics:
     input:
         run=TREE.run_info("{cell}", "{seed}"),
-        code=sources("analysis.job", root=SRC),
+        code=sources("commands.diagnostics", root=SRC),
     output:
         steps=TREE.steps("{cell}", "{seed}"),
         summary=TREE.diagnostics_summary("{cell}", "{seed}"),

@@ -10,7 +10,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from grpo_ablation.compute import INSTALL_GGUF, missing_packages
 from grpo_ablation.design import hypotheses
 from grpo_ablation.design.ablation import (
     SEEDS_PER_DRAW,
@@ -23,6 +22,7 @@ from grpo_ablation.design.ablation import (
 from grpo_ablation.design.axes import DesignError
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.layout import Tree
+from grpo_ablation.packages import INSTALL_GGUF, missing_packages
 from grpo_ablation.tasks import answer_rules, get_task
 
 __all__ = ["DesignError", "check_design"]

@@ -17,13 +17,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from grpo_ablation.compute import (
-    ACCELERATE_PRESETS,
-    DEVICES,
-    DTYPES,
-    OPTIMIZER_STATE_POLICIES,
-)
 from grpo_ablation.design.axes import check_choices
+from grpo_ablation.device import ACCELERATE_PRESETS, DEVICES, DTYPES, OPTIMIZER_STATE_POLICIES
 from grpo_ablation.objective.conventions import (
     AGGREGATIONS,
     BASELINE_NAMES,
@@ -65,14 +60,13 @@ class TrainingConfig:
     # --- the objective (docs/design.md) ---
     std_scaling: str = option(
         "sample",
-        "std scaling of the group advantage: none, population, sample or batch",
+        "std scaling of the group advantage: {choices}",
         choices=SCALINGS,
     )
     std_eps: float = option(1e-4, "added to the std; part of the convention, recorded", minimum=0)
     aggregation: str = option(
         "sequence_mean",
-        "length aggregation of the per-token loss: sequence_mean, token_mean, group_token_mean, "
-        "sequence_sum or constant",
+        "length aggregation of the per-token loss: {choices}",
         choices=AGGREGATIONS,
     )
     group_size: int = option(
@@ -204,7 +198,7 @@ class TrainingConfig:
         "token_truncate",
         "how TRL corrects the loss for the gap between the trainer's and vLLM's token "
         "probabilities: the importance-sampling ratio truncated or masked, per token or sequence "
-        "(token_truncate, token_mask, sequence_truncate, sequence_mask)",
+        "({choices})",
         recorded=_IN_GENERATION,
         choices=IMPORTANCE_SAMPLING_MODES,
     )
@@ -327,7 +321,7 @@ class ComputeConfig:
     )
     dtype: str = option(
         "float32",
-        "compute precision, float32 or bfloat16: autocast in training over float32 master "
+        "compute precision, {choices}: autocast in training over float32 master "
         "weights and optimizer state (checkpoints hold float32 weights), the loading precision "
         "in evaluation",
         choices=DTYPES,

@@ -24,7 +24,18 @@ from typing import Any
 
 from grpo_ablation.evaluation.evaluate import exact_probabilities
 from grpo_ablation.evaluation.task_folders import write_task
-from grpo_ablation.layout import CALIBRATION, MANIFEST, ROLLOUTS, RUN_INFO, checkpoint
+from grpo_ablation.layout import (
+    CALIBRATION,
+    CALIBRATION_ROWS,
+    CALIBRATION_TASK,
+    CALIBRATION_WORK,
+    MANIFEST,
+    ROLLOUTS,
+    RUN_INFO,
+    checkpoint,
+    split_path,
+    step_folder,
+)
 
 
 def read_rollouts(run: Path) -> Iterator[dict[str, Any]]:
@@ -85,17 +96,17 @@ def measure(
     policies |= {int(s): checkpoint(run, s) for s in info["checkpoints"]}
     groups = policy_groups(read_rollouts(run), set(policies))
     # The training prompts: the split file next to the test split the tasks were written from.
-    train = Path(manifest["test"]).with_name("train.jsonl")
+    train = split_path(Path(manifest["test"]).parent, "train")
     rows = {r["prompt_id"]: r for r in map(json.loads, train.read_text().splitlines())}
     for step in sorted({g["step"] for g in groups}):
         at = [g for g in groups if g["step"] == step]
-        folder = out / "calibration" / f"step={step}"
+        folder = step_folder(out / CALIBRATION_WORK, step)
         folder.mkdir(parents=True, exist_ok=True)
         ids = sorted({g["prompt_id"] for g in at})
-        (folder / "rows.jsonl").write_text("".join(json.dumps(rows[i]) + "\n" for i in ids))
+        (folder / CALIBRATION_ROWS).write_text("".join(json.dumps(rows[i]) + "\n" for i in ids))
         write_task(
-            folder / "rows.jsonl",
-            folder / "task",
+            folder / CALIBRATION_ROWS,
+            folder / CALIBRATION_TASK,
             "calibration",
             manifest["max_gen_toks"],
             1,
@@ -104,7 +115,7 @@ def measure(
         )
         probs = {
             r["prompt_id"]: r
-            for r in exact_probabilities(policies[step], folder / "task", **options)
+            for r in exact_probabilities(policies[step], folder / CALIBRATION_TASK, **options)
         }
         for g in at:
             g["p_correct"] = probs[g["prompt_id"]]["p_correct"]

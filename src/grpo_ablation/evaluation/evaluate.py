@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.compute import OFFLINE_VARS, peak_memory
+from grpo_ablation.device import peak_memory
 from grpo_ablation.evaluation.model import (
     evaluation_versions,
     keyed_generation,
@@ -58,13 +58,23 @@ from grpo_ablation.evaluation.scoring import (
     score_tasks,
 )
 from grpo_ablation.evaluation.task_folders import EXACT_MODULE, load_rule
-from grpo_ablation.layout import CURVE, MANIFEST, SUMMARY
+from grpo_ablation.hub import OFFLINE_VARS
+from grpo_ablation.layout import (
+    CURVE,
+    MANIFEST,
+    STEP_DONE,
+    STEP_RESULTS,
+    STEP_SAMPLES,
+    STEP_TIMING,
+    SUMMARY,
+    Evaluation,
+    step_folder,
+    weight_identity,
+)
 from grpo_ablation.process import in_own_process
 from grpo_ablation.sampling import sampler_description
-from grpo_ablation.settings import weight_identity
 from grpo_ablation.tasks.splits import sha256
 
-DONE = "done.json"
 # The code an evaluation's numbers come from (part of its cache key).
 CODE = [
     Path(__file__).with_name(f"{m}.py") for m in ("evaluate", "model", "scoring", "task_folders")
@@ -89,9 +99,9 @@ def _checkpoint_identity(ckpt: str, local: bool, revision: str | None) -> Any:
 def _finished(step_dir: Path, key: str) -> dict | None:
     """The results of a checkpoint evaluated before under the same key, else None."""
     try:
-        done = json.loads((step_dir / DONE).read_text())
-        if done["key"] == key and (step_dir / "samples.jsonl").is_file():
-            return json.loads((step_dir / "results.json").read_text())
+        done = json.loads((step_dir / STEP_DONE).read_text())
+        if done["key"] == key and (step_dir / STEP_SAMPLES).is_file():
+            return json.loads((step_dir / STEP_RESULTS).read_text())
     except (OSError, ValueError, KeyError):
         pass
     return None
@@ -103,12 +113,12 @@ def _write_checkpoint(
     """``results.json``, ``samples.jsonl``, ``timing.json`` (apart, so that results.json is
     byte-identical across reruns), then ``done.json`` with the key: the step is finished."""
     step_dir.mkdir(parents=True, exist_ok=True)
-    (step_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    with (step_dir / "samples.jsonl").open("w") as f:
+    (step_dir / STEP_RESULTS).write_text(json.dumps(result, indent=2) + "\n")
+    with (step_dir / STEP_SAMPLES).open("w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    (step_dir / "timing.json").write_text(json.dumps(timing, indent=2) + "\n")
-    (step_dir / DONE).write_text(json.dumps({"key": key}) + "\n")
+    (step_dir / STEP_TIMING).write_text(json.dumps(timing, indent=2) + "\n")
+    (step_dir / STEP_DONE).write_text(json.dumps({"key": key}) + "\n")
 
 
 @dataclass(frozen=True)
@@ -128,7 +138,7 @@ class EvaluationOptions:
     def of(cls, ev: dict[str, Any], **fields: Any) -> EvaluationOptions:
         """The options of an evaluation section as ``checks.evaluation_config`` completes it,
         the device resolved; ``fields`` (a job's seed, a hub revision) replace its values."""
-        from grpo_ablation.compute import resolve_device
+        from grpo_ablation.device import resolve_device
 
         section = {
             "batch_size": ev["batch_size"],
@@ -295,7 +305,7 @@ class _Checkpoint:
         roles = [r for r in setup.roles if r != ("exact" if last else "exact_bounded")]
         key = [_checkpoint_identity(path, local, revision), setup.settings, roles]
         digest = hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()
-        return cls(step, path, revision, roles, digest, out_dir / f"step={step}")
+        return cls(step, path, revision, roles, digest, step_folder(out_dir, step))
 
 
 def _results_of(
@@ -321,7 +331,7 @@ def _results_of(
 
 def _evaluate_checkpoint(checkpoint: _Checkpoint, setup: _Setup) -> dict[str, Any]:
     """Load, run lm-eval, score and write one checkpoint; its results."""
-    (checkpoint.folder / DONE).unlink(missing_ok=True)
+    (checkpoint.folder / STEP_DONE).unlink(missing_ok=True)
     started = time.perf_counter()
     lm, ignored = _load(checkpoint, setup)
     loaded = time.perf_counter()
@@ -510,7 +520,7 @@ def evaluate_curve(
             policy = str(Path(policy).resolve())
             key = json.dumps([_checkpoint_identity(policy, True, None), settings], default=str)
             key = hashlib.sha256(key.encode()).hexdigest()
-            cached = out_dir / f"step={step}.json"
+            cached = step_folder(out_dir, step).with_suffix(".json")
             try:
                 point = json.loads(cached.read_text())
                 if point["key"] == key:
@@ -560,3 +570,26 @@ def evaluate_curve(
     }
     (out_dir / CURVE).write_text(json.dumps(curve, indent=2) + "\n")
     return curve
+
+
+def write_curve(run: Path, info: dict, tasks: Path, out: Path, options: dict) -> None:
+    """The run's efficiency curve, ``out/curve/curve.json``: its curve policies scored on the test
+    split (training.curve_points), or, where it saved none, its checkpoints' test values."""
+    folder = Evaluation(out)
+    policies = sorted((int(s), run / p) for s, p in info.get("curve_policies", {}).items())
+    if policies:
+        options = {k: v for k, v in options.items() if k != "revision"}
+        evaluate_curve(policies, tasks, Path(folder.curve_folder()), **options)
+        return
+    summary = json.loads(Path(folder.summary("test")).read_text())["checkpoints"]
+    curve = {
+        "metric": summary[0]["sampled_metric"],
+        "task": "checkpoints (test summary)",
+        "points": [
+            {"step": c["step"], "accuracy": c["sampled_accuracy"], "policy": c["checkpoint"]}
+            for c in summary
+        ],
+        "seconds": 0.0,
+    }
+    Path(folder.curve_folder()).mkdir(parents=True, exist_ok=True)
+    Path(folder.curve()).write_text(json.dumps(curve, indent=2) + "\n")

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.evaluation import exact as exact_module
-from grpo_ablation.layout import MANIFEST
+from grpo_ablation.layout import MANIFEST, split_path
 from grpo_ablation.sampling import (
     check_sampler,
     generate_kwargs,
@@ -266,7 +266,7 @@ def write_split_tasks(
     task is the test split's headline; validation only chooses winners (greedy or mean@k)."""
     for split in ("test", "validation"):
         write_task(
-            Path(data) / f"{split}.jsonl",
+            split_path(data, split),
             Path(tasks) / split,
             f"{prefix}_{split}",
             evaluation["max_gen_toks"],

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from grpo_ablation.layout import BASE_INFO
+from grpo_ablation.layout import BASE_INFO, split_path
 from grpo_ablation.policy.tokenizer import build_char_tokenizer
 from grpo_ablation.sampling import generate_kwargs, protocol
 from grpo_ablation.tasks.addition import (
@@ -314,8 +314,8 @@ def warm_start(
         write_splits(task, splits_dir)
     else:
         splits_dir = Path(task)
-    train = read_split(splits_dir / "train.jsonl")
-    validation = read_split(splits_dir / "validation.jsonl")
+    train = read_split(split_path(splits_dir, "train"))
+    validation = read_split(split_path(splits_dir, "validation"))
     tok = build_char_tokenizer()
     t0 = time.perf_counter()
     model, losses = train_sft(cfg, tok, train)

@@ -12,7 +12,7 @@ carries the quantization marker, so the weights go into a model built from the c
 ``conversion.json`` in the folder records where the weights came from (package and version, the
 GGUF's SHA-256, the converted weights' hash); the base policy's record and every run's objective
 record carry it. The packages are optional (``envs/smollm2.txt``): a config that names a GGUF
-without them stops before any job (``grpo_ablation.compute.missing_packages``).
+without them stops before any job (``grpo_ablation.packages.missing_packages``).
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from importlib import metadata, util
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.compute import INSTALL_GGUF, import_name, missing_packages
-
-CONVERSION = "conversion.json"  # in the converted folder: the provenance of its weights
+from grpo_ablation.layout import CONVERSION
+from grpo_ablation.packages import INSTALL_GGUF, import_name, missing_packages
 
 
 def gguf_path(spec: dict[str, Any]) -> Path:

@@ -9,7 +9,7 @@ is only checked.
 
 Local content is made here too, once, so the cluster path runs on a CPU with nothing downloaded:
 ``word_problems`` writes GSM8K-format rows at ``task.dataset_path``
-(``grpo_ablation.tasks.word_problems``); ``base_policy.gguf`` converts a GGUF file into the model
+(``grpo_ablation.tasks.word_problem_generator``); ``base_policy.gguf`` converts a GGUF file into the model
 folder at ``base_policy.name`` (``grpo_ablation.policy.gguf``); ``stand_in``
 (``config/cluster_smoke.yaml``) builds a tiny Qwen2 with a chat template there instead.
 """
@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.compute import OFFLINE_VARS, hub_snapshot
+from grpo_ablation.hub import OFFLINE_VARS, hub_snapshot
 from grpo_ablation.tasks import get_task
 
 # What the record shows of the environment: the offline flags and the cache folder.
@@ -60,7 +60,7 @@ def prefetch(config: dict[str, Any]) -> dict[str, Any]:
 def write_task_data(config: dict[str, Any]) -> dict[str, Any]:
     """Write the ``word_problems`` rows at ``task.dataset_path`` (kept when already there)."""
     from grpo_ablation.tasks.math import MathTask
-    from grpo_ablation.tasks.word_problems import WordProblems, write_word_problems
+    from grpo_ablation.tasks.word_problem_generator import WordProblems, write_word_problems
 
     spec = WordProblems.from_dict(config["word_problems"])
     task = get_task(config["task"])

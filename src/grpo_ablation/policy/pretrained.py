@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.design.options import ComputeConfig
+from grpo_ablation.layout import WARM_START, split_path
 from grpo_ablation.settings import from_dict
 from grpo_ablation.tasks import Task
 from grpo_ablation.tasks.splits import read_split
@@ -62,7 +63,7 @@ def warm_start_base(
     base: dict[str, Any], task: Task, splits: Path, out_dir: Path, compute: ComputeConfig
 ) -> dict[str, Any]:
     """Resolve (and optionally warm-start) the base policy; return its ``base_policy.json``."""
-    from grpo_ablation.compute import hub_snapshot
+    from grpo_ablation.hub import hub_snapshot
 
     cfg = from_dict(PretrainedBaseConfig, base, "base_policy")
     info: dict[str, Any] = {"kind": "hub", "config": asdict(cfg)}
@@ -79,14 +80,14 @@ def warm_start_base(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from grpo_ablation.compute import resolve_device
+    from grpo_ablation.device import resolve_device
     from grpo_ablation.policy.sft import warm_start_pretrained
 
     tokenizer = AutoTokenizer.from_pretrained(source)
     # float32 master weights, as in training (train.py says why).
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
     model.to(resolve_device(compute.device))
-    pairs = task.sft_pairs(read_split(Path(splits) / "train.jsonl"))
+    pairs = task.sft_pairs(read_split(split_path(splits, "train")))
     started = time.perf_counter()
     losses = warm_start_pretrained(
         model,
@@ -105,7 +106,7 @@ def warm_start_base(
         "sft_loss_last_10_mean": sum(losses[-10:]) / len(losses[-10:]),
         "n_parameters": sum(p.numel() for p in model.parameters()),
     }
-    (out_dir / "warm_start.json").write_text(json.dumps(stats, indent=2) + "\n")
+    (out_dir / WARM_START).write_text(json.dumps(stats, indent=2) + "\n")
     return info | {
         "model": str(out_dir),
         "revision": None,

@@ -7,7 +7,7 @@ the stand-ins here are *folders laid out like the hub repositories*: the cluster
 unchanged (only the path differs) and nothing is downloaded.
 
 - the data: word problems in GSM8K's format written as the hub repo's parquet files
-  (``grpo_ablation.tasks.word_problems``, the config's ``word_problems`` section).
+  (``grpo_ablation.tasks.word_problem_generator``, the config's ``word_problems`` section).
 - ``build_standin_model``: a tiny randomly initialised ``Qwen2ForCausalLM`` with a locally trained
   byte-level BPE tokenizer (Qwen2's pre-tokenizer: one token per digit) and a Qwen2.5-style chat
   template, saved with ``save_pretrained`` so the Auto classes load it with no custom code.

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.compute import hub_snapshot
+from grpo_ablation.hub import hub_snapshot
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.layout import split_path
+
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -38,10 +40,11 @@ def write_split_files(
     files: dict[str, Any] = {}
     for split, rows in splits.items():
         data = jsonl_bytes(rows)
-        (out_dir / f"{split}.jsonl").write_bytes(data)
+        path = split_path(out_dir, split)
+        path.write_bytes(data)
         hist = Counter(r["difficulty"] for r in rows)
         files[split] = {
-            "file": f"{split}.jsonl",
+            "file": path.name,
             "sha256": sha256(data),
             "count": len(rows),
             "requested": requested[split],

@@ -20,7 +20,7 @@ import socket
 import sys
 from pathlib import Path
 
-from grpo_ablation.compute import ACCELERATE_PRESETS as PRESETS
+from grpo_ablation.device import ACCELERATE_PRESETS as PRESETS
 
 PRESET_DIR = Path(__file__).resolve().parents[3] / "config" / "accelerate"
 # Set by torchrun (which accelerate launch uses for several GPUs) in every process it starts.

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 
 from grpo_ablation.keyed_sampling import KeyedGumbel, completion_key
-from grpo_ablation.layout import PUSH_PURPOSES
+from grpo_ablation.layout import PUSH_PURPOSES, split_path, weight_identity
 from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS
 from grpo_ablation.objective.push import (
     accuracy_weights,
@@ -54,7 +54,7 @@ from grpo_ablation.objective.push import (
 )
 from grpo_ablation.policy.sft import prompt_ids
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config, stop_token_ids
-from grpo_ablation.settings import config_hash, weight_identity
+from grpo_ablation.settings import config_hash
 from grpo_ablation.tasks.splits import sha256
 
 QUANTITIES = ("accuracy", "incorrect_length", "mixed")
@@ -343,7 +343,7 @@ def run_push(
     if purpose not in PUSH_PURPOSES:
         raise ValueError(f"push purpose {purpose!r}; expected one of {list(PUSH_PURPOSES)}")
     task = get_task(task_config)
-    rows = [json.loads(x) for x in (data / "train.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in split_path(data, "train").read_text().splitlines()]
     replicates = push["replicates" if purpose == "test" else "pilot_replicates"]
     cfg = {
         **{

@@ -49,7 +49,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from grpo_ablation.compute import OPTIMIZER_STATE_POLICIES
+from grpo_ablation.device import OPTIMIZER_STATE_POLICIES
 from grpo_ablation.layout import checkpoint_step
 
 logger = logging.getLogger(__name__)

@@ -26,13 +26,17 @@ from grpo_ablation.layout import (
     MANIFEST,
     METRICS,
     ROLLOUTS,
+    RUN_IDENTITY,
     RUN_INFO,
+    WALL_TIME,
     checkpoint_step,
+    split_path,
+    weight_files,
 )
 from grpo_ablation.objective.conventions import VLLM_IS_CLIP
 from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config
-from grpo_ablation.settings import config_hash, weight_files
+from grpo_ablation.settings import config_hash
 from grpo_ablation.training import tracking
 
 if TYPE_CHECKING:
@@ -181,7 +185,7 @@ class RunInputs:
 
     @property
     def train_file(self) -> Path:
-        return self.data_dir / "train.jsonl"
+        return split_path(self.data_dir, "train")
 
     @property
     def hub(self) -> dict[str, Any]:
@@ -246,7 +250,7 @@ def train(
     """
     from accelerate import PartialState
 
-    from grpo_ablation.compute import check_dtype, resolve_device
+    from grpo_ablation.device import check_dtype, resolve_device
     from grpo_ablation.tasks import get_task
     from grpo_ablation.training.retention import KeepOptimizerStateOfNewest
     from grpo_ablation.training.snapshots import CurveSnapshots
@@ -308,7 +312,7 @@ def _check_inputs(model_dir: Path | str, data_dir: Path) -> None:
             f"base model directory {model_dir} does not exist or has no config.json "
             "(build it with the base_policy rule, or name a hub model with base_policy.kind: hub)"
         )
-    train_file = data_dir / "train.jsonl"
+    train_file = split_path(data_dir, "train")
     if not train_file.exists():
         raise FileNotFoundError(f"training split {train_file} does not exist")
 
@@ -320,9 +324,9 @@ def _claim_folder(out: Path, run: RunInputs, record: ObjectiveRecord, state: Any
     out.mkdir(parents=True, exist_ok=True)
     if state.is_main_process:
         identity = run.identity()
-        if _read_json(out / IDENTITY) != identity:
+        if _read_json(out / RUN_IDENTITY) != identity:
             _clear_run(out)
-            (out / IDENTITY).write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n")
+            (out / RUN_IDENTITY).write_text(json.dumps(identity, indent=2, sort_keys=True) + "\n")
         record.write(out)
     state.wait_for_everyone()
 
@@ -413,14 +417,13 @@ def _run_trainer(trainer: Any, resume: Path | None, max_steps: int) -> float:
     return time.time() - started
 
 
-IDENTITY = "run_identity.json"
 # What a run folder holds from training (objective.json and run_identity.json are rewritten).
 _RUN_STATE = (
     CHECKPOINTS,
     METRICS,
     ROLLOUTS,
     CURVE_POLICIES,
-    "wall_time.json",
+    WALL_TIME,
     BUDGET,
     RUN_INFO,
     "tensorboard",
@@ -459,7 +462,7 @@ def _write_budget(
     from grpo_ablation.training.rollout_log import read_rollouts
 
     rollouts = read_rollouts(out / ROLLOUTS)
-    attempts_path = out / "wall_time.json"
+    attempts_path = out / WALL_TIME
     attempts = json.loads(attempts_path.read_text()) if attempts_path.exists() else []
     attempts.append(elapsed_s)
     attempts_path.write_text(json.dumps(attempts))
@@ -495,7 +498,7 @@ def _write_run_info(
 ) -> dict[str, Any]:
     """``run_info.json``: where the run came from and what ran it (``device``: compute.device
     resolved), its checkpoints and curve policies."""
-    from grpo_ablation.compute import device_info, peak_memory
+    from grpo_ablation.device import device_info, peak_memory
     from grpo_ablation.training.snapshots import snapshots
 
     info = {

@@ -1,5 +1,5 @@
-"""One training job (the ``train`` rule): its arguments and what it runs. The CLI and the job
-worker both run it (``grpo_ablation.cli.COMMANDS``)."""
+"""``grpo-ablation train``: one (cell, seed) run, the ``train`` rule's job; it resumes from its
+newest checkpoint if interrupted."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import json
 import os
 import sys
 from pathlib import Path
+
+HELP = "train one (cell, seed) run; resumes if interrupted"
+SERVED = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,8 +46,8 @@ def servable(a: argparse.Namespace) -> bool:
 
 def run(a: argparse.Namespace) -> None:
     """Train one (cell, seed) run; resumes from its newest checkpoint if interrupted."""
-    from grpo_ablation.compute import resolve_device
     from grpo_ablation.design.options import ComputeConfig, TrainingConfig
+    from grpo_ablation.device import resolve_device
     from grpo_ablation.process import bootstrap
     from grpo_ablation.settings import from_dict
     from grpo_ablation.training.launch import relaunch

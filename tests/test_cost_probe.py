@@ -1,4 +1,4 @@
-"""The cost estimate: its arithmetic on worked numbers, and a real calibration of the
+"""The cost estimate: its arithmetic on worked numbers, and a real cost probe of the
 cluster-shaped CPU config (the preset's twin) that measures and projects."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from grpo_ablation.design.schema import load_config
-from grpo_ablation.training.calibrate import (
+from grpo_ablation.training.cost_probe import (
     Measurement,
     dag_shape,
     over_limit,
@@ -80,28 +80,28 @@ def test_the_projection_adds_up_the_jobs_of_the_dag():
 
 
 @pytest.mark.slow
-def test_calibrating_the_cluster_shaped_config_on_cpu(tmp_path):
-    from grpo_ablation.training.calibrate import calibrate
+def test_probing_the_cost_of_the_cluster_shaped_config_on_cpu(tmp_path):
+    from grpo_ablation.training.cost_probe import probe_cost
 
     config = yaml.safe_load((ROOT / "config/cluster_smoke.yaml").read_text())
     config["task"]["dataset_path"] = str(tmp_path / "hub/gsm8k")
     config["base_policy"]["name"] = str(tmp_path / "hub/qwen2-tiny")
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    calibrate(path, 3, tmp_path / "calibration.json", None)
-    record = json.loads((tmp_path / "calibration.json").read_text())
+    probe_cost(path, 3, tmp_path / "cost_probe.json", None)
+    record = json.loads((tmp_path / "cost_probe.json").read_text())
     m, p = record["measured"], record["projection"]
     assert m["train_step_s"] > 0 and m["eval_checkpoint_s"] > 0 and m["sft_step_s"] > 0
     assert m["weights_bytes"] > 100_000 and m["optimizer_bytes"] > m["weights_bytes"]
     assert m["peak_memory_kind"] == "host RSS" and m["peak_memory_bytes"] > 100 * 2**20
     assert record["dag"]["runs"] == 6 and p["gpu_hours"] == 0  # CPU config: no GPU requested
     assert p["job_hours"] > p["wall_hours_critical_path"] > 0
-    # A request the projection exceeds: the record is written, and calibrate refuses.
+    # A request the projection exceeds: the record is written, and the probe refuses.
     config["resources"]["train_runtime"] = 1
     config["training"]["max_steps"] = 10_000
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     with pytest.raises(SystemExit, match="do not submit this config as it is"):
-        calibrate(path, 1, tmp_path / "refused.json", None)
+        probe_cost(path, 1, tmp_path / "refused.json", None)
     refused = json.loads((tmp_path / "refused.json").read_text())["over_limit"]
     assert refused[0].startswith(
         "train jobs are projected"
@@ -113,7 +113,7 @@ def test_the_memory_plan_moves_vllms_share_with_the_card_and_names_the_knobs():
     80 GiB GPU, the peak holds the engine's 24 GiB too: 69 GiB, under 90% of 80 (72). On a 40 GiB
     card the engine takes 12 GiB: 45 + 12 = 57 GiB against 36 usable."""
     from grpo_ablation.design.options import ComputeConfig, TrainingConfig
-    from grpo_ablation.training.calibrate import memory_plan
+    from grpo_ablation.training.cost_probe import memory_plan
 
     gib = 1024**3
     m = Measurement(
@@ -133,7 +133,7 @@ def test_the_memory_plan_moves_vllms_share_with_the_card_and_names_the_knobs():
         group_size=8, prompts_per_step=4, generation_backend="vllm", vllm_gpu_memory_utilization=0.3
     )
     compute = ComputeConfig()
-    assert memory_plan(m, colocated, compute, None) == []  # the calibrating card: 69 <= 72
+    assert memory_plan(m, colocated, compute, None) == []  # the probing card: 69 <= 72
     assert memory_plan(m, colocated, compute, 80) == []
     (line,) = memory_plan(m, colocated, compute, 40)
     assert line.startswith(

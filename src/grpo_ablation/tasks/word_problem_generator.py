@@ -1,4 +1,5 @@
-"""Locally generated arithmetic word problems in GSM8K's format, with a difficulty knob.
+"""A data generator, not a task: arithmetic word problems in GSM8K's format, with a difficulty
+knob, for the math task to read.
 
 Each row is a question and a worked answer: one reasoning line per arithmetic step with its
 ``<<a+b=c>>`` calculator annotation, then ``#### N`` (so the math task's ``difficulty``, the number
@@ -173,7 +174,7 @@ def _readme(splits: list[str], spec: WordProblems) -> str:
         + "dataset_info:\n  config_name: main\n  features:\n"
         "  - name: question\n    dtype: string\n  - name: answer\n    dtype: string\n---\n\n"
         "# Word problems in GSM8K's format\n\nSynthetic arithmetic word problems in the format of "
-        "openai/gsm8k (config `main`), written by `grpo_ablation.tasks.word_problems`: "
+        "openai/gsm8k (config `main`), written by `grpo_ablation.tasks.word_problem_generator`: "
         f"{spec.steps} arithmetic step(s) on operands 1..{spec.max_operand}.\n"
     )
 

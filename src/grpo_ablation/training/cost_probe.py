@@ -1,6 +1,6 @@
 """What the configured DAG will cost, measured before a user spends GPU-hours on it.
 
-    grpo-ablation calibrate --configfile config/cluster.yaml --steps 20
+    grpo-ablation cost-probe --configfile config/cluster.yaml --steps 20
 
 runs, on this machine and with the config's model, task, device and precision, the base policy (a
 few warm-start steps if it has any), ``--steps`` training steps of the reference cell, and one
@@ -33,7 +33,7 @@ from grpo_ablation.process import in_own_process
 
 @dataclass(frozen=True)
 class Measurement:
-    """What one calibration run measured on this machine."""
+    """What one cost probe measured on this machine."""
 
     train_setup_s: float  # model load, trainer set-up, first-step overheads (wall - steps x step)
     train_step_s: float  # seconds per optimizer step of the reference cell
@@ -45,7 +45,7 @@ class Measurement:
     peak_memory_bytes: int
     peak_memory_kind: str  # "gpu" (torch.cuda.max_memory_allocated) or "host RSS"
     train_peak_gpu_bytes: int | None = None  # the training process's peak on the GPU alone
-    gpu_total_bytes: int | None = None  # the calibration GPU's memory (None on CPU)
+    gpu_total_bytes: int | None = None  # the probe's GPU's memory (None on CPU)
 
 
 def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def project(m: Measurement, shape: dict[str, Any]) -> dict[str, Any]:
-    """The DAG's cost from one calibration (pure arithmetic, so a test can check it)."""
+    """The DAG's cost from one probe (pure arithmetic, so a test can check it)."""
     bases = shape.get("base_policies", 1)
     base_s = shape["sft_steps"] * m.sft_step_s
     train_s = m.train_setup_s + shape["max_steps"] * m.train_step_s
@@ -144,7 +144,7 @@ def memory_plan(
     m: Measurement, training: TrainingConfig, compute: ComputeConfig, gpu_gib: float | None
 ) -> list[str]:
     """A line when the training is projected not to fit one GPU of ``gpu_gib`` GiB
-    (``resources.gpu_memory_gib``; None: the calibration GPU), naming the knobs that bring it
+    (``resources.gpu_memory_gib``; None: the probe's GPU), naming the knobs that bring it
     under. A colocated vLLM engine takes its share of whichever GPU
     (``vllm_gpu_memory_utilization`` of the total); the rest of the measured peak is the
     training's own and moves with the model and micro-batch, not with the card. Empty on CPU."""
@@ -187,7 +187,7 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     this one holds none of their device memory when the evaluation starts: a vLLM engine asks for
     its share of the GPU's memory free (``load_lm``'s ``gpu_memory_utilization``) and refuses to
     start below it. The peak memory is the largest of the training process's and this one's."""
-    from grpo_ablation.compute import peak_memory, resolve_device
+    from grpo_ablation.device import peak_memory, resolve_device
     from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
     from grpo_ablation.evaluation.task_folders import write_split_tasks
     from grpo_ablation.policy.prefetch import prefetch
@@ -219,7 +219,7 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
             external=(ev.get("external_benchmarks") or None) if split == "test" else None,
         )
         durations.append(time.perf_counter() - started)
-    # The calibration's peak, training and evaluation included: GPU memory on a GPU, else the
+    # The probe's peak, training and evaluation included: GPU memory on a GPU, else the
     # host's resident set; of the training process and of this one (the evaluation with hf; with
     # vLLM each checkpoint's evaluation has a process of its own, not measured here).
     peaks = [trained["peak"], peak_memory()]
@@ -242,10 +242,10 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
 
 
 def train_steps(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any]:
-    """What calibrate's training process runs: the base policy (its warm start cut to ``steps``)
+    """What the probe's training process runs: the base policy (its warm start cut to ``steps``)
     into ``work/base``, then ``steps`` steps of the reference cell into ``work/run`` (the task's
     splits already in ``work/data``). Its timings, last checkpoint and peak memory."""
-    from grpo_ablation.compute import gpu_total_bytes, peak_memory
+    from grpo_ablation.device import gpu_total_bytes, peak_memory
     from grpo_ablation.training.train import last_checkpoint, train
 
     compute = ComputeConfig.of(config["compute"])
@@ -309,7 +309,7 @@ def build_base(
 
 def refusals(m: Measurement, p: dict[str, Any], config: dict[str, Any]) -> list[str]:
     """Why the config's jobs would not finish as submitted: a runtime the projection exceeds
-    (``over_limit``) or a training that does not fit its GPU (``memory_plan``, for the calibrated
+    (``over_limit``) or a training that does not fit its GPU (``memory_plan``, for the probed
     reference cell)."""
     design = Design.of(config)
     return [
@@ -352,13 +352,13 @@ def report(m: Measurement, shape: dict[str, Any], p: dict[str, Any], refused: li
     )
 
 
-def calibrate(
+def probe_cost(
     configfile: Path | list[Path], steps: int, out: Path | None, work: Path | None
 ) -> None:
     """Time ``steps`` training steps and an evaluation of the config's first run here, print the
-    projection of its DAG and, with ``out``, write it as JSON (``grpo-ablation calibrate``)."""
+    projection of its DAG and, with ``out``, write it as JSON (``grpo-ablation cost-probe``)."""
     if steps < 1:
-        raise SystemExit("calibrate: --steps must be at least 1")
+        raise SystemExit("cost-probe: --steps must be at least 1")
     config = load_config(configfile)
     with tempfile.TemporaryDirectory() as tmp:
         m = measure(config, steps, work or Path(tmp))
@@ -382,7 +382,7 @@ def calibrate(
     if refused:
         # No recommendation to submit a config whose jobs the scheduler or the GPU would kill.
         raise SystemExit(
-            "calibrate: do not submit this config as it is: its jobs would outlive their "
+            "cost-probe: do not submit this config as it is: its jobs would outlive their "
             "requested runtime or their GPU's memory (the NOT SUBMITTABLE lines above say what "
             "to set)"
         )

@@ -1,15 +1,18 @@
-"""One evaluation job (the ``evaluate`` rule): its arguments and what it runs. The CLI and the
-job worker both run it (``grpo_ablation.cli.COMMANDS``)."""
+"""``grpo-ablation evaluate``: every checkpoint of a run (or the base policy), the ``evaluate``
+rule's job."""
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 from dataclasses import asdict
 from pathlib import Path
 
+from grpo_ablation.evaluation.seeding import evaluation_seed
 from grpo_ablation.layout import RUN_INFO, Evaluation, checkpoint
+
+HELP = "evaluate every checkpoint of a run (or the base policy)"
+SERVED = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,26 +28,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def evaluation_seed(seed: int, *, run_seed: int | None = None, draw: int | None = None) -> int:
-    """The seed one evaluation job runs with (lm-eval's four seeds, the keyed sampler's keys):
-    ``evaluation.seed`` mixed with the unit evaluated, so that units do not share their
-    sampled-metric noise (the analysis takes the noise of its units as independent).
-
-    A run's evaluation (every checkpoint, the validation split, the curve policies) is keyed by its
-    run seed (``design.run_seed``: a function of (draw, seed)), so the cells of one (draw, seed)
-    keep common random numbers, as they do in training, and differ from every other (draw, seed);
-    a base policy's by its draw. The single base policy of a config without draws keeps
-    ``evaluation.seed`` itself. The mixing is a hash with a tag per kind, so a run seed never
-    meets a draw's seed; 32 bits, numpy's seed range."""
-    if run_seed is not None and draw is not None:
-        raise ValueError("an evaluation is keyed by a run seed or by a draw, not both")
-    if run_seed is None and draw is None:
-        return int(seed)
-    kind, value = ("run", run_seed) if run_seed is not None else ("draw", draw)
-    digest = hashlib.sha256(f"evaluation,{int(seed)},{kind},{int(value)}".encode()).digest()
-    return int.from_bytes(digest[:4], "little")
-
-
 def servable(a: argparse.Namespace) -> bool:
     """Not with external benchmarks: lm-eval's whole task index runs in a process of its own."""
     return not json.loads(a.evaluation).get("external_benchmarks")
@@ -53,7 +36,11 @@ def servable(a: argparse.Namespace) -> bool:
 def run(a: argparse.Namespace) -> None:
     """Evaluate every checkpoint of a run (or the base policy as step 0) on the test split, the
     final one on validation, and (a run) the calibration's probabilities."""
-    from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
+    from grpo_ablation.evaluation.evaluate import (
+        EvaluationOptions,
+        evaluate_checkpoints,
+        write_curve,
+    )
     from grpo_ablation.process import bootstrap
 
     bootstrap(threads=a.threads)
@@ -83,28 +70,3 @@ def run(a: argparse.Namespace) -> None:
         measure(a.run, Path(info["base_model"]), a.tasks, a.out, **settings)
         # the curve on the rows the checkpoints and the base policy were scored on
         write_curve(a.run, info, a.tasks / "test", a.out, {**settings, "limit": limit})
-
-
-def write_curve(run: Path, info: dict, tasks: Path, out: Path, options: dict) -> None:
-    """The run's efficiency curve, ``out/curve/curve.json``: its curve policies scored on the test
-    split (training.curve_points), or, where it saved none, its checkpoints' test values."""
-    from grpo_ablation.evaluation.evaluate import evaluate_curve
-
-    folder = Evaluation(out)
-    policies = sorted((int(s), run / p) for s, p in info.get("curve_policies", {}).items())
-    if policies:
-        options = {k: v for k, v in options.items() if k != "revision"}
-        evaluate_curve(policies, tasks, Path(folder.curve_folder()), **options)
-        return
-    summary = json.loads(Path(folder.summary("test")).read_text())["checkpoints"]
-    curve = {
-        "metric": summary[0]["sampled_metric"],
-        "task": "checkpoints (test summary)",
-        "points": [
-            {"step": c["step"], "accuracy": c["sampled_accuracy"], "policy": c["checkpoint"]}
-            for c in summary
-        ],
-        "seconds": 0.0,
-    }
-    Path(folder.curve_folder()).mkdir(parents=True, exist_ok=True)
-    Path(folder.curve()).write_text(json.dumps(curve, indent=2) + "\n")

@@ -1,0 +1,47 @@
+"""``grpo-ablation base-policy``: build and warm-start the base policy, or name a hub model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from grpo_ablation.layout import BASE_INFO
+
+HELP = "build and warm-start the base policy (or name a hub model)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base", required=True, help="base_policy config as JSON")
+    p.add_argument("--task", required=True, help="task config as JSON")
+    p.add_argument(
+        "--compute", default="{}", help="the config's compute section as JSON (its keys optional)"
+    )
+    p.add_argument("--splits", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--threads", type=int, default=1)
+
+
+def run(a: argparse.Namespace) -> None:
+    from grpo_ablation.design.options import ComputeConfig
+    from grpo_ablation.policy.pretrained import build_base_policy
+    from grpo_ablation.process import bootstrap
+    from grpo_ablation.tasks import get_task
+
+    a.out.mkdir(parents=True, exist_ok=True)
+    base = json.loads(a.base)
+    threads = base.get("num_threads")
+    if threads and threads != a.threads:
+        # The local warm start's weights depend on its thread count: the config's count wins.
+        print(
+            f"base_policy.num_threads={threads} (not the {a.threads} granted): the weights depend on it"
+        )
+    bootstrap(threads=threads or a.threads)
+    info = build_base_policy(
+        base,
+        get_task(json.loads(a.task)),
+        a.splits,
+        a.out / "model",
+        ComputeConfig.of(json.loads(a.compute)),
+    )
+    (a.out / BASE_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")

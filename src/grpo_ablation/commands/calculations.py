@@ -1,0 +1,19 @@
+"""``grpo-ablation calculations``: the worked-numbers sheet."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "write the worked-numbers sheet (Markdown and CSV)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("out", type=Path)
+
+
+def run(a: argparse.Namespace) -> None:
+    from grpo_ablation.objective.calculations import write_sheet
+
+    for path in write_sheet(a.out):
+        print(path)

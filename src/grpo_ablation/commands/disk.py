@@ -1,0 +1,25 @@
+"""``grpo-ablation disk``: the disk a run's checkpoints need under each retention."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "the disk a run's checkpoints need under each retention"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n-params", type=int, required=True, help="parameters of the policy")
+    p.add_argument("--dtype", default="float32", help="of the saved weights and the parameters")
+    p.add_argument(
+        "--optimizer-dtype",
+        default=None,
+        help="dtype of AdamW's moments (default: --dtype, as torch's AdamW)",
+    )
+    p.add_argument("--checkpoints-per-run", type=int, required=True)
+    p.add_argument("--runs", type=int, required=True)
+
+
+def run(a: argparse.Namespace) -> None:
+    from grpo_ablation.training.retention import disk_report
+
+    print(disk_report(a.n_params, a.dtype, a.optimizer_dtype, a.checkpoints_per_run, a.runs))

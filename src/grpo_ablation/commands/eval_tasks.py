@@ -1,0 +1,32 @@
+"""``grpo-ablation eval-tasks``: the lm-eval task folders of the test and validation splits."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+HELP = "write the lm-eval task YAMLs for test and validation"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--tasks", type=Path, required=True)
+    p.add_argument("--evaluation", required=True, help="evaluation config as JSON")
+    p.add_argument("--task", required=True, help="task config as JSON (answer rule, chat template)")
+
+
+def run(a: argparse.Namespace) -> None:
+    from grpo_ablation.evaluation.task_folders import write_split_tasks
+    from grpo_ablation.tasks import get_task
+
+    task, evaluation = get_task(json.loads(a.task)), json.loads(a.evaluation)
+    exact = None
+    if evaluation["sampled_metric"] == "exact":  # the local base's tokenizer, built as it builds it
+        from grpo_ablation.evaluation.task_folders import exact_tokens
+        from grpo_ablation.policy.tokenizer import build_char_tokenizer
+
+        exact = exact_tokens(build_char_tokenizer())
+    write_split_tasks(
+        a.data, a.tasks, task.kind, evaluation, task.answer_rule, task.chat_template, exact
+    )

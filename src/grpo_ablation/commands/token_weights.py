@@ -1,0 +1,20 @@
+"""``grpo-ablation token-weights``: the figure of the worked example's per-token weights."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "figure of the worked example's per-token weights"
+SERVED = True
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, required=True)
+
+
+def run(a: argparse.Namespace) -> None:
+    from grpo_ablation.analysis.figures import write_weight_figure
+
+    for path in write_weight_figure(a.out):
+        print(path)
