@@ -37,7 +37,8 @@ def without_push_hypotheses(config: dict) -> dict:
     """``config`` less its push hypotheses: a stage that takes a winner has no push to judge
     (the push measures the baseline's choices before any winner is known; refused, tested in
     test_hypotheses.py)."""
-    config["hypotheses"] = [h for h in config["hypotheses"] if not h["metric"].startswith("push_")]
+    hyps = config["hypotheses"]
+    config["hypotheses"] = {k: h for k, h in hyps.items() if not h["metric"].startswith("push_")}
     return config
 
 
@@ -323,7 +324,8 @@ def test_resampling_and_sharded_curve_policies_need_their_process_layout():
         checks.check_design(config)
     config = default_config()
     del config["stages"]["dynamic_sampling"]
-    config["hypotheses"] = [h for h in config["hypotheses"] if h["stage"] != "dynamic_sampling"]
+    hyps = config["hypotheses"]
+    config["hypotheses"] = {k: h for k, h in hyps.items() if h["stage"] != "dynamic_sampling"}
     config["compute"].update(processes_per_train_job=2, accelerate_config="fsdp")
     with pytest.raises(DesignError, match="curve_points=6 saves curve policies from rank 0"):
         checks.check_design(config)
@@ -378,7 +380,7 @@ def test_a_ratio_stage_at_one_update_epoch_and_a_cispo_cap_below_one_are_warned_
     config["stages"] = {
         "ratio": {"vary": {"ratio": ["clipped", "cispo"]}, "reference": "clipped"},
     }
-    config["hypotheses"] = []
+    config["hypotheses"] = {}
     config["training"]["cispo_cap"] = 0.2
     checks.check_design(config)
     err = capsys.readouterr().err

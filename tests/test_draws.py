@@ -119,9 +119,8 @@ def test_the_hypotheses_take_the_draw_as_their_unit():
     config = {
         "stages": {"s": {"vary": {"std_scaling": ["sample", "none"]}, "reference": "sample"}},
         "training": {},
-        "hypotheses": [
-            {
-                "id": "h",
+        "hypotheses": {
+            "h": {
                 "kind": "equivalence",
                 "stage": "s",
                 "cell": "none",
@@ -129,7 +128,7 @@ def test_the_hypotheses_take_the_draw_as_their_unit():
                 "margin": 0.5,
                 "source": "test",
             }
-        ],
+        },
     }
     design = Design.of(config)
     rows = design.rows()
@@ -251,7 +250,8 @@ def drawn(tmp_path_factory):
     config["experiment"] = "drawn"
     config["base_policy"]["draws"] = [0, 1]
     config["stages"] = {"std_scaling": config["stages"]["std_scaling"]}
-    config["hypotheses"] = [h for h in config["hypotheses"] if h["stage"] == "std_scaling"]
+    hyps = config["hypotheses"]
+    config["hypotheses"] = {k: h for k, h in hyps.items() if h["stage"] == "std_scaling"}
     config["push"] = {"enabled": False}
     root = tmp_path_factory.mktemp("draws")
     config["results_dir"] = str(root)
@@ -414,7 +414,7 @@ def test_a_study_runs_look_after_look_through_snakemake(drawn, tmp_path):
     assert look1["look"] == 1 and look1["decisions"] == {"population_equals_sample": "continue"}
     following = yaml.safe_load(Path(tree.study_next()).read_text())
     assert following["base_policy"] == {"draws": [0, 1, 2]}
-    assert [h["id"] for h in following["hypotheses"]] == ["population_equals_sample"]
+    assert following["hypotheses"] == {}  # none decided: the open one stays as declared
     snakemake([path, Path(tree.study_next())], tree.study_look(3))
     look2 = json.loads(Path(tree.study_look(3)).read_text())
     assert look2["look"] == 2 and look2["draws"] == [0, 1, 2]

@@ -38,7 +38,7 @@ def config_with(*specs: dict) -> dict:
     """The default config with ``specs`` as its hypotheses, on three draws (the hand-worked
     power figures below are for three, whatever the default's number)."""
     config = default_config()
-    config["hypotheses"] = list(specs)
+    config["hypotheses"] = {s["id"]: {k: v for k, v in s.items() if k != "id"} for s in specs}
     config["base_policy"]["draws"] = [9, 10, 11]
     return config
 
@@ -218,7 +218,7 @@ def test_a_misnamed_hypothesis_is_refused_naming_it(change, message):
 @pytest.mark.slow  # starts processes of its own
 def test_a_misnamed_hypothesis_stops_the_dag_before_any_job(tmp_path):
     bad = spec("typo", "population", "equivalence", metric="greedy_finale", margin=0.1)
-    done = dry_run(tmp_path, hypotheses=[bad])
+    done = dry_run(tmp_path, hypotheses={bad.pop("id"): bad})
     out = done.stdout + done.stderr
     assert done.returncode != 0 and "hypotheses[typo].metric='greedy_finale'" in out
     assert "Job stats" not in out  # no job was planned
@@ -227,9 +227,8 @@ def test_a_misnamed_hypothesis_stops_the_dag_before_any_job(tmp_path):
 def test_a_crossed_stage_must_name_every_axis_its_reference_does_not_pin():
     config = default_config()
     config["stages"]["kl"]["enabled"] = True
-    config["hypotheses"] = [
-        {
-            "id": "kl",
+    config["hypotheses"] = {
+        "kl": {
             "kind": "equivalence",
             "stage": "kl",
             "cell": 0.04,
@@ -237,10 +236,10 @@ def test_a_crossed_stage_must_name_every_axis_its_reference_does_not_pin():
             "margin": 0.1,
             "source": "a test",
         }
-    ]
+    }
     with pytest.raises(DesignError, match="cell must name 'std_scaling': stage 'kl' crosses it"):
         checks.check_design(config)
-    config["hypotheses"][0]["cell"] = {"beta": 0.04, "std_scaling": "none"}
+    config["hypotheses"]["kl"]["cell"] = {"beta": 0.04, "std_scaling": "none"}
     design = Design.of(config)
     (h,) = declarations.declared(design)
     rows = design.rows(only=["kl"])

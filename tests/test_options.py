@@ -194,7 +194,7 @@ def test_the_schemas_hand_written_choices_are_the_registries():
     from grpo_ablation.sampling import SAMPLERS
 
     props = yaml.safe_load(schema.SCHEMA.read_text())["properties"]
-    hypothesis = props["hypotheses"]["items"]["properties"]
+    hypothesis = props["hypotheses"]["additionalProperties"]["properties"]
     stage = props["stages"]["additionalProperties"]["properties"]
     for written, registry in (
         (hypothesis["kind"]["enum"], KINDS),

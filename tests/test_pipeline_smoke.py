@@ -321,7 +321,7 @@ def test_effect_plots_show_the_results_tables_contrasts_and_the_reading_is_writt
     assert reading.count("**Stage ") == len(stages) and "seeds" in reading
     # The verdicts on the smoke config's declared hypotheses open the reading.
     verdicts = pd.read_csv(smoke_pipeline.exp / "tables/hypotheses.csv")
-    assert list(verdicts["id"]) == [h["id"] for h in config["hypotheses"]]
+    assert list(verdicts["id"]) == list(config["hypotheses"])
     assert set(verdicts["verdict"]) <= {"supported", "refuted", "inconclusive"}
     on_push = verdicts["metric"].str.startswith("push_")
     assert (verdicts.loc[~on_push, "n"] == len(config["seeds"])).all()

@@ -179,13 +179,14 @@ def test_a_study_of_fewer_runs_a_draw_is_priced_at_the_measured_draws_mean_run()
 
 
 def test_the_two_studies_share_no_draw_and_split_the_hypotheses():
+    from grpo_ablation.design.ablation import Design
     from grpo_ablation.design.schema import load_config
 
     root = Path(__file__).resolve().parents[1] / "config"
     main = load_config([root / "config.yaml", root / "study.yaml"])
     group = load_config([root / "config.yaml", root / "study.yaml", root / "study_group_size.yaml"])
     assert not set(main["study"]["draws"]) & set(group["study"]["draws"])
-    ids = [{h["id"] for h in c["hypotheses"]} for c in (main, group)]
+    ids = [{h["id"] for h in Design.of(c).sections["hypotheses"]} for c in (main, group)]
     assert ids[0] & ids[1] == {"lr0_lowers_greedy"}  # the positive control in both
     assert {"g16_lowers_greedy", "resample_raises_greedy"} <= ids[1] - ids[0]
 

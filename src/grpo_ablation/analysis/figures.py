@@ -4,8 +4,11 @@ by cell path (sorted), so a cell keeps its colour whichever stage or figure show
 Pure plotting functions take the frames the tables job wrote (``FigureData``: the effects table,
 ``loading.load_curves``, ``loading.load_steps`` ...) and return a matplotlib Figure;
 ``write_stage_figures`` and ``write_weight_figure`` save them (``saving.save``). The figures job
-reads tables and draws: it loads no run and fits nothing. Bands are 95% Student-t intervals over
-seeds (``stats.t_interval``); with one seed no band is drawn. Per-step curves of a few prompts per step
+reads the tables job's files: it loads no run, fits nothing and writes no number the reading or
+another table uses. What it computes is how a number is shown: a 95% Student-t band over seeds
+around a curve (``stats.t_interval``; with one seed no band is drawn), a rolling mean, the bins of
+the calibration plot, and the worked example's bars (from ``objective.formulas.token_weights``,
+written beside them as token_weights.csv). Per-step curves of a few prompts per step
 are noise at every step, so each run is smoothed by a centred rolling mean (``smoothing_window``
 steps, stated on the axis) before the mean over seeds; axes fit the runs' smoothed values, so a
 band wider than the runs themselves (two seeds: t = 12.7) is cut at the axes, not the data.

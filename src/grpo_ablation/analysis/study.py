@@ -342,11 +342,12 @@ def write_look(design: Any, out: Path | None = None, spending: str | None = None
     still = set(open_hypotheses(record))
     nxt = Path(tree.study_next())
     if k < len(looks) and still:
-        specs = [h for h in design.sections.get("hypotheses") or [] if h["id"] in still]
-        needed = {h["stage"] for h in specs}
+        specs = design.sections.get("hypotheses") or []
+        needed = {h["stage"] for h in specs if h["id"] in still}
         override = {
             "base_policy": {"draws": planned_draws[: looks[k]]},
-            "hypotheses": specs,
+            # the decided ones withdrawn; the open ones stay as the configs before declare them
+            "hypotheses": {h["id"]: {"enabled": False} for h in specs if h["id"] not in still},
             "stages": {s.name: {"enabled": False} for s in design.stages if s.name not in needed},
         }
         nxt.write_text(

@@ -253,6 +253,25 @@ def read_winners(paths: list[Path]) -> dict[str, Any]:
     return out
 
 
+def declared_hypotheses(
+    value: dict[str, Any] | list[dict[str, Any]] | None,
+) -> list[dict[str, Any]]:
+    """The hypotheses a design judges, in declaration order, each with its ``id``. A config
+    declares them by id (``hypotheses: {<id>: {kind: ..., ...}}``), so that an override given
+    after it changes a field of one, adds one, or withdraws one with ``enabled: false`` (as a
+    stage), as Snakemake merges mappings key by key and would replace a list whole; design.json
+    keeps this list (a list is taken as it is)."""
+    if not value:
+        return []
+    if isinstance(value, list):
+        return value
+    return [
+        {"id": hid, **{k: v for k, v in spec.items() if k != "enabled"}}
+        for hid, spec in value.items()
+        if spec.get("enabled", True)
+    ]
+
+
 @dataclass(frozen=True)
 class Design:
     """The design of one experiment: its sections (``SECTIONS`` and ``draws``), each parsed once,
@@ -272,6 +291,8 @@ class Design:
     def of(cls, config: dict[str, Any]) -> Design:
         """The design of a (validated) config (``pipeline.check_design`` checks it whole)."""
         sections = {k: config[k] for k in SECTIONS if k in config}
+        if "hypotheses" in sections:
+            sections["hypotheses"] = declared_hypotheses(sections["hypotheses"])
         sections["draws"] = listed_draws(config.get("base_policy") or {})
         root = config.get("experiment") and Path(config.get("results_dir", "results"))
         return cls(sections, root / config["experiment"] if root else None)
