@@ -89,6 +89,12 @@ def snakemake(
     return done
 
 
+def jobs(stdout: str) -> set[str]:
+    """Rule names of the 'Job stats' table snakemake prints."""
+    table = stdout.split("Job stats:", 1)[1].split("total", 1)[0] if "Job stats:" in stdout else ""
+    return {m.group(1) for m in re.finditer(r"^(\w+)\s+\d+\s*$", table, re.MULTILINE)}
+
+
 @pytest.fixture(scope="session")
 def smoke_pipeline(tmp_path_factory) -> SmokePipeline:
     root = tmp_path_factory.mktemp("smoke_results")

@@ -170,3 +170,11 @@ def test_the_package_has_no_import_cycle():
 
 def test_the_import_scan_counts_imports_inside_functions():
     assert "grpo_ablation.analysis.saving" in MODULES["grpo_ablation.analysis.push"]
+
+
+def test_the_figures_import_no_torch():
+    """The figure jobs draw what other jobs computed (the worked example's token weights come from
+    the calculations job's table): neither figure module imports torch or the objective's
+    formulas."""
+    for module in ("grpo_ablation.analysis.figures", "grpo_ablation.analysis.pooled_figures"):
+        assert not {i for i in MODULES[module] if i == "torch" or ".formulas" in i}, module

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import IMAGE_SIZES, LANDING, in_chromium, rendered, snakemake
+from conftest import IMAGE_SIZES, LANDING, in_chromium, jobs, rendered, snakemake
 from scipy import stats as scipy_stats
 
 from grpo_ablation.analysis import draws, hypotheses, loading, tables
@@ -389,6 +390,26 @@ def test_the_figures_target_plans_the_pooled_figures_the_report_opens_with(tmp_p
     config.write_text(yaml.safe_dump({**default, "results_dir": str(tmp_path / "results")}))
     done = snakemake(config, "-n", "figures", timeout=300)
     assert re.search(r"^pooled_figures\s+1\s*$", done.stdout + done.stderr, re.MULTILINE)
+
+
+@pytest.mark.slow  # starts Snakemake
+def test_snakemake_figures_redraws_the_pooled_figures_after_their_module_changes(drawn):
+    """An edited pooled-figure module (its file newer than the figures it drew, as an edit leaves
+    it): `snakemake figures` draws the pooled figures again from the pooled tables, and trains,
+    evaluates and pools nothing. The module's time is put back after."""
+    _, exp = drawn
+    figures = [Path(p) for p in Tree(exp / "pooled").pooled_figures(["std_scaling"], True)]
+    before = {p: p.stat().st_mtime_ns for p in figures}
+    module = ROOT / "src/grpo_ablation/analysis/pooled_figures.py"
+    kept = module.stat()
+    os.utime(module, ns=(kept.st_atime_ns, max(before.values()) + 10**9))
+    try:
+        done = snakemake(exp.parent / "config.yaml", "figures")
+    finally:
+        os.utime(module, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    ran = jobs(done.stdout + done.stderr)
+    assert "pooled_figures" in ran and not ran & {"train", "evaluate", "tables", "pooled"}, ran
+    assert all(p.stat().st_mtime_ns > before[p] for p in figures)
 
 
 @pytest.mark.slow  # starts Snakemake

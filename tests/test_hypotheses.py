@@ -442,6 +442,42 @@ def test_the_defaults_contrasts_are_counted_once_each():
     assert alone[f"dr_grpo|{none_seq}|greedy_final"] == "repeat of std_scaling"
 
 
+def test_design_json_declares_the_analysis_plan_and_the_analysis_reads_it(tmp_path):
+    """The design job writes the roles of every contrast into design.json before any run, one
+    entry per set of rows the winners can give (the default takes no winner: one); the analysis
+    reads them from there, and refuses a plan that other code wrote (roles it would not give)."""
+    from grpo_ablation.commands import design as design_command
+
+    config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    config["results_dir"] = str(tmp_path)
+    design = Design.of(config)
+    out = tmp_path / "design.json"
+    design_command.run(
+        design_command.argparse.Namespace(config=json.dumps(design.sections), out=out)
+    )
+    loaded = Design.load(out)
+    rows = loaded.rows({})
+    (entry,) = loaded.plan
+    assert entry["rows"] == [[r["stage"], r["cell"], r["reference"]] for r in rows]
+    roles = declarations.planned_roles(loaded, rows)
+    assert roles == declarations.contrast_roles(design, rows) == entry["roles"]
+    named = {v for v in roles.values() if v.startswith("hypothesis ")}
+    assert named == {f"hypothesis {h.id}" for h in declarations.declared(design)}
+    assert declarations.planned_roles(design, rows) == roles  # no plan: computed
+    entry["roles"][next(iter(entry["roles"]))] = "hypothesis planted"
+    with pytest.raises(DesignError, match=r"design\.json declared other roles"):
+        declarations.planned_roles(loaded, rows)
+    with pytest.raises(DesignError, match="no entry for these rows"):
+        declarations.planned_roles(loaded, rows[1:])
+    # the smoke config's aggregation stage takes std scaling's winner: an entry per winner
+    smoke = Design.of(yaml.safe_load((ROOT / "config/smoke.yaml").read_text()))
+    plan = declarations.analysis_plan(smoke)
+    scalings = smoke.stage("std_scaling").vary["std_scaling"]
+    assert [e["winners"] for e in plan] == [{"std_scaling": v} for v in scalings]
+    for e in plan:
+        assert e["roles"] == declarations.contrast_roles(smoke, smoke.rows(e["winners"]))
+
+
 def test_each_verdict_states_what_the_design_could_detect_and_what_it_would_need():
     """Hand-worked: none_lowers (δ = 0.02, expected 0.04) over six seeds whose differences have SD
     0.03, in a family of three hypotheses (one-sided level 0.05/6): the detectable effect is δ

@@ -157,10 +157,16 @@ def test_no_analysis_module_or_rule_spells_a_file_name_of_the_results_tree():
         layout.READING,
         layout.POOLED_READING,
         layout.TOKEN_WEIGHTS_TABLE,
+        layout.CALCULATIONS_SHEET,
+        layout.CALCULATIONS_TABLE,
         *(name for f in figures for name in layout.figure_files(f)),
     }
     root = Path(layout.__file__).parent
-    files = [*(root / "analysis").glob("*.py"), *(ROOT / "workflow/rules").glob("*.smk")]
+    files = [
+        *(root / "analysis").glob("*.py"),
+        *(root / "objective").glob("*.py"),
+        *(ROOT / "workflow/rules").glob("*.smk"),
+    ]
     spelled = {
         f"{path.name}: {name}"
         for path in files

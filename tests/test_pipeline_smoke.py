@@ -7,7 +7,6 @@ import gzip
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import jsonschema
 import pandas as pd
 import pytest
 import yaml
-from conftest import IMAGE_SIZES, LANDING, in_chromium, rendered
+from conftest import IMAGE_SIZES, LANDING, in_chromium, jobs, rendered
 
 from grpo_ablation.analysis import STAGE_FIGURES
 from grpo_ablation.analysis.tables import BASE_LABEL, EFFECTS
@@ -244,7 +243,7 @@ def test_csv_outputs_have_their_columns(smoke_pipeline, design):
         "tables/hypotheses.csv": [exp / "tables/hypotheses.csv"],
         "tables/coupling.csv": [exp / "tables/coupling.csv"],
         "tables/coupling_steps.csv": [exp / "tables/coupling_steps.csv"],
-        "figures/token_weights.csv": [exp / "figures/token_weights.csv"],
+        "calculations/token_weights.csv": [exp / "calculations/token_weights.csv"],
         "diagnostics/<cell>/seed=<s>/steps.csv": [
             exp / f"diagnostics/{c}/seed={s}/steps.csv" for c, s in runs(design)
         ],
@@ -367,12 +366,6 @@ def test_the_tables_and_figures_jobs_write_exactly_their_declared_outputs(smoke_
         assert printed(tree.log("figures", stage)) == sorted(tree.stage_figures(stage).values())
         folder = smoke_pipeline.exp / "figures" / stage
         assert sorted(map(str, folder.iterdir())) == sorted(tree.stage_figures(stage).values())
-
-
-def jobs(stdout: str) -> set[str]:
-    """Rule names of the 'Job stats' table snakemake prints."""
-    table = stdout.split("Job stats:", 1)[1].split("total", 1)[0] if "Job stats:" in stdout else ""
-    return {m.group(1) for m in re.finditer(r"^(\w+)\s+\d+\s*$", table, re.MULTILINE)}
 
 
 def test_figures_rebuild_alone_without_retraining(smoke_pipeline):
@@ -638,5 +631,5 @@ def test_no_figure_of_the_smoke_config_has_overlapping_text(smoke_pipeline, desi
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(saving, "check_text", check)
         figures.write_figures(drawn, smoke_pipeline.exp / "tables", tmp_path)
-        figures.write_weight_figure(tmp_path)
+        figures.write_weight_figure(smoke_pipeline.exp / "calculations/token_weights.csv", tmp_path)
     assert len(checked) == len(stages) * len(STAGE_FIGURES) + 1

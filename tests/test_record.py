@@ -81,7 +81,7 @@ def test_batch_that_cannot_be_split_is_refused():
 
 
 def test_calculations_sheet_carries_the_worked_numbers(tmp_path):
-    md, csv_path = write_sheet(tmp_path)
+    md, csv_path, _ = write_sheet(tmp_path)
     text = md.read_text()
     assert "(1.7321, -0.5774, -0.5774, -0.5774)" in text
     assert "(1.5000, -0.5000, -0.5000, -0.5000)" in text
@@ -93,7 +93,7 @@ def test_calculations_sheet_carries_the_worked_numbers(tmp_path):
 
 
 def test_the_stages_expectations_are_computed_in_the_sheet(tmp_path):
-    md, _ = write_sheet(tmp_path)
+    md = write_sheet(tmp_path)[0]
     text = md.read_text()
     assert (
         "| population / sample advantage at eps=0, G=8 | sqrt(G/(G-1)), the same for every group | 1.0690 |"
@@ -118,7 +118,7 @@ def test_the_stages_expectations_are_computed_in_the_sheet(tmp_path):
 
 
 def test_the_push_predictions_are_computed_in_the_sheet(tmp_path):
-    md, _ = write_sheet(tmp_path)
+    md = write_sheet(tmp_path)[0]
     text = md.read_text()
     # sqrt(4/3) = 1.1547 on every completion: population and sample point the same way.
     assert "(1.1547, 1.1547, 1.1547, 1.1547) ..." in text

@@ -22,6 +22,7 @@ from grpo_ablation.design import checks
 from grpo_ablation.design.ablation import Design, cell_label
 from grpo_ablation.design.hypotheses import contrast_roles, declared
 from grpo_ablation.layout import FIGURE_FORMATS, POOLED_TABLE, TABLE, Tree
+from grpo_ablation.objective.calculations import worked_weights, write_sheet
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 
 REF, OTHER = "std=sample/agg=sequence_mean/G=4", "std=population/agg=sequence_mean/G=4"
@@ -183,7 +184,7 @@ def test_palette_gives_each_cell_one_colour_whatever_the_order():
 
 
 def test_worked_example_weights_come_from_the_library():
-    w = figures.worked_weights().set_index(["aggregation", "length"])["token_weight"]
+    w = pd.DataFrame(worked_weights()).set_index(["aggregation", "length"])["token_weight"]
     assert w["sequence_mean", 2] == pytest.approx(1 / 4) and w["sequence_mean", 8] == pytest.approx(
         1 / 16
     )
@@ -267,7 +268,8 @@ def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
         f"{k}.{e}" for k in STAGE_FIGURES for e in FIGURE_FORMATS
     )
     assert all(p.stat().st_size > 1000 for p in paths)
-    paths = figures.write_weight_figure(tmp_path)
+    weights = write_sheet(tmp_path / "calculations")[2]
+    paths = figures.write_weight_figure(weights, tmp_path)
     assert all(p.stat().st_size > 1000 for p in paths)
 
 

@@ -17,6 +17,7 @@ pytest.importorskip("lm_eval")
 
 from grpo_ablation import worker
 from grpo_ablation.evaluation.task_folders import write_task
+from grpo_ablation.objective.calculations import write_sheet
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = ROOT / "workflow" / "scripts" / "grpo.py"
@@ -211,11 +212,12 @@ def test_a_figure_job_in_the_worker_draws_the_in_process_figure(env: dict) -> No
     job_dir = env["root"] / "figure_job"
     job_dir.mkdir()
     (job_dir / "matplotlibrc").write_text("pdf.fonttype: 42\n")
+    table = write_sheet(env["root"] / "calculations")[2]
     outputs = {}
     for mode in ("off", "on"):
         out = env["root"] / f"weights_{mode}"
         done = subprocess.run(
-            [sys.executable, str(CLI), "token-weights", "--out", str(out)],
+            [sys.executable, str(CLI), "token-weights", "--table", str(table), "--out", str(out)],
             env={**os.environ, "GRPO_WORKER": mode, "TMPDIR": str(env["tmp"])},
             cwd=job_dir,
             capture_output=True,

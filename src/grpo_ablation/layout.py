@@ -4,8 +4,9 @@
         design.json    the design: config sections, cells, stages and their rows
         data/          train, validation and test splits with manifest.json (their hashes)
         tasks/<split>/ the lm-eval task folders
-        calculations/  the worked-numbers sheet
-        figures/       token_weights.* (the conventions' worked example)
+        calculations/  the worked-numbers sheet, and token_weights.csv (the conventions' worked
+                       example of token weights)
+        figures/       token_weights.{png,pdf}: its figure
         pooled/        tables, figures and reading over base-policy draws
         study/         a sequential study's ledger.jsonl of looks, each look's look_<n>.json
                        and next.yaml, its next look's override
@@ -118,7 +119,10 @@ PUSH_TABLES = ("push.csv", "push_cosine.csv", "push.md")
 PUSH_PILOT_TABLE = "push_pilot.csv"
 # The push's figure (figures/push.<format>).
 PUSH_FIGURE = "push"
-# The conventions' worked example of token weights: its numbers beside its figure (figures/).
+# The worked-numbers sheet (calculations/), with the conventions' worked example of token weights:
+# its numbers there, its figure in figures/.
+CALCULATIONS_SHEET = "calculations.md"
+CALCULATIONS_TABLE = "calculations.csv"
 TOKEN_WEIGHTS = "token_weights"
 TOKEN_WEIGHTS_TABLE = f"{TOKEN_WEIGHTS}.csv"
 

@@ -11,7 +11,14 @@ from grpo_ablation.design import checks, cost
 from grpo_ablation.design.axes import path_regex
 from grpo_ablation.design.options import ComputeConfig
 from grpo_ablation.design.ablation import Design
-from grpo_ablation.layout import MANIFEST, SPLITS, Tree
+from grpo_ablation.layout import (
+    CALCULATIONS_SHEET,
+    CALCULATIONS_TABLE,
+    MANIFEST,
+    SPLITS,
+    TOKEN_WEIGHTS_TABLE,
+    Tree,
+)
 
 
 # `--config 'seeds=[0,1,2,3,4]'` hands the seeds over as strings.
@@ -141,7 +148,7 @@ def training_arguments(wildcards, output):
 
 
 def all_targets(wildcards):
-    targets = [SHARED.calculations("calculations.md")]
+    targets = [SHARED.calculations(CALCULATIONS_SHEET)]
     for draw in DRAWS or [None]:
         targets.append(Tree(exp_of(draw)).base_summary())
         for stage in DESIGN.stage_names:

@@ -75,13 +75,16 @@ rule base_policy:
 
 
 rule calculations:
+    input:
+        code=sources("objective.calculations", root=SRC),
     output:
         report(
-            SHARED.calculations("calculations.md"),
+            SHARED.calculations(CALCULATIONS_SHEET),
             caption="../report/calculations.rst",
             category="Conventions",
         ),
-        SHARED.calculations("calculations.csv"),
+        SHARED.calculations(CALCULATIONS_TABLE),
+        SHARED.calculations(TOKEN_WEIGHTS_TABLE),
     params:
         cli=CLI,
         out=folder(0),
@@ -96,10 +99,10 @@ rule calculations:
 
 
 rule design:
-    # The design the jobs read (select, tables, figures, pooled): rewritten when its sections or
-    # the code that derives cells, titles and captions from them change.
+    # The design the jobs read (select, tables, figures, pooled) and its analysis plan: rewritten
+    # when its sections or the code that derives cells, titles, captions and roles change.
     input:
-        code=sources("design.ablation", root=SRC),
+        code=sources("commands.design", root=SRC),
     output:
         SHARED.design(),
     params:

@@ -9,7 +9,6 @@ from grpo_ablation.layout import (
     FIGURE_FORMATS,
     READING,
     TOKEN_WEIGHTS,
-    TOKEN_WEIGHTS_TABLE,
     figure_files,
 )
 
@@ -191,6 +190,7 @@ rule effects_reading:
 
 rule token_weight_figure:
     input:
+        table=SHARED.calculations(TOKEN_WEIGHTS_TABLE),
         code=FIGURE_CODE,
     output:
         png=report(
@@ -200,7 +200,6 @@ rule token_weight_figure:
             labels={"figure": "token weights of the worked example"},
         ),
         pdf=SHARED.figure(figure_files(TOKEN_WEIGHTS)[1]),
-        csv=SHARED.figure(TOKEN_WEIGHTS_TABLE),
     params:
         cli=CLI,
         out=folder("png"),
@@ -211,7 +210,7 @@ rule token_weight_figure:
     benchmark:
         SHARED.benchmark("figures", "token_weights")
     shell:
-        "python {params.cli} token-weights --out {params.out} > {log} 2>&1"
+        "python {params.cli} token-weights --table {input.table} --out {params.out} > {log} 2>&1"
 
 
 FIGURE_TARGETS = [

@@ -36,8 +36,8 @@ from grpo_ablation.design.hypotheses import (
     OUTCOME_DEPENDENT,
     PAIRED,
     REPEAT,
-    contrast_roles,
     declared,
+    planned_roles,
 )
 from grpo_ablation.layout import POOLED_READING, POOLED_TABLE, POOLED_TABLES, Tree
 
@@ -326,7 +326,7 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
     effects = tables.effects_table(
         table,
         titles,
-        contrast_roles(design, rows),
+        planned_roles(design, rows),
         {k: float(np.mean([p[k] for p in predicted])) for k in predicted[0]},
     )
     push = hypotheses.push_records(design, [design.draw_dir(d) for d in design.draws])

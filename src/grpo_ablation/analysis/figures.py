@@ -7,8 +7,7 @@ Pure plotting functions take the frames the tables job wrote (``FigureData``: th
 reads the tables job's files: it loads no run, fits nothing and writes no number the reading or
 another table uses. What it computes is how a number is shown: a 95% Student-t band over seeds
 around a curve (``stats.t_interval``; with one seed no band is drawn), a rolling mean, the bins of
-the calibration plot, and the worked example's bars (from ``objective.formulas.token_weights``,
-written beside them as token_weights.csv). Per-step curves of a few prompts per step
+the calibration plot. The worked example's bars are the calculations job's token_weights.csv. Per-step curves of a few prompts per step
 are noise at every step, so each run is smoothed by a centred rolling mean (``smoothing_window``
 steps, stated on the axis) before the mean over seeds; axes fit the runs' smoothed values, so a
 band wider than the runs themselves (two seeds: t = 12.7) is cut at the axes, not the data.
@@ -30,7 +29,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-import torch
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
@@ -38,9 +36,8 @@ from grpo_ablation.analysis import STAGE_FIGURES, efficiency, loading, tables
 from grpo_ablation.analysis.saving import save
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.design.ablation import Design, cell_label
-from grpo_ablation.layout import TABLE, TOKEN_WEIGHTS, TOKEN_WEIGHTS_TABLE, figure_files
+from grpo_ablation.layout import TABLE, TOKEN_WEIGHTS, figure_files
 from grpo_ablation.objective.conventions import AGGREGATIONS, GROUP_CATEGORIES
-from grpo_ablation.objective.formulas import token_weights
 
 # Rolling-mean window of the per-step curves, shortened for short runs (``smoothing_window``).
 SMOOTHING_STEPS = 10
@@ -589,27 +586,6 @@ def coupling_figure(coupling: pd.DataFrame, palette) -> plt.Figure:
     return fig
 
 
-def worked_weights(lengths: tuple[int, ...] = (2, 8)) -> pd.DataFrame:
-    """Per-token weight of each completion of the worked example under every aggregation, from
-    ``objective.token_weights`` (one group of len(lengths), L_max = the longest)."""
-    T = max(lengths)
-    mask = torch.tensor([[1.0] * n + [0.0] * (T - n) for n in lengths])
-    rows = []
-    for mode in AGGREGATIONS:
-        w = token_weights(mask, mode, len(lengths), T)
-        for i, n in enumerate(lengths):
-            rows.append(
-                {
-                    "aggregation": mode,
-                    "completion": f"length {n}",
-                    "length": n,
-                    "token_weight": float(w[i, 0]),
-                    "completion_weight": float(w[i].sum()),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
 def weight_figure(weights: pd.DataFrame) -> plt.Figure:
     """Bars of the per-token weight; not cells, so neutral colours (cell colours stay unique)."""
     _style()
@@ -710,11 +686,10 @@ def write_stage_figures(data: FigureData, palette, out: Path, title: str) -> lis
     return paths
 
 
-def write_weight_figure(out: Path) -> list[Path]:
-    weights = worked_weights()
+def write_weight_figure(table: Path, out: Path) -> list[Path]:
+    """The worked example's figure, drawn from the calculations job's token_weights.csv."""
     out.mkdir(parents=True, exist_ok=True)
-    weights.to_csv(out / TOKEN_WEIGHTS_TABLE, index=False)
-    return save(weight_figure(weights), out / TOKEN_WEIGHTS)
+    return save(weight_figure(pd.read_csv(table)), out / TOKEN_WEIGHTS)
 
 
 def write_figures(design: Design, folder: Path, out: Path, stage: str | None = None) -> list[Path]:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from grpo_ablation.analysis import calibration, coupling, hypotheses, loading, tables
 from grpo_ablation.design.ablation import Design
-from grpo_ablation.design.hypotheses import contrast_roles
+from grpo_ablation.design.hypotheses import planned_roles
 from grpo_ablation.layout import TABLE, TABLES
 
 # The keys of a run in the efficiency fits table; its other columns are ``run_efficiency``'s.
@@ -26,13 +26,14 @@ FIT_KEYS = ["stage", "cell", "seed"]
 
 def effects(exp: Path, design: Design, rows: list[dict[str, Any]], results: Path) -> pd.DataFrame:
     """The effects table of every stage (``tables.effects_table``) from the results table as
-    written (``results``: read back exactly), with the roles of ``contrast_roles`` (repeats found
-    against every stage of ``rows``) and the manipulation checks' predictions."""
+    written (``results``: read back exactly), with the roles design.json's plan declared
+    (``planned_roles``; repeats found against every stage of ``rows``) and the manipulation
+    checks' predictions."""
     titles = {r["stage"]: design.stage_title(r["stage"]) for r in rows}
     return tables.effects_table(
         loading.read_results(results),
         titles,
-        contrast_roles(design, rows),
+        planned_roles(design, rows),
         hypotheses.manipulation_predictions(exp, design, rows),
     )
 

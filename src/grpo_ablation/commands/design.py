@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-HELP = "check the config and write the design the analysis jobs read"
+HELP = "write the design and its analysis plan, which the analysis jobs read"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -16,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(a: argparse.Namespace) -> None:
     from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.hypotheses import analysis_plan
 
     # The DAG checked the whole config; design.json lies in the experiment folder it names.
-    print(Design(json.loads(a.config), a.out.parent).write(a.out))
+    design = Design(json.loads(a.config), a.out.parent)
+    print(design.write(a.out, analysis_plan(design)))

@@ -10,11 +10,14 @@ SERVED = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--table", type=Path, required=True, help="the calculations job's token_weights.csv"
+    )
     p.add_argument("--out", type=Path, required=True)
 
 
 def run(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.figures import write_weight_figure
 
-    for path in write_weight_figure(a.out):
+    for path in write_weight_figure(a.table, a.out):
         print(path)

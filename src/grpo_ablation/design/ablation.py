@@ -286,6 +286,10 @@ class Design:
     # The experiment folder: what the draws share (data, tasks, design.json, pooled/); None for a
     # design made from a config without one (its folders cannot be asked for).
     root: Path | None
+    # The analysis plan design.json declared before any run (``design.hypotheses.analysis_plan``:
+    # each set of rows the winners can give, with its contrasts' roles); None for a design made
+    # from a config. The analysis reads its roles from it (``planned_roles``).
+    plan: list[dict[str, Any]] | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, config: dict[str, Any]) -> Design:
@@ -319,17 +323,20 @@ class Design:
             ],
         }
 
-    def write(self, path: str | Path) -> Path:
+    def write(self, path: str | Path, plan: list[dict[str, Any]] | None = None) -> Path:
+        """design.json, with the analysis plan when given (the design job gives it)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_dict(), indent=1, default=list) + "\n")
+        written = self.to_dict() | ({"analysis_plan": plan} if plan is not None else {})
+        path.write_text(json.dumps(written, indent=1, default=list) + "\n")
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> Design:
         """The design a DAG wrote (``write``) into its experiment folder: the same sections,
-        parsed by the same code."""
-        return cls(json.loads(Path(path).read_text())["sections"], Path(path).parent)
+        parsed by the same code, and the analysis plan it declared."""
+        written = json.loads(Path(path).read_text())
+        return cls(written["sections"], Path(path).parent, written.get("analysis_plan"))
 
     # -- stages ------------------------------------------------------------------------------------
     @cached_property

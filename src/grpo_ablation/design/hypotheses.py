@@ -20,6 +20,7 @@ Part of the design layer: no pandas, no numerical library.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -566,3 +567,52 @@ def contrast_roles(
             if (other["cell"], other["reference"]) == (r["cell"], r["reference"]):
                 roles[contrast_key(other["stage"], other["cell"], h.metric)] = f"hypothesis {h.id}"
     return roles
+
+
+def analysis_plan(design: Design) -> list[dict[str, Any]]:
+    """The analysis plan design.json declares before any run: for every set of rows the stages'
+    winners can give (one per combination of the winners of the stages others take), the rows
+    compared (stage, cell, reference) and the role of each contrast (``contrast_roles``): which
+    are the declared hypotheses, the manipulation checks, the negative controls and the repeats;
+    every other contrast is exploratory. The hypotheses form one Holm family (their ids in
+    ``sections.hypotheses``)."""
+    sources = sorted({src for s in design.stages for src in s.sources()})
+    options = [
+        [(name, v) for v in design.stage(name).vary[design.stage(name).primary]] for name in sources
+    ]
+    plan = []
+    for combo in itertools.product(*options):
+        rows = design.rows(dict(combo))
+        plan.append(
+            {
+                "winners": dict(combo),
+                "rows": [[r["stage"], r["cell"], r["reference"]] for r in rows],
+                "roles": contrast_roles(design, rows),
+            }
+        )
+    return plan
+
+
+def planned_roles(design: Design, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """The roles of ``rows``' contrasts as design.json's plan declared them (``analysis_plan``),
+    checked against what this code gives them (a plan written by other code is refused, naming
+    the contrasts that differ); computed, for a design made from a config (no plan)."""
+    if design.plan is None:
+        return contrast_roles(design, rows)
+    compared = [[r["stage"], r["cell"], r["reference"]] for r in rows]
+    entry = next((e for e in design.plan if e["rows"] == compared), None)
+    if entry is None:
+        raise DesignError(
+            "design.json's analysis plan has no entry for these rows (stages "
+            f"{sorted({r['stage'] for r in rows})}): rerun the design rule"
+        )
+    roles = contrast_roles(design, rows)
+    if entry["roles"] != roles:
+        differ = sorted(
+            k for k in roles.keys() | entry["roles"].keys() if roles.get(k) != entry["roles"].get(k)
+        )
+        raise DesignError(
+            f"design.json declared other roles for {differ[:5]} than this code gives them: it was "
+            "written by other code; rerun the design rule"
+        )
+    return entry["roles"]

@@ -1,6 +1,7 @@
 """The worked numbers, computed by the library: ``grpo-ablation calculations OUT_DIR``.
 
-Writes ``calculations.md`` and ``calculations.csv`` so users see the conventions side by side.
+Writes the sheet (Markdown and CSV) so users see the conventions side by side, and the worked
+example's per-token weights under every aggregation, which the token-weight figure draws.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from grpo_ablation.layout import CALCULATIONS_SHEET, CALCULATIONS_TABLE, TOKEN_WEIGHTS_TABLE
 from grpo_ablation.objective.conventions import AGGREGATIONS, RATIOS, SCALINGS
 from grpo_ablation.objective.formulas import (
     aggregate_loss,
@@ -246,14 +248,41 @@ def worked_numbers() -> list[Row]:
     ]
 
 
-def write_sheet(out_dir: Path) -> tuple[Path, Path]:
-    rows = worked_numbers()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, md_path = out_dir / "calculations.csv", out_dir / "calculations.md"
-    with csv_path.open("w", newline="") as fh:
+def worked_weights(lengths: tuple[int, ...] = (2, 8)) -> list[Row]:
+    """Per-token weight of each completion of the worked example under every aggregation, from
+    ``formulas.token_weights`` (one group of len(lengths), L_max = the longest)."""
+    T = max(lengths)
+    mask = torch.tensor([[1.0] * n + [0.0] * (T - n) for n in lengths])
+    rows: list[Row] = []
+    for mode in AGGREGATIONS:
+        w = token_weights(mask, mode, len(lengths), T)
+        for i, n in enumerate(lengths):
+            rows.append(
+                {
+                    "aggregation": mode,
+                    "completion": f"length {n}",
+                    "length": n,
+                    "token_weight": float(w[i, 0]),
+                    "completion_weight": float(w[i].sum()),
+                }
+            )
+    return rows
+
+
+def _write_csv(path: Path, rows: list[Row]) -> None:
+    with path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def write_sheet(out_dir: Path) -> tuple[Path, Path, Path]:
+    rows = worked_numbers()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path = out_dir / CALCULATIONS_TABLE, out_dir / CALCULATIONS_SHEET
+    _write_csv(csv_path, rows)
+    weights_path = out_dir / TOKEN_WEIGHTS_TABLE
+    _write_csv(weights_path, worked_weights())
     lines = ["# Worked numbers (computed by grpo_ablation.objective.formulas)"]
     section = None
     for row in rows:
@@ -262,4 +291,4 @@ def write_sheet(out_dir: Path) -> tuple[Path, Path]:
             lines += ["", f"## {section}", "", "| case | convention | value |", "|---|---|---|"]
         lines.append(f"| {row['case']} | {row['convention']} | {row['value']} |")
     md_path.write_text("\n".join(lines) + "\n")
-    return md_path, csv_path
+    return md_path, csv_path, weights_path
