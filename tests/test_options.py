@@ -178,6 +178,18 @@ def test_a_help_text_that_lists_its_choices_takes_them_from_the_registry():
     assert spell_choices(("a", "b", "c")) == "a, b or c" and spell_choices(("a",)) == "a"
 
 
+def test_the_schemas_task_description_names_the_math_tasks_fields():
+    """The task section's description lists MathTask's fields by hand (its other keys are
+    checked by the task itself): the list is the dataclass's, in order."""
+    from grpo_ablation.tasks.math import MathTask
+
+    text = " ".join(
+        yaml.safe_load(schema.SCHEMA.read_text())["properties"]["task"]["description"].split()
+    )
+    listed = re.search(r"grpo_ablation\.tasks\.math\.MathTask: ([^)]*)\)", text).group(1)
+    assert listed.split(", ") == [f.name for f in fields(MathTask)]
+
+
 def test_the_schemas_hand_written_choices_are_the_registries():
     """The choices the schema lists outside its generated sections are the code's registries,
     so a choice added to one and not the other fails here; the hypotheses' metric description

@@ -8,6 +8,7 @@ import pytest
 
 from grpo_ablation.analysis import (
     STAGE_FIGURES,
+    calibration,
     draws,
     figures,
     hypotheses,
@@ -249,7 +250,7 @@ def synthetic_figure_data() -> figures.FigureData:
         effects=synthetic_effects(),
         curves=curves,
         steps=steps,
-        groups=calibration_groups().assign(stage="std_scaling"),
+        bins=calibration.calibration_bins(calibration_groups().assign(stage="std_scaling")),
         coupling=coupled,
         points=points,
         fits=fits,
@@ -287,7 +288,7 @@ def test_the_figures_job_reads_the_tables_and_writes_its_declared_files(tmp_path
         "effects": data.effects,
         "accuracy_curves": data.curves,
         "training_steps": data.steps,
-        "calibration_groups": data.groups,
+        "calibration_bins": data.bins,
         "coupling_steps": data.coupling,
         "efficiency_points": data.points,
         "efficiency_fits": data.fits,
@@ -546,8 +547,8 @@ def calibration_groups() -> pd.DataFrame:
 
 
 def test_calibration_bins_pair_predicted_and_observed_mixed_fractions():
-    groups = calibration_groups()
-    bins = figures.calibration_bins(groups).set_index("bin")
+    groups = calibration_groups().assign(stage="x")
+    bins = calibration.calibration_bins(groups).set_index("bin")
     # the group with a scoring failure is left out
     assert list(bins.index) == [1, 5] and list(bins["groups"]) == [2, 1]
     assert bins.loc[1, "predicted"] == pytest.approx(0.15)
@@ -555,12 +556,14 @@ def test_calibration_bins_pair_predicted_and_observed_mixed_fractions():
     # Wilson interval of 1 in 2: 0.5 ± 0.405 (centre 0.5)
     assert bins.loc[1, "low"] == pytest.approx(0.0945, abs=1e-4)
     assert bins.loc[1, "high"] == pytest.approx(0.9055, abs=1e-4)
-    fig = figures.mixed_figure(groups.assign(stage="x"), [REF], figures.cell_palette([REF]))
+    fig = figures.mixed_figure(bins.reset_index(), [REF], figures.cell_palette([REF]))
     # every group of a bin mixed: the Wilson bound meets the fraction (no negative bar)
     all_mixed = pd.DataFrame(
         {"cell": [REF] * 10, "failed": [False] * 10, "predicted": [0.9] * 10, "observed": [1] * 10}
     )
-    figures.mixed_figure(all_mixed, [REF], figures.cell_palette([REF]))
+    mixed_bins = calibration.calibration_bins(all_mixed.assign(stage="x"))
+    assert mixed_bins["high"].item() == pytest.approx(1.0) and mixed_bins["observed"].item() == 1.0
+    figures.mixed_figure(mixed_bins, [REF], figures.cell_palette([REF]))
     identity = fig.axes[0].get_lines()[0]
     assert list(identity.get_xdata()) == list(identity.get_ydata())
 

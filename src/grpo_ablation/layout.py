@@ -67,6 +67,7 @@ TABLES = (
     "hypotheses.md",
     "calibration.csv",
     "calibration.md",
+    "calibration_bins.csv",
     "coupling.csv",
     "coupling.md",
     "coupling_steps.csv",

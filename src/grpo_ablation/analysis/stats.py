@@ -157,3 +157,11 @@ def format_interval(iv: Interval, digits: int = 3, signed: bool = False) -> str:
     if not iv.defined:
         return f"{mean} (n={iv.n}: interval undefined)"
     return f"{mean} [{iv.low:{sign}.{digits}f}, {iv.high:{sign}.{digits}f}]"
+
+
+def wilson(successes: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """95% Wilson score interval of a binomial proportion."""
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
