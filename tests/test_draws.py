@@ -394,18 +394,20 @@ def test_the_figures_target_plans_the_pooled_figures_the_report_opens_with(tmp_p
 
 @pytest.mark.slow  # starts Snakemake
 def test_snakemake_figures_redraws_the_pooled_figures_after_their_module_changes(drawn):
-    """An edited pooled-figure module (its file newer than the figures it drew, as an edit leaves
-    it): `snakemake figures` draws the pooled figures again from the pooled tables, and trains,
-    evaluates and pools nothing. The module's time is put back after."""
+    """An edited pooled-figure module: `snakemake figures` draws the pooled figures again from the
+    pooled tables, and trains, evaluates and pools nothing. (An edit, not a touch: Snakemake
+    reruns a job for a newer input only when its content differs from what the job recorded.)
+    The module's bytes and time are put back after."""
     _, exp = drawn
     figures = [Path(p) for p in Tree(exp / "pooled").pooled_figures(["std_scaling"], True)]
     before = {p: p.stat().st_mtime_ns for p in figures}
     module = ROOT / "src/grpo_ablation/analysis/pooled_figures.py"
-    kept = module.stat()
-    os.utime(module, ns=(kept.st_atime_ns, max(before.values()) + 10**9))
+    text, kept = module.read_bytes(), module.stat()
     try:
+        module.write_bytes(text + b"# an edit (tests/test_draws.py; undone when it ends)\n")
         done = snakemake(exp.parent / "config.yaml", "figures")
     finally:
+        module.write_bytes(text)
         os.utime(module, ns=(kept.st_atime_ns, kept.st_mtime_ns))
     ran = jobs(done.stdout + done.stderr)
     assert "pooled_figures" in ran and not ran & {"train", "evaluate", "tables", "pooled"}, ran
