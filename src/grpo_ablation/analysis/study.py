@@ -301,8 +301,9 @@ def open_hypotheses(record: dict[str, Any]) -> list[str]:
 def write_look(design: Any, out: Path | None = None, spending: str | None = None) -> dict[str, Any]:
     """Judge the look the design's draws make (``study.draws[:n]`` for the look's n), record it
     in the ledger (and in ``out``), and write the next look's override config
-    (``study/next.yaml``): the next ``study.looks`` count of ``study.draws``, only the
-    hypotheses still open and the stages they name. Returns the look's record."""
+    (``study/next.yaml``): the next ``study.looks`` count of ``study.draws``, the decided
+    hypotheses withdrawn (the open ones stay as declared) and only the stages the open ones name.
+    Returns the look's record."""
     import yaml
 
     from grpo_ablation.analysis import draws, hypotheses
@@ -351,8 +352,9 @@ def write_look(design: Any, out: Path | None = None, spending: str | None = None
             "stages": {s.name: {"enabled": False} for s in design.stages if s.name not in needed},
         }
         nxt.write_text(
-            f"# Written by `grpo-ablation study look` after look {k}: look {k + 1}'s draws, its "
-            "open hypotheses and the stages they need.\n" + yaml.safe_dump(override, sort_keys=True)
+            f"# Written by `grpo-ablation study look` after look {k}: look {k + 1}'s draws, the "
+            "decided hypotheses withdrawn and the stages the open ones need.\n"
+            + yaml.safe_dump(override, sort_keys=True)
         )
     elif nxt.exists():
         nxt.unlink()  # the study is over
