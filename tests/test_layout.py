@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablation.layout import Evaluation, Tree, cell_and_seed
+from grpo_ablation.layout import Tree, cell_and_seed
 
 ROOT = Path(__file__).resolve().parents[1]
 CELL = "std=sample/agg=sequence_mean/G=8/zv=filter"
@@ -104,7 +104,7 @@ def test_the_files_the_jobs_write_are_named_only_in_layout():
     built = re.compile(r"""\{split\}\.jsonl|step=\{""")
     assert spelled_outside_layout(built) == []
     assert Tree("R").split("test") == "R/data/test.jsonl"
-    assert Evaluation("E").step("test", 4) == "E/test/step=4"
+    assert str(layout.step_folder("E/test", 4)) == "E/test/step=4"
 
 
 def test_the_analysis_outputs_are_declared_once_in_layout():

@@ -139,7 +139,7 @@ PUSH_TABLE: dict[str, str] = {output_key(name): name for name in PUSH_TABLES}
 SUMMARY = "summary.json"
 CALIBRATION = "calibration.json"
 CURVE = "curve.json"
-# A checkpoint's evaluation folder (``<split>/step=<n>``, ``Evaluation.step``): its numbers, lm-eval's
+# A checkpoint's evaluation folder (``step_folder`` of its split's): its numbers, lm-eval's
 # samples and its timings (apart, so that its numbers are byte-identical across reruns), then the
 # key that marks it finished, written last.
 STEP_RESULTS = "results.json"
@@ -155,10 +155,9 @@ METRICS = "metrics.jsonl"
 ROLLOUTS = "rollouts"
 CHECKPOINTS = "checkpoints"
 CURVE_POLICIES = "curve"  # the weights-only policies of the efficiency curve
-RUN_IDENTITY = (
-    "run_identity.json"  # the options that decide a rerun (TrainingConfig.rerun_identity)
-)
-WALL_TIME = "wall_time.json"  # the seconds of each attempt (a resumed run's several)
+# The options that decide a rerun (TrainingConfig.rerun_identity); the seconds of each attempt.
+RUN_IDENTITY = "run_identity.json"
+WALL_TIME = "wall_time.json"
 CHECKPOINT_PREFIX = "checkpoint-"
 # The diagnostics job's per-step table (beside its summary); a split folder's and a task folder's
 # manifest; the base-policy job's record.
@@ -194,10 +193,6 @@ class Evaluation:
 
     def split(self, split: str) -> str:
         return f"{self.folder}/{split}"
-
-    def step(self, split: str, step: Any) -> str:
-        """One checkpoint's folder (STEP_RESULTS, STEP_SAMPLES, STEP_TIMING, STEP_DONE)."""
-        return str(step_folder(self.split(split), step))
 
     def summary(self, split: str = "test") -> str:
         return f"{self.split(split)}/{SUMMARY}"

@@ -474,9 +474,11 @@ class Design:
             ]
         return rows
 
-    def possible_winners(self, stage: Stage) -> list[dict[str, Any]]:
-        """Every winners mapping a stage can see (one per combination of its sources' values)."""
-        sources = [self.stage(name) for name in stage.sources()]
+    def possible_winners(self, stage: Stage | None = None) -> list[dict[str, Any]]:
+        """Every winners mapping a stage can see (one per combination of its sources' values);
+        without a stage, every one the design can see (the sources of all its stages)."""
+        names = stage.sources() if stage else sorted({n for s in self.stages for n in s.sources()})
+        sources = [self.stage(name) for name in names]
         options = [[(src.name, v) for v in src.vary[src.primary]] for src in sources]
         return [dict(combo) for combo in itertools.product(*options)] or [{}]
 

@@ -20,7 +20,6 @@ Part of the design layer: no pandas, no numerical library.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -576,16 +575,12 @@ def analysis_plan(design: Design) -> list[dict[str, Any]]:
     are the declared hypotheses, the manipulation checks, the negative controls and the repeats;
     every other contrast is exploratory. The hypotheses form one Holm family (their ids in
     ``sections.hypotheses``)."""
-    sources = sorted({src for s in design.stages for src in s.sources()})
-    options = [
-        [(name, v) for v in design.stage(name).vary[design.stage(name).primary]] for name in sources
-    ]
     plan = []
-    for combo in itertools.product(*options):
-        rows = design.rows(dict(combo))
+    for winners in design.possible_winners():
+        rows = design.rows(winners)
         plan.append(
             {
-                "winners": dict(combo),
+                "winners": winners,
                 "rows": [[r["stage"], r["cell"], r["reference"]] for r in rows],
                 "roles": contrast_roles(design, rows),
             }
