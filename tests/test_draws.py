@@ -422,14 +422,23 @@ def test_a_study_runs_look_after_look_through_snakemake(drawn, tmp_path):
     override trains the third draw and judges look 2, the last, which ends the study. An earlier
     look asked again is its record, not a new one; a look judged again on changed tables, or on
     draws no look has, is refused."""
+    from grpo_ablation.analysis.registration import register
     from grpo_ablation.analysis.study import Ledger, LedgerError, write_look
+    from grpo_ablation.design.schema import load_config
 
     config, exp = drawn
     tree = Tree(exp)
-    first = {**config, "study": {"draws": [0, 1, 2], "looks": [2, 3]}}
-    study = {**first, "base_policy": {**config["base_policy"], "draws": [0, 1, 2]}}
+    record = tmp_path / "studies" / "drawn"
+    first = {**config, "study": {"draws": [0, 1, 2], "looks": [2, 3], "record": str(record)}}
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(first))
+    first = load_config(path)  # as Snakemake sees it: the schema's defaults filled in
+    study = {**first, "base_policy": {**first["base_policy"], "draws": [0, 1, 2]}}
+    # refused before any job: the study is not registered
+    with pytest.raises(AssertionError, match="is not registered"):
+        snakemake(path, tree.study_look(2), "-n")
+    # the fixture trained draws 0 and 1 before: registered here as if it had not
+    register(first, [])
     with pytest.raises(LedgerError, match="look 2 needs looks 1 to 1 in the ledger first"):
         write_look(Design.of(study))
     snakemake(path, tree.study_look(2))
@@ -443,7 +452,7 @@ def test_a_study_runs_look_after_look_through_snakemake(drawn, tmp_path):
     assert look2["look"] == 2 and look2["draws"] == [0, 1, 2]
     assert look2["decisions"]["population_equals_sample"] != "continue"
     assert not Path(tree.study_next()).exists()
-    assert Ledger(Path(tree.study_ledger())).entries() == [look1, look2]
+    assert Ledger(record / "ledger.jsonl").entries() == [look1, look2]
     assert write_look(Design.of(first)) == look1  # asked again: as recorded
     with pytest.raises(LedgerError, match=r"a look runs study\.draws"):
         write_look(Design.of({**study, "base_policy": {**config["base_policy"], "draws": [1]}}))
@@ -454,7 +463,7 @@ def test_a_study_runs_look_after_look_through_snakemake(drawn, tmp_path):
             write_look(Design.of(study))
     finally:
         table.write_text(table.read_text()[:-1])
-    assert Ledger(Path(tree.study_ledger())).entries() == [look1, look2]
+    assert Ledger(record / "ledger.jsonl").entries() == [look1, look2]
 
 
 def test_a_replicated_reference_enters_each_draw_as_the_mean_of_its_runs():

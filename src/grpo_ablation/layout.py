@@ -8,8 +8,11 @@
                        example of token weights)
         figures/       token_weights.{png,pdf}: its figure
         pooled/        tables, figures and reading over base-policy draws
-        study/         a sequential study's ledger.jsonl of looks, each look's look_<n>.json
+        study/         a sequential study's look_<n>.json (each look as its ledger holds it)
                        and next.yaml, its next look's override
+
+    studies/<experiment>/ (in the checkout, tracked): a study's registration.json, ledger.jsonl
+                       and ledger.head (``analysis/registration.py``, ``analysis/study.py``)
         draw=<d>/      one base policy's tree (the experiment folder itself without draws):
             base/                           the base policy
             runs/<cell>/seed=<s>/           a training run (checkpoints, rollouts, records)
@@ -36,6 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# A sequential study's tracked record, beside the results tree: committed with each look.
+STUDIES = "studies"
+REGISTRATION = "registration.json"
+LEDGER = "ledger.jsonl"  # its head: the same name with .head
 # Each draw's reading (figures/), composed from its tables; the pooled one has a name of its own:
 # the report keeps one file per name.
 READING = "reading.rst"
@@ -280,10 +287,6 @@ class Tree:
 
     def pooled(self) -> str:
         return self.at("pooled")
-
-    def study_ledger(self) -> str:
-        """The study's ledger of looks, one line each, chained (``analysis/study.py``)."""
-        return self.at("study", "ledger.jsonl")
 
     def study_look(self, units: int) -> str:
         """The record of the study's look at ``units`` draws, as the ledger holds it."""

@@ -339,12 +339,21 @@ STUDY_LOOK = SHARED.study_look(len(DRAWS)) if DRAWS and DESIGN.study_look is not
 
 
 if STUDY_LOOK:
+    # Before any job: the study is registered and this look's config is the registered one.
+    from grpo_ablation.analysis.registration import registration_file
+    from grpo_ablation.analysis.study import check_registered
+
+    try:
+        check_registered(config)
+    except ValueError as err:
+        raise WorkflowError(f"study: {err}") from err
 
     rule study_look:
         input:
             pooled=rules.pooled.output.results,
             design=rules.design.output[0],
-            code=sources("analysis.study", root=SRC),
+            registration=str(registration_file(config)),
+            code=sources("analysis.study", "analysis.registration", root=SRC),
         output:
             STUDY_LOOK,
         params:

@@ -296,7 +296,7 @@ def study_note(design: Design) -> str:
     return (
         f"**A sequential study** (looks at {', '.join(map(str, plan['looks']))} draws): the "
         f"verdicts below are fixed-sample tests on the {len(design.draws)} draws trained so far, "
-        "as if no other look came; the study decides in its ledger (``study/ledger.jsonl``, "
+        "as if no other look came; the study decides in its ledger (``studies/<experiment>/ledger.jsonl``, "
         "each look in ``study/look_<n>.json``), against the boundaries of the error spent so "
         "far, which are stricter at an early look. Read these as the look's estimates.\n\n"
     )

@@ -1,19 +1,20 @@
-"""A study that stops when it has decided: its looks, judged one at a time, and the ledger that
-records them.
+"""A study that stops when it has decided: its looks, judged one at a time under its
+registration (``analysis/registration.py``), and the ledger that records them.
 
-At each look the declared hypotheses still open are judged on the units trained so far
-(``analysis/sequential.py``): each of the 2·m tests of the m hypotheses at α / (2m) (Bonferroni,
-the bound at Holm's first step; Holm's step-down across looks would need a closed testing
-procedure of its own), its boundary spending the Lan–DeMets O'Brien–Fleming-type share of that
-level the look's information fraction allows, an equivalence's refute test at half of it (its
-two sides). A hypothesis supported or refuted stays so; its cells leave later looks. Futility is
-non-binding (nothing stops for it), so the level holds whatever a user does between looks.
+At each look the hypotheses still open are judged on the units trained so far
+(``analysis/sequential.py``) by a group-sequential graphical procedure (Maurer & Bretz 2013,
+``registration.PROCEDURE``): a gatekeeper, where declared, holds all of α until it is decided;
+the open hypotheses share α, and a hypothesis decided at any look passes its level to the open
+ones, which are judged again at the same look. Each test's boundaries spend its current level
+with Lan–DeMets spending at the information fractions of its looks, carried to the t scale at
+γ·level (``sequential.carried_level``). A hypothesis supported or refuted stays so; its cells
+leave later looks. Futility is non-binding (nothing stops for it), so the level holds whatever a
+user does between looks. Each look records a repeated confidence interval beside its estimate.
 
-The **ledger** (``study/ledger.jsonl``) holds one line per look: the units, the boundaries used,
-every statistic and decision, and the SHA-256 of each table the look read, each line chained to
-the one before by its hash. A look is appended only as the next one; an earlier look is never
-rewritten (the same look judged again on the same tables is the same line, and is kept; on other
-tables it is refused), and a ledger whose earlier lines were edited is refused when read.
+The **ledger** (``studies/<experiment>/ledger.jsonl``, tracked) opens with the registration's
+SHA-256 and holds one line per look: the units, levels, boundaries, every statistic and decision,
+and the SHA-256 of each table the look read, each line chained to the one before by its hash;
+``ledger.head`` pins its last line (``Ledger``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
+import numpy as np
+
 from grpo_ablation.analysis import sequential as seq
-from grpo_ablation.design.hypotheses import ALPHA, Hypothesis
+from grpo_ablation.analysis.stats import sample_sd
+from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels, test_levels
 
 NORMAL = NormalDist()
 
@@ -45,33 +49,83 @@ def _line(entry: dict[str, Any]) -> str:
     return json.dumps(entry, sort_keys=True, separators=(",", ":"))
 
 
+def _sha(line: str) -> str:
+    return hashlib.sha256(line.encode()).hexdigest()
+
+
 @dataclass
 class Ledger:
+    """``ledger.jsonl`` and its head, ``ledger.head`` beside it ("<look> <SHA-256 of the last
+    line>"), both committed with each look. Line 0 holds the registration's SHA-256; line k is
+    look k, chained to the line before by its hash. Refused when read: a line out of order or off
+    the chain (an earlier line edited), or a last line that is not the one the head records (the
+    last line edited, the ledger cut back and judged again, or rewritten with its chain
+    recomputed). What the two files cannot show is both rewritten together: the study's commits
+    are the record of that."""
+
     path: Path
 
-    def entries(self) -> list[dict[str, Any]]:
-        """Every look recorded, in order; an edited or reordered ledger is refused."""
+    @property
+    def head(self) -> Path:
+        return self.path.with_suffix(".head")
+
+    def _lines(self) -> list[str]:
         if not self.path.exists():
+            if self.head.exists():
+                raise LedgerError(f"{self.path} is missing but its head {self.head} is not")
             return []
         lines = self.path.read_text().splitlines()
         previous = ""
-        out = []
-        for k, line in enumerate(lines, start=1):
+        for k, line in enumerate(lines):
             entry = json.loads(line)
             if entry.get("look") != k or entry.get("previous") != previous:
                 raise LedgerError(
-                    f"{self.path}: line {k} is not look {k} chained to the line before it: the "
-                    "ledger was edited, and a study's earlier looks cannot be rewritten"
+                    f"{self.path}: line {k + 1} is not look {k} chained to the line before it: "
+                    "the ledger was edited, and a study's earlier looks cannot be rewritten"
                 )
-            previous = hashlib.sha256(line.encode()).hexdigest()
-            out.append(entry)
-        return out
+            previous = _sha(line)
+        recorded = self.head.read_text().split() if self.head.exists() else []
+        if recorded != [str(len(lines) - 1), previous]:
+            raise LedgerError(
+                f"{self.path}: its last line is not the one its head {self.head} records "
+                f"({' '.join(recorded) or 'no head'}): the ledger was edited, cut back or "
+                "rewritten; restore both files from the study's commits"
+            )
+        return lines
+
+    def registration(self) -> str:
+        """The SHA-256 of the registration the ledger opens with."""
+        lines = self._lines()
+        if not lines:
+            raise LedgerError(f"{self.path} has no registration line: register the study first")
+        return json.loads(lines[0])["registration"]
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every look recorded, in order (the registration line left out)."""
+        return [json.loads(line) for line in self._lines()[1:]]
+
+    def _write(self, lines: list[str]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("".join(line + "\n" for line in lines))
+        self.head.write_text(f"{len(lines) - 1} {_sha(lines[-1])}\n")
+
+    def open(self, registration: str) -> None:
+        """Line 0: the registration's SHA-256 (refused over a ledger that holds another)."""
+        lines = self._lines()
+        if lines:
+            if json.loads(lines[0])["registration"] != registration:
+                raise LedgerError(f"{self.path} opens with another registration")
+            return
+        self._write([_line({"look": 0, "previous": "", "registration": registration})])
 
     def append(self, entry: dict[str, Any], look: int) -> dict[str, Any]:
         """Record ``entry`` (without ``look`` and ``previous``) as look ``look``: the next one,
         or one in the ledger judged again, which is kept as it is when it is the same and refused
         otherwise."""
-        done = self.entries()
+        lines = self._lines()
+        if not lines:
+            raise LedgerError(f"{self.path} has no registration line: register the study first")
+        done = [json.loads(line) for line in lines[1:]]
         body = {k: v for k, v in entry.items() if k not in ("look", "previous")}
         if look <= len(done):
             recorded = done[look - 1]
@@ -85,20 +139,33 @@ class Ledger:
             return recorded
         if look != len(done) + 1:
             raise LedgerError(f"look {look} cannot come before look {len(done) + 1}")
-        lines = self.path.read_text().splitlines() if self.path.exists() else []
-        previous = hashlib.sha256(lines[-1].encode()).hexdigest() if lines else ""
-        record = {**body, "look": len(done) + 1, "previous": previous}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as fh:
-            fh.write(_line(record) + "\n")
+        record = {**body, "look": look, "previous": _sha(lines[-1])}
+        self._write([*lines, _line(record)])
         return record
 
 
-def levels(hypotheses: list[Hypothesis], alpha: float = ALPHA) -> dict[str, tuple[float, float]]:
-    """id -> (support level, refute level) of each test: α / (2m), an equivalence's refute test
-    at half of it (either side of the margin)."""
-    each = alpha / (2 * max(1, len(hypotheses)))
-    return {h.id: (each, each / 2 if h.kind == "equivalence" else each) for h in hypotheses}
+def levels(
+    hypotheses: list[Hypothesis],
+    alpha: float = ALPHA,
+    decided: set[str] | None = None,
+    gatekeeper: str | None = None,
+) -> dict[str, tuple[float, float]]:
+    """id -> (support level, refute level) of each open hypothesis under the study's graph
+    (``registration.node_levels``): with no gatekeeper and none decided, α / (2m) each, an
+    equivalence's refute test at half of it (either side of the margin)."""
+    nodes = node_levels([h.id for h in hypotheses], decided or set(), alpha, gatekeeper)
+    return {h.id: test_levels(h, nodes[h.id]) for h in hypotheses if h.id in nodes}
+
+
+def _boundary(fractions: list[float], level: float, df: int, planned: list[int], spending: str):
+    """(t boundary, γ) of the look at ``fractions[-1]`` for a test holding ``level`` now: the
+    spending boundaries of γ·level at the fractions of its looks (Maurer & Bretz: recomputed at
+    the level the test holds), the last carried to ``df``."""
+    if not level > 0 or df < 1:
+        return math.inf, 1.0
+    gamma = seq.carried_level(tuple(planned), level, spending)
+    z = seq.spending_boundaries(fractions, gamma * level, spending)[-1]
+    return seq.t_boundary(z, df), gamma
 
 
 def judge_look(
@@ -108,45 +175,42 @@ def judge_look(
     earlier: list[dict[str, Any]],
     spending: str = "obrien_fleming",
     alpha: float = ALPHA,
+    gatekeeper: str | None = None,
 ) -> dict[str, Any]:
     """The next look's record: for every hypothesis still open, its statistics on ``diffs`` (its
-    per-unit differences so far), the boundaries of this look (given those the ``earlier`` looks
-    of the ledger used) and its decision; a hypothesis decided earlier keeps its decision.
+    per-unit differences so far), the level it holds, its t boundaries and its decision, judged
+    again at the same look whenever a decision passes on a level (``PROCEDURE``); a hypothesis
+    decided earlier keeps its decision. Each statistic comes with its repeated confidence
+    interval (Jennison & Turnbull): mean ± c·se, c the look's support boundary, which covers
+    the effect at every look at once with probability 1 − 2·level.
     ``planned``: the units at each planned look (the last is the study's maximum)."""
     k = len(earlier)
     if k >= len(planned):
         raise LedgerError(f"the study planned {len(planned)} looks; all are in the ledger")
     last = k == len(planned) - 1
-    # The levels are fixed by the first look's family: later looks judge only the open
-    # hypotheses (the next look's config declares no others), at the levels they started with.
-    first = earlier[0]["levels"] if earlier else {}
-    level = {
-        h.id: tuple(first.get(h.id, v))
-        for h, v in zip(hypotheses, levels(hypotheses, alpha).values(), strict=True)
-    }
-    units = {h.id: len(diffs[h.id]) for h in hypotheses}
+    decisions = dict(earlier[-1]["decisions"]) if earlier else {}
+    decided = {i for i, v in decisions.items() if v in (seq.SUPPORTED, seq.REFUTED)}
+    family = [h.id for h in hypotheses] + [
+        i for i in decisions if i not in {h.id for h in hypotheses}
+    ]
     record: dict[str, Any] = {
         "planned": planned,
-        "levels": {**first, **{h: list(v) for h, v in level.items()}},
+        "alpha": alpha,
+        "gatekeeper": gatekeeper,
+        "levels": {},
         "statistics": {},
         "boundaries": {},
-        # every decision so far, those of hypotheses no longer declared included
-        "decisions": dict(earlier[-1]["decisions"]) if earlier else {},
+        "decisions": decisions,  # every decision so far, withdrawn hypotheses' included
     }
-    for h in hypotheses:
-        before = [e["decisions"].get(h.id) for e in earlier]
-        if before and before[-1] in (seq.SUPPORTED, seq.REFUTED):
-            record["decisions"][h.id] = before[-1]
-            continue
-        past = [e for e in earlier if h.id in e["boundaries"]]
-        fractions = [e["statistics"][h.id]["units"] / planned[-1] for e in past]
-        fractions.append(1.0 if last else min(units[h.id] / planned[-1], 1.0))
+    open_ = [h for h in hypotheses if h.id not in decided]
+    for h in open_:
+        units = len(diffs[h.id])
+        fractions = [
+            e["statistics"][h.id]["units"] / planned[-1] for e in earlier if h.id in e["statistics"]
+        ]
+        fractions.append(1.0 if last else min(units / planned[-1], 1.0))
         if any(b <= a for a, b in itertools.pairwise(fractions)):
             raise LedgerError(f"hypothesis {h.id!r}: look {k + 1} has no more units than the last")
-        bounds = [
-            seq.next_boundary(fractions, [e["boundaries"][h.id][i] for e in past], lv, spending)
-            for i, lv in enumerate(level[h.id])
-        ]
         sup, ref, df = seq.look_statistics(
             h.kind,
             diffs[h.id],
@@ -154,91 +218,138 @@ def judge_look(
             minimum_effect=h.minimum_effect,
             margin=h.margin,
         )
+        finite = [x for x in diffs[h.id] if math.isfinite(x)]
         record["statistics"][h.id] = {
-            "units": units[h.id],
-            "mean": sum(diffs[h.id]) / units[h.id] if units[h.id] else math.nan,
+            "units": units,
+            "mean": sum(finite) / len(finite) if finite else math.nan,
+            "se": sample_sd(finite) / math.sqrt(len(finite)) if len(finite) > 1 else math.nan,
             "support_t": sup,
             "refute_t": ref,
             "df": df,
+            "fractions": fractions,
         }
-        record["boundaries"][h.id] = bounds
-        record["decisions"][h.id] = seq.decide(sup, ref, df, *bounds, last)
-    return record
+    while True:  # judged again while a decision passes its level on
+        nodes = node_levels(family, decided, alpha, gatekeeper)
+        newly = []
+        for h in open_:
+            if h.id in decided:
+                continue
+            st = record["statistics"][h.id]
+            pair = test_levels(h, nodes[h.id])
+            (c_sup, gamma), (c_ref, _) = (
+                _boundary(st["fractions"], lv, st["df"], planned, spending) for lv in pair
+            )
+            half = c_sup * st["se"]
+            st["rci"] = [st["mean"] - half, st["mean"] + half]
+            record["levels"][h.id] = list(pair)
+            record["boundaries"][h.id] = {"support_t": c_sup, "refute_t": c_ref, "gamma": gamma}
+            verdict = seq.decide(st["support_t"], st["refute_t"], st["df"], c_sup, c_ref, last)
+            decisions[h.id] = verdict
+            if verdict in (seq.SUPPORTED, seq.REFUTED):
+                newly.append(h.id)
+        if not newly:
+            return record
+        decided |= set(newly)
 
 
-def planning_boundaries(looks: list[int], level: float) -> list[float]:
-    """The boundary each look will use, O'Brien-Fleming-type spending of ``level`` carried to
-    the t scale at the look's df (a look of 4 draws needs t ≥ 13.8 where z needs 3.34)."""
-    fractions = [n / looks[-1] for n in looks]
-    return [
-        seq.t_boundary(z, n - 1)
-        for z, n in zip(seq.spending_boundaries(fractions, level), looks, strict=True)
-    ]
+def planned_boundaries(
+    looks: list[int], level: float, spending: str, calibrated: bool = True
+) -> list[float]:
+    """The t boundary each look will use for a test that holds ``level`` throughout (a look of 4
+    draws of 8 needs t ≥ 14.4 at 0.0125 where z needs 3.34); ``calibrated=False``: the plain
+    carry (γ = 1), whose error on few df exceeds the level."""
+    gamma = seq.carried_level(tuple(looks), level, spending) if calibrated else 1.0
+    return seq.carried_boundaries(looks, level, spending, gamma)
 
 
 # What a study's plan adds to each hypothesis's row (``plan_with_looks``).
-SEQUENTIAL_COLUMNS = ["power_with_looks", "expected_draws"]
+SEQUENTIAL_COLUMNS = [
+    "power_with_looks",
+    "expected_power_with_looks",
+    "expected_draws",
+    "decided_at_look_1",
+]
+
+
+def _stops(design: Any, h: Hypothesis, sd_df: float) -> list[tuple[float, float]] | None:
+    """``sequential.simulated_stops`` of a directional hypothesis at its expected effect and
+    planned levels, the looks' t boundaries as the study will use them; with ``sd_df`` the SD's
+    own uncertainty included. None where nothing is planned (another kind, a push hypothesis, no
+    SD or no expected effect)."""
+    from grpo_ablation.design.hypotheses import Plan, declared, planning_levels
+
+    study = design.sections["study"]
+    looks, spending = [int(n) for n in study["looks"]], study.get("spending", "obrien_fleming")
+    sd = Plan.of(design).declared_sd(h)
+    if h.kind != "directional" or h.on_push or not sd > 0 or not math.isfinite(h.expected_effect):
+        return None
+    support, refute = planning_levels(declared(design), study.get("gatekeeper"))[h.id]
+    return seq.simulated_stops(
+        looks,
+        planned_boundaries(looks, support, spending),
+        planned_boundaries(looks, refute, spending),
+        (h.expected_effect - h.minimum_effect) / sd,
+        sd_df,
+    )
 
 
 def plan_with_looks(
     design: Any, gpu_hours_per_unit: float = math.nan, alpha: float = ALPHA
 ) -> list[dict[str, Any]]:
     """``design.hypotheses.plan_rows`` (at the study's most draws) with, for each directional
-    hypothesis of a sequential study (``study.looks``), its power with the looks and the draws it
-    expects to use at its expected effect (``sequential.expected_units``, its refute test the
-    mirror boundary); NaN for the others (an equivalence; a push, whose units are replicates).
-    Each look's boundary is ``planning_boundaries``' (the SD's own noise left out, as in the z
-    design). Without a study, the rows as they are."""
-    from grpo_ablation.design.hypotheses import Plan, declared, family_level, plan_rows
+    hypothesis of a sequential study (``study.looks``), simulated on t statistics with the
+    looks' t boundaries: its power at the declared SD, its expected power over that SD's
+    uncertainty (where its df is declared), the draws it expects to use, and the probability
+    that its first look supports it (over the SD's uncertainty where known). NaN for the others
+    (an equivalence; a push hypothesis, refused in a study). Without a study, the rows as they
+    are."""
+    from grpo_ablation.design.hypotheses import Plan, declared, plan_rows
 
     rows = plan_rows(design, gpu_hours_per_unit, alpha)
     looks = (design.sections.get("study") or {}).get("looks")
     if not looks:
         return rows
     hyps, plan = {h.id: h for h in declared(design)}, Plan.of(design)
-    boundary = planning_boundaries(looks, family_level(list(hyps.values()), alpha))
     for row in rows:
-        drift = _drift(hyps[row["id"]], plan, looks)
-        row.update(power_with_looks=math.nan, expected_draws=math.nan)
-        if drift is not None:
-            draws, power = seq.expected_units(looks, boundary, drift)
-            row.update(power_with_looks=power, expected_draws=draws)
+        row.update({c: math.nan for c in SEQUENTIAL_COLUMNS})
+        h = hyps[row["id"]]
+        point = _stops(design, h, math.nan)
+        if point is None:
+            continue
+        df = plan.declared_df(h)
+        spread = _stops(design, h, df) if df >= 1 else None
+        stopped = sum(up + down for up, down in point)
+        row.update(
+            power_with_looks=sum(up for up, _ in point),
+            expected_power_with_looks=math.nan if spread is None else sum(up for up, _ in spread),
+            expected_draws=sum(n * (u + d) for n, (u, d) in zip(looks, point, strict=True))
+            + looks[-1] * (1 - stopped),
+            decided_at_look_1=(spread or point)[0][0],
+        )
     return rows
-
-
-def _drift(h: Hypothesis, plan: Any, looks: list[int]) -> float | None:
-    """A directional hypothesis's score drift at its expected effect, per unit of information at
-    the study's most draws ((effect − δ) / SD · √n); None where nothing is planned (another
-    kind, a push hypothesis, no SD or no expected effect)."""
-    sd = plan.declared_sd(h)
-    if h.kind != "directional" or h.on_push or not sd > 0 or not math.isfinite(h.expected_effect):
-        return None
-    return (h.expected_effect - h.minimum_effect) / sd * math.sqrt(looks[-1])
 
 
 def _still_open(design: Any, alpha: float) -> dict[str, list[float]]:
     """id -> the probability that the hypothesis is still open after each look, at its expected
-    effect (``planning_boundaries``). A directional one: its sequential stopping probabilities,
-    either side. An equivalence: one minus the largest probability that any single look up to
-    this one supports it, Φ((m − c·se − Δ)/se) − Φ((c·se − m − Δ)/se) (a lower bound on its
-    stopping, so an upper bound on what it costs). A push hypothesis is taken as open to the last
-    look."""
-    from grpo_ablation.design.hypotheses import Plan, declared, family_level
+    effect (``_stops`` at the declared SD). An equivalence: one minus the largest probability
+    that any single look up to this one supports it, on the z scale at its planned level
+    (Φ((m − c·se − Δ)/se) − Φ((c·se − m − Δ)/se): a lower bound on its stopping, so an upper
+    bound on what it costs). A push hypothesis is taken as open to the last look."""
+    from grpo_ablation.design.hypotheses import Plan, declared, planning_levels
 
-    looks = [int(n) for n in design.sections["study"]["looks"]]
+    study = design.sections["study"]
+    looks, spending = [int(n) for n in study["looks"]], study.get("spending", "obrien_fleming")
     hyps, plan = declared(design), Plan.of(design)
-    level = family_level(hyps, alpha)
-    boundary = planning_boundaries(looks, level)
+    levels = planning_levels(hyps, study.get("gatekeeper"), alpha)
     out = {}
     for h in hyps:
-        sd, still, drift = plan.declared_sd(h), [1.0] * len(looks), _drift(h, plan, looks)
-        if drift is not None:
-            stopped = itertools.accumulate(
-                up + down for up, down in seq.stop_probabilities(looks, boundary, drift)
-            )
-            still = [1.0 - p for p in stopped]
+        sd, still = plan.declared_sd(h), [1.0] * len(looks)
+        stops = _stops(design, h, math.nan)
+        if stops is not None:
+            still = [1.0 - p for p in itertools.accumulate(u + d for u, d in stops)]
         elif h.kind == "equivalence" and not h.on_push and sd > 0:
             delta = h.expected_effect if math.isfinite(h.expected_effect) else 0.0
+            boundary = planned_boundaries(looks, levels[h.id][0], spending)
             best = 0.0
             for k, (n, c) in enumerate(zip(looks, boundary, strict=True)):
                 se = sd / math.sqrt(n)
@@ -298,24 +409,30 @@ def open_hypotheses(record: dict[str, Any]) -> list[str]:
     return [h for h, v in record["decisions"].items() if v == seq.CONTINUE]
 
 
-def write_look(design: Any, out: Path | None = None, spending: str | None = None) -> dict[str, Any]:
-    """Judge the look the design's draws make (``study.draws[:n]`` for the look's n), record it
-    in the ledger (and in ``out``), and write the next look's override config
-    (``study/next.yaml``): the next ``study.looks`` count of ``study.draws``, the decided
-    hypotheses withdrawn (the open ones stay as declared) and only the stages the open ones name.
-    Returns the look's record."""
+def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
+    """Judge the look the design's draws make (``study.draws[:n]`` for the look's n) under the
+    study's registration, record it in the ledger (and in ``out``), and write the next look's
+    override config (``study/next.yaml``, ``registration.next_override``). Refused before any
+    judging: a study not registered, a ledger that does not open with its registration or was
+    edited, a design that differs from the registered one (``registration.check``)."""
     import yaml
 
     from grpo_ablation.analysis import draws, hypotheses
+    from grpo_ablation.analysis import registration as reg
+    from grpo_ablation.design.ablation import Design
     from grpo_ablation.design.hypotheses import declared
     from grpo_ablation.layout import TABLE, Tree
 
     plan = design.sections.get("study") or {}
-    looks, planned_draws = [int(n) for n in plan.get("looks") or []], list(plan.get("draws") or [])
-    if not looks:
+    if not plan.get("looks"):
         raise ValueError("the config declares no study (study.looks: draws at each look)")
     tree = Tree(design.folder())
-    ledger = Ledger(Path(tree.study_ledger()))
+    named = {"experiment": design.folder().name, "study": plan}
+    registered = reg.read(named)
+    ledger = Ledger(reg.ledger_file(named))
+    if ledger.registration() != sha256_file(reg.registration_file(named)):
+        raise LedgerError(f"{ledger.path} opens with another registration than the study's")
+    looks, planned_draws = registered["looks"], registered["draws"]
     k = design.study_look
     if k is None:
         raise LedgerError(
@@ -324,15 +441,32 @@ def write_look(design: Any, out: Path | None = None, spending: str | None = None
     earlier = ledger.entries()[:k]
     if len(earlier) < k:
         raise LedgerError(f"look {k + 1} needs looks 1 to {k} in the ledger first")
+    still = set(open_hypotheses(earlier[-1])) if earlier else set(registered["hypotheses"])
+    expected = Design.of(reg.expected_config(registered, k, still)).sections
+    wrong = reg.differences(
+        json.loads(json.dumps(expected, default=list)),
+        json.loads(json.dumps(design.sections, default=list)),
+    )
+    if wrong:
+        raise reg.RegistrationError(
+            "the design differs from the study's registration:\n  " + "\n  ".join(wrong[:12])
+        )
     hyps = declared(design)
     runs = draws.draw_means(draws.load_draws(design))
     rows = draws.draw_rows(design, design.draws[0])
     records = hypotheses.push_records(design, [design.draw_dir(d) for d in design.draws])
     diffs = hypotheses.differences(hyps, runs, rows, design, records)
     record = judge_look(
-        hyps, diffs, looks, earlier, spending or plan.get("spending", "obrien_fleming")
+        hyps,
+        diffs,
+        looks,
+        earlier,
+        registered["spending"],
+        registered["alpha"],
+        registered["gatekeeper"],
     )
     read = [Path(Tree(design.draw_dir(d)).table(TABLE["results"])) for d in design.draws]
+    record["registration"] = ledger.registration()
     record["draws"] = design.draws
     record["tables"] = {str(p): sha256_file(p) for p in read}
     record = ledger.append(record, k + 1)
@@ -343,19 +477,87 @@ def write_look(design: Any, out: Path | None = None, spending: str | None = None
     still = set(open_hypotheses(record))
     nxt = Path(tree.study_next())
     if k < len(looks) and still:
-        specs = design.sections.get("hypotheses") or []
-        needed = {h["stage"] for h in specs if h["id"] in still}
-        override = {
-            "base_policy": {"draws": planned_draws[: looks[k]]},
-            # the decided ones withdrawn; the open ones stay as the configs before declare them
-            "hypotheses": {h["id"]: {"enabled": False} for h in specs if h["id"] not in still},
-            "stages": {s.name: {"enabled": False} for s in design.stages if s.name not in needed},
-        }
+        override = reg.next_override(registered, still, planned_draws[: looks[k]])
         nxt.write_text(
-            f"# Written by `grpo-ablation study look` after look {k}: look {k + 1}'s draws, the "
+            f"# Written by `grpo-ablation study-look` after look {k}: look {k + 1}'s draws, the "
             "decided hypotheses withdrawn and the stages the open ones need.\n"
             + yaml.safe_dump(override, sort_keys=True)
         )
     elif nxt.exists():
         nxt.unlink()  # the study is over
     return record
+
+
+def check_registered(config: dict[str, Any]) -> None:
+    """Before any job of a study's look: the study is registered, its ledger opens with that
+    registration and holds the looks before this one, and the config is the one this look must
+    run (``registration.check``); each refusal names what to do."""
+    from grpo_ablation.analysis import registration as reg
+    from grpo_ablation.design.ablation import Design
+
+    k = Design.of(config).study_look
+    if k is None:
+        return
+    registered = reg.read(config)
+    ledger = Ledger(reg.ledger_file(config))
+    if ledger.registration() != sha256_file(reg.registration_file(config)):
+        raise LedgerError(f"{ledger.path} opens with another registration than the study's")
+    earlier = ledger.entries()[:k]
+    if len(earlier) < k:
+        raise LedgerError(f"look {k + 1} needs looks 1 to {k} in the ledger first")
+    still = set(open_hypotheses(earlier[-1])) if earlier else set(registered["hypotheses"])
+    reg.check(config, k, still)
+
+
+def simulated_family_error(
+    kinds: list[str],
+    looks: list[int],
+    gatekeeper: int | None = None,
+    alpha: float = ALPHA,
+    spending: str = "obrien_fleming",
+    n: int = 400_000,
+    seed: int = 20261207,
+    calibrated: bool = True,
+) -> float:
+    """The share of ``n`` simulated studies in which the whole procedure (``judge_look``: the
+    graph, the recycling within a look, the t boundaries at γ·level) decides any hypothesis when
+    every one lies at its null boundary, where both of its verdicts are wrong: one t path per
+    hypothesis, independent (``kinds``: each one's kind, an equivalence's refute test at half its
+    support level; ``gatekeeper``: the index of the one tested first). Paths of its own seed,
+    not the calibration's."""
+    m = len(kinds)
+    ids = [str(i) for i in range(m)]
+    gate = None if gatekeeper is None else ids[gatekeeper]
+    paths = np.stack([seq.t_paths(looks, n, seed + i) for i in range(m)], axis=1)  # [n, m, looks]
+    bounds: dict[float, list[float]] = {}
+
+    def boundary(level: float) -> np.ndarray:
+        if level not in bounds:
+            bounds[level] = (
+                planned_boundaries(looks, level, spending, calibrated)
+                if level > 0
+                else [math.inf] * len(looks)
+            )
+        return np.array(bounds[level])
+
+    decided = np.zeros((n, m), dtype=bool)
+    for k in range(len(looks)):
+        while True:
+            new = np.zeros_like(decided)
+            # the state of the graph: which hypotheses are decided (few patterns in practice)
+            patterns, inverse = np.unique(decided, axis=0, return_inverse=True)
+            for p, pattern in enumerate(patterns):
+                rows = inverse.ravel() == p
+                nodes = node_levels(ids, {ids[i] for i in np.flatnonzero(pattern)}, alpha, gate)
+                for i, hid in enumerate(ids):
+                    if hid not in nodes:
+                        continue
+                    sup = nodes[hid] / 2
+                    ref = nodes[hid] / 4 if kinds[i] == "equivalence" else sup
+                    t = paths[rows, i, k]
+                    crossed = (t >= boundary(sup)[k]) | (-t >= boundary(ref)[k])
+                    new[rows, i] = crossed & ~decided[rows, i]
+            if not new.any():
+                break
+            decided |= new
+    return float(decided.any(axis=1).mean())

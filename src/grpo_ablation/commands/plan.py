@@ -51,8 +51,10 @@ def run(a: argparse.Namespace) -> None:
     text = (
         f"Power of the declared hypotheses at {plan.units} {plan.unit}s, from the SDs the config "
         f"declares ({plan.source or 'no source given'}); 80% power; one-sided level = Holm's "
-        "first step over the support and refute tests of every hypothesis. mde: directional, the "
-        "true effect detected; equivalence, the smallest margin shown at the expected Δ.\n\n"
+        "first step over the support and refute tests of every hypothesis (in a study with a "
+        "gatekeeper: the gatekeeper's half of α, the others' level once it is decided). "
+        "expected_power: averaged over the planning SD's uncertainty (its df). mde: directional, "
+        "the true effect detected; equivalence, the smallest margin shown at the expected Δ.\n\n"
         # every number rounded by what it holds (render.kind_of; mde, sd by the row's metric)
         + to_markdown(pd.DataFrame(plan_with_looks(design, gpu_per_unit), columns=columns))
         + "\n"

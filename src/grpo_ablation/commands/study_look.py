@@ -23,6 +23,14 @@ def run(a: argparse.Namespace) -> None:
     design = Design.load(a.design)
     record = write_look(design, a.out)
     for hid, verdict in record["decisions"].items():
-        print(f"look {record['look']}: {hid} {verdict}")
+        st = record["statistics"].get(hid)
+        judged = (
+            f" (mean {st['mean']:+.4g}, repeated CI [{st['rci'][0]:+.4g}, {st['rci'][1]:+.4g}] "
+            f"at this look's boundary, {st['units']} draws; the fixed-sample interval is biased "
+            "after a stop)"
+            if st
+            else " (decided at an earlier look)"
+        )
+        print(f"look {record['look']}: {hid} {verdict}{judged}")
     following = Path(Tree(design.folder()).study_next())
     print(f"next look: {following}" if following.exists() else "the study is over")

@@ -75,7 +75,13 @@ def check_design(config: dict[str, Any]) -> Design:
                         objective_warnings(s.name, s.vary, design.training_config(cell, 0))
                     )
                 )
-    hypotheses.declared(design)
+    pushed = [h.id for h in hypotheses.declared(design) if h.on_push]
+    if design.sections.get("study") and pushed:
+        raise DesignError(
+            f"hypotheses {pushed} are judged on the push's replicates, but a study's looks count "
+            "base-policy draws: withdraw them from the study (enabled: false) and judge them in a "
+            "fixed design"
+        )
     for line in [*warnings, *hypotheses.power_warnings(design)]:
         print(line, file=sys.stderr)
     return design

@@ -304,10 +304,57 @@ def contrast(h: Hypothesis, rows: list[dict[str, str]], design: Design) -> dict[
     raise DesignError(f"hypothesis {h.id!r}: no cell of stage {h.stage!r} matches {dict(h.cell)}")
 
 
+def node_levels(
+    ids: list[str], decided: set[str], alpha: float = ALPHA, gatekeeper: str | None = None
+) -> dict[str, float]:
+    """Each open hypothesis's share of α under the study's graph (``PROCEDURE``): the gatekeeper
+    while it is open holds all of it; else the open ones share it equally."""
+    open_ = [i for i in ids if i not in decided]
+    if gatekeeper in open_:
+        return {i: alpha if i == gatekeeper else 0.0 for i in open_}
+    return {i: alpha / len(open_) for i in open_}
+
+
+def test_levels(h: Hypothesis, node: float) -> tuple[float, float]:
+    """(support level, refute level) of a hypothesis holding ``node`` of α."""
+    return node / 2, node / 4 if h.kind == "equivalence" else node / 2
+
+
+def planning_levels(
+    hypotheses: list[Hypothesis], gatekeeper: str | None = None, alpha: float = ALPHA
+) -> dict[str, tuple[float, float]]:
+    """Each hypothesis's (support, refute) levels as planned: those ``node_levels`` gives at the
+    start, save that with a gatekeeper the others are planned at the levels they hold once it is
+    decided (before that they hold none; the gatekeeper at α)."""
+    ids = [h.id for h in hypotheses]
+    nodes = node_levels(ids, set(), alpha, gatekeeper)
+    if gatekeeper in nodes:
+        nodes = {**node_levels(ids, {gatekeeper}, alpha), gatekeeper: alpha}
+    return {h.id: test_levels(h, nodes[h.id]) for h in hypotheses}
+
+
 def family_level(hypotheses: list[Hypothesis], alpha: float = ALPHA) -> float:
     """The level each one-sided test is first compared with: Holm's first step over the 2·m tests
     of the m declared hypotheses (the bound at which power is computed)."""
     return alpha / (2 * max(1, len(hypotheses)))
+
+
+def power_at(h: Hypothesis, sd: float, n: int, level: float) -> float:
+    """The fixed-sample power of ``n`` units with per-unit SD ``sd`` for ``h`` at its expected
+    effect and the one-sided ``level``."""
+    if h.kind == "equivalence":
+        return _power.tost_power(h.expected_effect, h.margin, sd, n, level)
+    return _power.one_sided_power(h.expected_effect - h.minimum_effect, sd, n, level)
+
+
+def expected_power_at(h: Hypothesis, sd: float, n: int, level: float, df: float) -> float:
+    """``power_at`` averaged over the SD's uncertainty on ``df`` degrees of freedom; NaN for a
+    push hypothesis, without an expected effect or without the df."""
+    if h.on_push or not math.isfinite(h.expected_effect):
+        return math.nan
+    if h.kind == "equivalence":
+        return _power.expected_power(lambda s: power_at(h, s, n, level), sd, df)
+    return _power.expected_one_sided_power(h.expected_effect - h.minimum_effect, sd, n, level, df)
 
 
 def design_power(h: Hypothesis, sd: float, n: int, level: float) -> dict[str, Any]:
@@ -317,21 +364,13 @@ def design_power(h: Hypothesis, sd: float, n: int, level: float) -> dict[str, An
     the units its expected effect needs for 80% (None where no number of units reaches it)."""
     e = h.expected_effect
     if h.kind == "equivalence":
-
-        def power_at(k: int) -> float:
-            return _power.tost_power(e, h.margin, sd, k, level)
-
         mde = _power.smallest_margin(sd, n, level, e)
     else:
-
-        def power_at(k: int) -> float:
-            return _power.one_sided_power(e - h.minimum_effect, sd, k, level)
-
         mde = h.minimum_effect + _power.minimum_detectable_effect(sd, n, level)
     known = math.isfinite(e) and sd > 0
-    needed = _power.units_needed(power_at) if known else None
+    needed = _power.units_needed(lambda k: power_at(h, sd, k, level)) if known else None
     return {
-        "power": power_at(n) if known else math.nan,
+        "power": power_at(h, sd, n, level) if known else math.nan,
         "mde": mde,
         "units_needed": math.nan if needed is None else float(needed),
     }
@@ -350,6 +389,18 @@ def planning_sd(value: Any, metric: str) -> tuple[float, float]:
             )
     sd, df = _power.pooled_sd([(float(e["sd"]), int(e["df"])) for e in value])
     return sd, float(df)
+
+
+def replication_factor(k: int, same_seed: float = 0.0, other_seed: float = 0.0) -> float:
+    """SD(cell − mean of k reference runs) / SD(cell − its same-seed reference run) for runs of
+    equal variance, the cell correlated ρ₁ with the same-seed run (shared random numbers) and ρ₀
+    with the others, the reference runs ρ₀ among themselves:
+    √([1 + (1 + (k−1)ρ₀)/k − 2(ρ₁ + (k−1)ρ₀)/k] / (2(1 − ρ₁))). At ρ₀ = 0 and k = 3: 0.816 at
+    ρ₁ = 0, 1.00 at ρ₁ = 0.5, 1.29 at ρ₁ = 0.75: replication pays only while runs share little."""
+    if k <= 1:
+        return 1.0
+    r1, r0 = same_seed, other_seed
+    return math.sqrt((1 + (1 + (k - 1) * r0) / k - 2 * (r1 + (k - 1) * r0) / k) / (2 * (1 - r1)))
 
 
 @dataclass(frozen=True)
@@ -371,15 +422,31 @@ class Plan:
     sd_df: dict[str, float] = field(default_factory=dict)
     # stage -> k where the stage's reference runs k times a seed (stages.<s>.reference_replicates)
     replicated: dict[str, int] = field(default_factory=dict)
+    # metric -> power.reference_correlation's measurement (same_seed, other_seed, ratio, k);
+    # independent runs where none is declared
+    correlation: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, design: Design) -> Plan:
         section = design.sections.get("power") or {}
+        tested = set(design.draws) | set((design.sections.get("study") or {}).get("draws") or [])
+        for metric, value in (section.get("sd") or {}).items():
+            for e in value if isinstance(value, list) else []:
+                own = sorted(tested & set(e.get("draws") or []))
+                if own:
+                    raise DesignError(
+                        f"power.sd.{metric}: {e['run']!r} was measured on draws {own}, which this "
+                        "design tests: a planning SD never holds the data of the test it sizes"
+                    )
         declared = {str(k): planning_sd(v, k) for k, v in (section.get("sd") or {}).items()}
         sd = {k: v[0] for k, v in declared.items()}
-        unknown = sorted(set(sd) - set(METRICS))
+        ids = {h["id"] for h in design.sections.get("hypotheses") or []}
+        unknown = sorted(set(sd) - set(METRICS) - ids)
         if unknown:
-            raise DesignError(f"power.sd names {unknown}; expected metrics of {list(METRICS)}")
+            raise DesignError(
+                f"power.sd names {unknown}; expected metrics of {list(METRICS)} or a declared "
+                "hypothesis (its own SD)"
+            )
         unit = "draw" if len(design.draws) > 1 else "seed"
         units = len(design.draws) if unit == "draw" else len(design.sections.get("seeds", []))
         looks = (design.sections.get("study") or {}).get("looks")
@@ -394,6 +461,7 @@ class Plan:
             extra = sum((k - 1) * len(design.seeds) for k in design.reference_replicates.values())
             minutes *= (runs + extra) / int(section.get("runs_per_unit") or runs)
         push = design.sections.get("push") or {}
+        rho = section.get("reference_correlation") or {}
         return cls(
             unit,
             units,
@@ -406,15 +474,27 @@ class Plan:
             float(section.get("minutes_per_push_replicate", math.nan)),
             {k: v[1] for k, v in declared.items()},
             {s.name: s.reference_replicates for s in design.stages if s.reference_replicates > 1},
+            {m: v for m, v in rho.items() if m != "source"},
         )
 
     def declared_sd(self, h: Hypothesis) -> float:
-        """The SD the config declares for ``h``'s metric (one run against one), less where its
-        stage's reference is a mean of k runs: σ·√((1 + 1/k)/2) for independent runs of equal
-        variance (the √k allocation; the declared SD is of a difference of two single runs)."""
-        sd = self.sd.get(h.metric, math.nan)
+        """The SD the config declares for ``h``'s metric (one run against its same-seed
+        reference), scaled where its stage's reference is a mean of k runs
+        (``replication_factor`` at the declared correlations)."""
+        sd = self.sd.get(h.id, self.sd.get(h.metric, math.nan))
         k = 1 if h.on_push else self.replicated.get(h.stage, 1)
-        return sd * math.sqrt((1 + 1 / k) / 2)
+        measured = self.correlation.get(h.metric)
+        if k <= 1 or measured is None:
+            return sd * replication_factor(k)
+        return sd * (
+            measured["ratio"]
+            if measured["k"] == k
+            else replication_factor(k, measured["same_seed"], measured["other_seed"])
+        )
+
+    def declared_df(self, h: Hypothesis) -> float:
+        """The degrees of freedom behind ``h``'s declared SD (NaN: unknown)."""
+        return self.sd_df.get(h.id, self.sd_df.get(h.metric, math.nan))
 
     def units_of(self, h: Hypothesis) -> tuple[int, str]:
         """(how many units, their name) a hypothesis is judged on: push replicates for a push
@@ -467,6 +547,7 @@ PLAN_COLUMNS = [
     "units",
     "level",
     "power",
+    "expected_power",
     "mde",
     "units_needed",
     "minutes_needed",
@@ -483,12 +564,15 @@ def plan_rows(
     and what they cost here (``power.minutes_per_unit``) and on a cluster (``gpu_hours_per_unit``,
     from the cost calibration)."""
     hyps = declared(design)
-    plan, level = Plan.of(design), family_level(hyps, alpha)
+    gatekeeper = (design.sections.get("study") or {}).get("gatekeeper")
+    plan, levels = Plan.of(design), planning_levels(hyps, gatekeeper, alpha)
     rows = []
     for h in hyps:
-        sd = plan.declared_sd(h)
+        sd, level = plan.declared_sd(h), levels[h.id][0]
         units, unit = plan.units_of(h)
         p = design_power(h, sd, units, level)
+        df = plan.declared_df(h)
+        p["expected_power"] = expected_power_at(h, sd, units, level, df)
         rows.append(
             {
                 "id": h.id,
@@ -497,7 +581,7 @@ def plan_rows(
                 "expected": h.expected_effect,
                 "boundary": h.margin if h.kind == "equivalence" else h.minimum_effect,
                 "sd_declared": sd,
-                "sd_df": plan.sd_df.get(h.metric, math.nan),
+                "sd_df": plan.declared_df(h),
                 "units": f"{units} {unit}s",
                 "level": level,
                 **p,
