@@ -62,6 +62,16 @@ def design_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--design", type=Path, required=True, help="the DAG's design.json")
 
 
+def configfile_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--configfile",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="the config (several: merged key by key, the later winning, as Snakemake does)",
+    )
+
+
 def leave_without_shutdown() -> None:
     """Exit 0 now, everything written. A native thread left by the hub and data-set clients has
     aborted the interpreter's shutdown now and then ("terminate called without an active

@@ -7,17 +7,13 @@ import json
 import math
 from pathlib import Path
 
+from grpo_ablation.commands import configfile_argument
+
 HELP = "the power and cost of every declared hypothesis, before any run"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--configfile",
-        type=Path,
-        nargs="+",
-        required=True,
-        help="the config to plan (several: merged key by key, the later winning, as Snakemake does)",
-    )
+    configfile_argument(p)
     p.add_argument(
         "--cost-probe", type=Path, help="a GPU node's `cost-probe --out` JSON: GPU-hours per unit"
     )

@@ -5,17 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from grpo_ablation.commands import configfile_argument
+
 HELP = "register a sequential study (its design, hypotheses, looks and levels) before it runs"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--configfile",
-        type=Path,
-        nargs="+",
-        required=True,
-        help="the study's config files, as Snakemake is given them (merged key by key in order)",
-    )
+    configfile_argument(p)
 
 
 def run(a: argparse.Namespace) -> None:
