@@ -56,6 +56,9 @@ def test_a_registration_records_the_design_and_opens_the_ledger(tmp_path):
     assert ledger.registration() == hashlib.sha256(path.read_bytes()).hexdigest()
     assert ledger.entries() == []
     check_registered(config)  # look 1 runs the registered config
+    repriced = copy.deepcopy(config)
+    repriced["power"]["minutes_per_unit"] = 1.0  # a price measured again: not the design
+    check_registered(repriced)
     reg.register(config, [])  # registering the same design again: nothing changes
 
 
@@ -218,3 +221,21 @@ def test_a_push_hypothesis_is_refused_in_a_study(tmp_path):
     config["base_policy"]["draws"] = [12, 13]
     with pytest.raises(DesignError, match="push's replicates, but a study's looks count"):
         check_design(config)
+
+
+def test_the_look_job_checks_its_design_against_the_registration(tmp_path):
+    """The look job sees design.json's sections only: the look's design, written and read back
+    as the DAG does, matches; an edited hypothesis in it is named."""
+    from grpo_ablation.design.ablation import Design
+
+    config = registered(tmp_path)
+    record = reg.read(config)
+    design = Design.of(config)
+    design.write(tmp_path / "design.json")
+    sections = Design.load(tmp_path / "design.json").sections
+    open_ = set(record["hypotheses"])
+    assert reg.design_differences(record, 0, open_, sections) == []
+    edited = copy.deepcopy(config)
+    edited["hypotheses"]["constant_shortens_incorrect"]["minimum_effect"] = 0.5
+    wrong = reg.design_differences(record, 0, open_, Design.of(edited).sections)
+    assert wrong and "minimum_effect" in wrong[0]

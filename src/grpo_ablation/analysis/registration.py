@@ -63,10 +63,18 @@ def ledger_file(config: dict[str, Any]) -> Path:
     return study_folder(config) / LEDGER
 
 
+# What a registration leaves out of the config: the look's draws, and the prices, which a study
+# may measure again without changing what it tests.
+PRICES = ("minutes_per_unit", "runs_per_unit", "minutes_per_push_replicate")
+
+
 def without_draws(config: dict[str, Any]) -> dict[str, Any]:
-    """The config with the look's draws left out: what every look of the study shares."""
+    """The config with the look's draws and the prices left out: what every look of the study
+    shares and the registration fixes."""
     body = copy.deepcopy(config)
     (body.get("base_policy") or {}).pop("draws", None)
+    for key in PRICES:
+        (body.get("power") or {}).pop(key, None)
     return body
 
 
@@ -173,6 +181,26 @@ def register(config: dict[str, Any], trained: list[Path]) -> Path:
     path.write_text(json.dumps(build(config), indent=2, sort_keys=True) + "\n")
     Ledger(ledger_file(config)).open(hashlib.sha256(path.read_bytes()).hexdigest())
     return path
+
+
+def design_differences(
+    registered: dict[str, Any], look: int, still_open: set[str], sections: dict[str, Any]
+) -> list[str]:
+    """``differences`` between the design sections look ``look`` must run (given the hypotheses
+    still open) and ``sections`` (a design.json's), the draws and the prices left out of both."""
+    from grpo_ablation.design.ablation import Design
+
+    def plain(value: dict[str, Any]) -> dict[str, Any]:
+        out = json.loads(json.dumps(value, default=list))
+        out.pop("draws", None)
+        # the registration keeps the config's keys sorted: the declared order is not the design
+        out["hypotheses"] = {h["id"]: h for h in out.get("hypotheses") or []}
+        for key in PRICES:
+            (out.get("power") or {}).pop(key, None)
+        return out
+
+    expected = Design.of(expected_config(registered, look, still_open)).sections
+    return differences(plain(expected), plain(sections))
 
 
 def next_override(

@@ -419,7 +419,6 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
 
     from grpo_ablation.analysis import draws, hypotheses
     from grpo_ablation.analysis import registration as reg
-    from grpo_ablation.design.ablation import Design
     from grpo_ablation.design.hypotheses import declared
     from grpo_ablation.layout import TABLE, Tree
 
@@ -442,11 +441,7 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     if len(earlier) < k:
         raise LedgerError(f"look {k + 1} needs looks 1 to {k} in the ledger first")
     still = set(open_hypotheses(earlier[-1])) if earlier else set(registered["hypotheses"])
-    expected = Design.of(reg.expected_config(registered, k, still)).sections
-    wrong = reg.differences(
-        json.loads(json.dumps(expected, default=list)),
-        json.loads(json.dumps(design.sections, default=list)),
-    )
+    wrong = reg.design_differences(registered, k, still, design.sections)
     if wrong:
         raise reg.RegistrationError(
             "the design differs from the study's registration:\n  " + "\n  ".join(wrong[:12])
