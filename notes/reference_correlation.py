@@ -43,11 +43,15 @@ def measure(
     others = [s for s in ref_seeds if s != cell_seed]
     var = pd.concat([c, *refs.values()], axis=1).var(ddof=1).mean()
     v_same = (c - refs[cell_seed]).var(ddof=1)
-    v_other = pd.concat(
-        [(c - refs[s]) for s in others]
-        + [(refs[a] - refs[b]) for a, b in itertools.combinations(ref_seeds, 2)],
-        axis=1,
-    ).var(ddof=1).mean()
+    v_other = (
+        pd.concat(
+            [(c - refs[s]) for s in others]
+            + [(refs[a] - refs[b]) for a, b in itertools.combinations(ref_seeds, 2)],
+            axis=1,
+        )
+        .var(ddof=1)
+        .mean()
+    )
     rho1, rho0 = 1 - v_same / (2 * var), 1 - v_other / (2 * var)
     mean_diff = c - pd.concat(refs.values(), axis=1).mean(axis=1)
     k = len(ref_seeds)

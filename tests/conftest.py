@@ -65,9 +65,11 @@ def snakemake(
     timeout: int = 900,
     unset: tuple[str, ...] = (),
     env: dict[str, str] | None = None,
+    cwd: Path = ROOT,
 ) -> subprocess.CompletedProcess:
     """Run snakemake on 2 cores with ``configfile`` (several: merged in order; environment
-    variables ``unset`` removed, ``env`` added); output is captured and shown when it fails."""
+    variables ``unset`` removed, ``env`` added) in ``cwd`` (the checkout, or a copy of it); output
+    is captured and shown when it fails."""
     cmd = [
         str(BIN / "snakemake"),
         *args,
@@ -80,7 +82,7 @@ def snakemake(
     environ = {k: v for k, v in os.environ.items() if k not in unset} | (env or {})
     environ["PATH"] = f"{BIN}{os.pathsep}{environ.get('PATH', '')}"
     done = subprocess.run(
-        cmd, cwd=ROOT, env=environ, capture_output=True, text=True, timeout=timeout
+        cmd, cwd=cwd, env=environ, capture_output=True, text=True, timeout=timeout
     )
     if done.returncode:
         raise AssertionError(

@@ -139,13 +139,14 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict:
     }
 
 
-def test_task_yaml_has_absolute_data_path_and_settings(setup: dict) -> None:
+def test_task_yaml_has_the_data_path_as_given_and_settings(setup: dict) -> None:
+    """The data path as the caller named it: the jobs name it relative to their working directory
+    (where lm-eval resolves it), so a results folder that moves keeps valid task folders."""
     assert setup["names"] == ["toy_greedy", "toy_sampled"]
     greedy = yaml.load((setup["task_dir"] / "toy_greedy.yaml").read_text(), _TagIgnoringLoader)
     sampled = yaml.load((setup["task_dir"] / "toy_sampled.yaml").read_text(), _TagIgnoringLoader)
     for cfg in (greedy, sampled):
-        data = Path(cfg["dataset_kwargs"]["data_files"]["test"])
-        assert data.is_absolute() and data == setup["test"].resolve()
+        assert cfg["dataset_kwargs"]["data_files"]["test"] == str(setup["test"])
         assert cfg["generation_kwargs"]["max_gen_toks"] == MAX_GEN
         assert cfg["generation_kwargs"]["until"] == []  # lm-eval stops at the model's eos
         assert cfg["metric_list"][0]["metric"] == f"{METRICS_MODULE}.correct"
@@ -156,6 +157,24 @@ def test_task_yaml_has_absolute_data_path_and_settings(setup: dict) -> None:
     assert (setup["task_dir"] / f"{METRICS_MODULE}.py").is_file()
     manifest = json.loads((setup["task_dir"] / "manifest.json").read_text())
     assert manifest["answer_rule"] == "full_match_digits" and manifest["chat_template"] is False
+
+
+def test_paths_relative_to_the_working_directory_evaluate_and_are_recorded_so(
+    setup: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The jobs name the split, the task folder and the checkpoints relative to their working
+    directory (the repository root): lm-eval reads the split from there, and the results record
+    the checkpoint and the split as named, so results that move record no path of where they
+    were. The numbers are those of the same evaluation named by absolute paths."""
+    monkeypatch.chdir(setup["root"])
+    tasks = Path("relative/tasks")
+    write_task(Path("test.jsonl"), tasks, "toy", max_gen_toks=MAX_GEN, k=K, temperature=1.0)
+    (got,) = evaluate_checkpoints([(0, Path("ckpt"))], tasks, Path("relative/out"), BATCH_4)
+    assert got["checkpoint"] == "ckpt" and got["test"] == "test.jsonl"
+    named = ("checkpoint", "test")
+    assert {k: v for k, v in got.items() if k not in named} == {
+        k: v for k, v in setup["results"][0].items() if k not in named
+    }
 
 
 @pytest.mark.parametrize(

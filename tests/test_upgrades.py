@@ -27,8 +27,9 @@ ANCHOR = "    # --- bookkeeping ---\n"
 def checkout_copy(tmp_path: Path, edit: Callable[[str], str]) -> Path:
     """The checkout's source, Snakefile and workflow, copied, with ``edit`` applied to the options'
     declarations and the schema's sections written from them. The copy's ``workflow/scripts`` and
-    ``envs`` link to the checkout's, so every rule's ``cli`` param (a resolved path into
-    ``workflow/scripts``) is the one the finished runs recorded."""
+    ``envs`` link to the checkout's, so every rule's ``cli`` param (``workflow/scripts/grpo.py``
+    resolved, relative to the working directory: the checkout) is the one the finished runs
+    recorded."""
     copy = tmp_path / "checkout"
     shutil.copytree(ROOT / "src", copy / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(

@@ -1,5 +1,6 @@
 # Config validation, the design (stages, cells, seeds) and the paths every rule shares.
 import json
+import os
 from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
@@ -60,13 +61,18 @@ SEEDS = DESIGN.seeds
 # the vLLM pin set where the config uses vLLM.
 CONDA_ENV = f"../../{checks.conda_env(config)}"
 THREADS = int(config["threads_per_job"])
-# Every rule runs `python {params.cli} <command>` (workflow/scripts/grpo.py). A plain path into the
-# checkout, not workflow.source_path(): that one points into a per-invocation temporary source
-# cache, so the `cli` param changed on every run and the params trigger retrained everything.
-CLI = str(Path(workflow.current_basedir, "..", "scripts", "grpo.py").resolve())
+# Paths into the checkout are relative to the working directory (the repository root, where
+# Snakemake runs and every job starts): params and inputs are rerun triggers, and an absolute
+# path made a copy of a finished run (cp -a, or a fresh clone beside the copied results/ and
+# .snakemake/) plan every job again. Both sides resolved (links included), so a checkout reached
+# through a link gives the same relative path. Not workflow.source_path() either: that one points
+# into a per-invocation temporary source cache, which changed the params on every run.
+RULES_DIR, WORKDIR = Path(str(workflow.current_basedir)), Path.cwd().resolve()
+# Every rule runs `python {params.cli} <command>` (workflow/scripts/grpo.py).
+CLI = os.path.relpath((RULES_DIR / ".." / "scripts" / "grpo.py").resolve(), WORKDIR)
 # The package's sources in the checkout, for rules whose output is the code's (inputs, so that an
-# edit rebuilds them; not workflow.source_path, a fresh cache copy on every invocation).
-SRC = Path(str(workflow.current_basedir)).parents[1] / "src" / "grpo_ablation"
+# edit rebuilds them).
+SRC = Path(os.path.relpath((RULES_DIR / ".." / ".." / "src" / "grpo_ablation").resolve(), WORKDIR))
 
 
 wildcard_constraints:

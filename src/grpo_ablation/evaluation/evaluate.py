@@ -285,7 +285,10 @@ class _Checkpoint:
     """One checkpoint of a call, as it is evaluated and keyed."""
 
     step: int
-    path: str  # a local folder (resolved) or a hub name
+    path: str  # what is loaded: a local folder (resolved) or a hub name
+    # What is recorded and keyed: the folder as the job named it (relative to its working
+    # directory in the pipeline, so results that move keep their records and cache keys).
+    named: str
     revision: str | None  # a hub checkpoint's; None for a local folder
     roles: list[str]  # the roles of the task folder evaluated at this checkpoint
     key: str  # of its evaluation (``done.json``)
@@ -295,17 +298,17 @@ class _Checkpoint:
     def of(
         cls, checkpoints: list[tuple[int, Path | str]], i: int, setup: _Setup, out_dir: Path
     ) -> _Checkpoint:
-        step, path = checkpoints[i]
-        local = Path(path).exists()
-        path = str(Path(path).resolve()) if local else str(path)
+        step, named = checkpoints[i]
+        local = Path(named).exists()
+        path = str(Path(named).resolve()) if local else str(named)
         revision = None if local else setup.options.revision
         # The exact task's unresolved mass at the last checkpoint only (it costs ~8x the exact
         # value): the one the contrasts are read at.
         last = i == len(checkpoints) - 1
         roles = [r for r in setup.roles if r != ("exact" if last else "exact_bounded")]
-        key = [_checkpoint_identity(path, local, revision), setup.settings, roles]
+        key = [_checkpoint_identity(str(named), local, revision), setup.settings, roles]
         digest = hashlib.sha256(json.dumps(key, default=str).encode()).hexdigest()
-        return cls(step, path, revision, roles, digest, step_folder(out_dir, step))
+        return cls(step, path, str(named), revision, roles, digest, step_folder(out_dir, step))
 
 
 def _results_of(
@@ -404,7 +407,7 @@ def _result(
     """``results.json`` of one checkpoint: its numbers and everything they were measured under."""
     manifest, o = setup.manifest, setup.options
     return {
-        **checkpoint_numbers(checkpoint.step, checkpoint.path, rows, metrics, manifest),
+        **checkpoint_numbers(checkpoint.step, checkpoint.named, rows, metrics, manifest),
         "limit": o.limit,
         "tasks": metrics,
         "task_names": setup.roles,
@@ -516,9 +519,10 @@ def evaluate_curve(
     points = []
     engine = None  # vLLM: the model of the first policy evaluated, whose engine the others reuse
     try:
-        for step, policy in policies:
-            policy = str(Path(policy).resolve())
-            key = json.dumps([_checkpoint_identity(policy, True, None), settings], default=str)
+        for step, named in policies:
+            # Loaded resolved; recorded and keyed as named (relative in the pipeline).
+            policy = str(Path(named).resolve())
+            key = json.dumps([_checkpoint_identity(str(named), True, None), settings], default=str)
             key = hashlib.sha256(key.encode()).hexdigest()
             cached = step_folder(out_dir, step).with_suffix(".json")
             try:
@@ -552,7 +556,7 @@ def evaluate_curve(
             point = {
                 "step": step,
                 "accuracy": float(out["results"][task][metric]),
-                "policy": policy,
+                "policy": str(named),
                 "seconds": time.perf_counter() - t0,
                 "key": key,
             }

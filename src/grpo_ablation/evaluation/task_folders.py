@@ -74,7 +74,9 @@ def _task_header(task: str, test_jsonl: Path) -> list[str]:
         "dataset_path: json",
         "dataset_kwargs:",
         "  data_files:",
-        # Absolute: lm-eval resolves data_files from the working directory, not this folder.
+        # As given: lm-eval resolves data_files from the working directory, not this folder. The
+        # jobs name it relative to theirs (the repository root), so results that move with their
+        # checkout (or a fresh clone beside them) keep task folders that read their own splits.
         f"    test: {_q(str(test_jsonl))}",
         "test_split: test",
         # Bare column names: the prompt is fed verbatim (through the chat template when the task
@@ -193,7 +195,7 @@ def write_task(
         raise ValueError(
             f"unknown answer rule {answer_rule!r}; expected one of {list(ANSWER_RULES)}"
         )
-    test_jsonl = Path(test_jsonl).resolve()
+    test_jsonl = Path(test_jsonl)
     if not test_jsonl.is_file():
         raise FileNotFoundError(test_jsonl)
     task_dir = Path(task_dir)

@@ -43,7 +43,7 @@ def prefetch(config: dict[str, Any]) -> dict[str, Any]:
     if base.get("kind", "local") == "hub":
         name = base["name"]
         if Path(name).exists():
-            record["model"] = {"local": str(Path(name).resolve())}
+            record["model"] = {"local": str(Path(name))}
         else:
             path = hub_snapshot(name, base.get("revision"), download=True)
             record["model"] = {"hub": name, "revision": base.get("revision"), "cache": str(path)}
@@ -69,7 +69,7 @@ def write_task_data(config: dict[str, Any]) -> dict[str, Any]:
     data = Path(task.dataset_path)
     if not (data / "README.md").exists():
         write_word_problems(data, **asdict(spec))
-    return {"dataset": str(data.resolve()), "spec": asdict(spec)}
+    return {"dataset": str(data), "spec": asdict(spec)}
 
 
 def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
@@ -93,4 +93,4 @@ def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
         corpus += [str(r["answer"]) for r in task.data_source().read("train")[0]]
         corpus.append("system user assistant You are a helpful assistant.")
         build_standin_model(model, corpus, **spec)
-    return {"model": str(model.resolve())}
+    return {"model": str(model)}

@@ -129,7 +129,9 @@ class MathTask:
             "dataset": source.path,
             "name": source.name,
             "revision": self.revision,
-            "root": str(root.resolve()),
+            # a local folder as named (relative to the jobs' working directory), not resolved
+            # into wherever the checkout lies; a hub snapshot where the cache holds it
+            "root": str(root) if source.is_local else str(root.resolve()),
             "files": source.files(SOURCE_SPLITS),
         }
 
