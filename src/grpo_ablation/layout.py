@@ -166,6 +166,8 @@ CURVE_POLICIES = "curve"  # the weights-only policies of the efficiency curve
 RUN_IDENTITY = "run_identity.json"
 WALL_TIME = "wall_time.json"
 CHECKPOINT_PREFIX = "checkpoint-"
+# Written last by the Trainer when it saves a checkpoint: its presence marks the save complete.
+TRAINER_STATE = "trainer_state.json"
 # The diagnostics job's per-step table (beside its summary); a split folder's and a task folder's
 # manifest; the base-policy job's record.
 STEPS = "steps.csv"

@@ -562,7 +562,7 @@ def plan_rows(
     SD (``power.sd``), its minimum detectable effect (directional: the true effect found with 80%
     power; equivalence: the smallest margin shown), the units its expected effect or margin needs,
     and what they cost here (``power.minutes_per_unit``) and on a cluster (``gpu_hours_per_unit``,
-    from the cost calibration)."""
+    from the cost probe)."""
     hyps = declared(design)
     gatekeeper = (design.sections.get("study") or {}).get("gatekeeper")
     plan, levels = Plan.of(design), planning_levels(hyps, gatekeeper, alpha)
@@ -586,7 +586,7 @@ def plan_rows(
                 "level": level,
                 **p,
                 "minutes_needed": plan.minutes(p["units_needed"], h),
-                # a push runs where the plan's cost calibration does not reach
+                # a push runs where the plan's cost probe does not reach
                 "gpu_hours_needed": math.nan
                 if h.on_push
                 else p["units_needed"] * gpu_hours_per_unit,

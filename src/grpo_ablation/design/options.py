@@ -4,8 +4,8 @@ what a run optimises).
 
 Each field carries its help text and its constraints as metadata (TRL's ``GRPOConfig`` style).
 Everything else is derived from these declarations: the ``training`` section of the config schema
-(written into ``workflow/schemas/config.schema.yaml`` by ``python -m grpo_ablation.design.schema`` and
-tested equal to it), the objective record (every field is recorded unless its declaration says
+(written into ``workflow/schemas/config.schema.yaml`` by ``grpo-ablation schema``, which
+``design/schema.py`` backs, and tested equal to it), the objective record (every field is recorded unless its declaration says
 why not: ``recorded``), the trainer's arguments (it receives the config) and the nominal budget.
 
 Importable without torch: the DAG builds every run's config from it.

@@ -50,12 +50,11 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from grpo_ablation.device import OPTIMIZER_STATE_POLICIES
-from grpo_ablation.layout import checkpoint_step
+from grpo_ablation.layout import TRAINER_STATE, checkpoint_step
 
 logger = logging.getLogger(__name__)
 
 POLICIES = OPTIMIZER_STATE_POLICIES
-TRAINER_STATE = "trainer_state.json"  # written last by Trainer._save_checkpoint: marks "complete"
 # Optimizer / scheduler state written by Trainer._save_optimizer_and_scheduler and accelerate.
 _STATE_FILES = re.compile(
     r"^(optimizer\.pt|scheduler\.pt|optimizer\.bin|optimizer_\d+\.bin|optimizer_\d+_rank\d+\.bin"

@@ -28,6 +28,7 @@ from grpo_ablation.layout import (
     ROLLOUTS,
     RUN_IDENTITY,
     RUN_INFO,
+    TRAINER_STATE,
     WALL_TIME,
     checkpoint_step,
     split_path,
@@ -58,8 +59,8 @@ def git_commit() -> str:
 
 
 def last_checkpoint(run: Path) -> Path | None:
-    """The run's newest checkpoint whose save completed (trainer_state.json is written last)."""
-    done = [p for p in saved_checkpoints(run) if (p / "trainer_state.json").exists()]
+    """The run's newest checkpoint whose save completed (``TRAINER_STATE`` is written last)."""
+    done = [p for p in saved_checkpoints(run) if (p / TRAINER_STATE).exists()]
     return max(done, key=checkpoint_step, default=None)
 
 
@@ -411,7 +412,7 @@ def _run_trainer(trainer: Any, resume: Path | None, max_steps: int) -> float:
     if resume is not None and checkpoint_step(resume) >= max_steps:
         from transformers import TrainerState
 
-        trainer.state = TrainerState.load_from_json(str(resume / "trainer_state.json"))
+        trainer.state = TrainerState.load_from_json(str(resume / TRAINER_STATE))
     else:
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     return time.time() - started
