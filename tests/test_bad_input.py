@@ -72,6 +72,36 @@ def test_the_schema_the_dag_validates_first_names_the_bad_key(change, named):
     assert named in str(refused.value)
 
 
+def test_every_config_problem_is_named_at_once_with_the_name_meant():
+    """A config of one's own with three mistakes: each named in one pass, with the key, what is
+    wrong and the name meant, and no schema dump."""
+    from grpo_ablation.design.schema import config_problems
+
+    cfg = changed_smoke_config(training__max_step=30, training__std_scaling="popul")
+    cfg["stages"]["liteppo"] = {"fixed": {"aggregation": "token_mean"}}
+    cfg["stages"]["lite_ppo"] = {"vary": {"std_scaling": ["batch"]}, "reference": "batch"}
+    problems = config_problems(cfg)
+    assert problems == [
+        "training.max_step: unknown key; did you mean max_steps or save_steps?",
+        "training.std_scaling: 'popul' is not one of ['none', 'population', 'sample', 'batch']; "
+        "did you mean population?",
+        "stages.liteppo: no stage of this name, and a stage of its own needs ['vary', "
+        "'reference']; did you mean lite_ppo?",
+    ]
+    # a key with no name near it lists the known ones; a valid config has no problem
+    (far,) = config_problems(changed_smoke_config(training__zzz=1))
+    assert far.startswith("training.zzz: unknown key (known: aggregation, baseline")
+    assert config_problems(changed_smoke_config()) == []
+
+
+@pytest.mark.slow  # starts processes of its own
+def test_a_key_typo_stops_the_dry_run_with_one_short_message(tmp_path):
+    done = dry_run(tmp_path, training__max_step=3)
+    text = done.stderr + done.stdout
+    assert done.returncode != 0 and "did you mean max_steps" in text
+    assert "additionalProperties" not in text and len(text.splitlines()) < 60
+
+
 def test_an_automatic_batch_size_is_for_vllm_alone():
     from snakemake.utils import validate
 

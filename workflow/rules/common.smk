@@ -11,6 +11,7 @@ from snakemake.utils import validate
 from grpo_ablation.design import checks, cost
 from grpo_ablation.design.axes import path_regex
 from grpo_ablation.design.options import ComputeConfig
+from grpo_ablation.design.schema import config_problems
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.layout import (
     CALCULATIONS_SHEET,
@@ -25,6 +26,11 @@ from grpo_ablation.layout import (
 # `--config 'seeds=[0,1,2,3,4]'` hands the seeds over as strings.
 if isinstance(config.get("seeds"), list):
     config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s for s in config["seeds"]]
+# Every problem at once, each with the key, what is wrong and the name meant where one is close;
+# then Snakemake's validation, which fills in the defaults.
+PROBLEMS = config_problems(config)
+if PROBLEMS:
+    raise WorkflowError("invalid config:\n  " + "\n  ".join(PROBLEMS))
 validate(config, workflow.source_path("../schemas/config.schema.yaml"))
 try:
     # The design (stages, cells, runs, draws), built once; the design rule writes it for the jobs.

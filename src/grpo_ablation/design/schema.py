@@ -95,6 +95,55 @@ def load_config(path: Path | list[Path], overrides: dict[str, Any] | None = None
     for file in path if isinstance(path, list) else [path]:
         update_config(config, yaml.safe_load(Path(file).read_text()) or {})
     config.update(overrides or {})
+    problems = config_problems(config)
+    if problems:
+        raise ValueError("invalid config:\n  " + "\n  ".join(problems))
     validate(config, str(SCHEMA))
     check_design(config)
     return config
+
+
+def _close(word: str, choices: list[str]) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(str(word), [str(c) for c in choices], n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(near)}?" if near else ""
+
+
+def config_problems(config: dict[str, Any], schema_path: Path = SCHEMA) -> list[str]:
+    """Every way ``config`` breaks the schema, one line each, in one pass: the key's path, what is
+    wrong and, where a known name is close, which one was meant (an unknown key, a choice outside
+    its enum, a stage of a name no stage has). Empty when the config is valid."""
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load(schema_path.read_text())
+    stage_names = sorted((config.get("stages") or {}).keys())
+    out: list[str] = []
+    missing: dict[str, list[str]] = {}  # stage -> its required keys missing
+    for err in sorted(
+        jsonschema.Draft7Validator(schema).iter_errors(config), key=lambda e: list(e.path)
+    ):
+        where = ".".join(map(str, err.path)) or "the config"
+        if err.validator == "additionalProperties":
+            known = sorted((err.schema.get("properties") or {}).keys())
+            for key in sorted(set(err.instance) - set(known)):
+                at = f"{where}.{key}" if err.path else key
+                hint = _close(key, known) or f" (known: {', '.join(known)})"
+                out.append(f"{at}: unknown key{hint}")
+        elif err.validator == "enum":
+            out.append(
+                f"{where}: {err.instance!r} is not one of {err.validator_value}"
+                + _close(err.instance, list(err.validator_value))
+            )
+        elif err.validator == "required" and len(err.path) == 2 and err.path[0] == "stages":
+            missing.setdefault(str(err.path[1]), []).append(err.message.split("'")[1])
+        else:
+            out.append(f"{where}: {err.message}")
+    for name, keys in missing.items():
+        hint = _close(name, [s for s in stage_names if s != name])
+        out.append(
+            f"stages.{name}: no stage of this name, and a stage of its own needs {keys}"
+            + (hint or "; to change a stage of config/config.yaml, give that file first")
+        )
+    return list(dict.fromkeys(out))
