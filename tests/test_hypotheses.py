@@ -776,6 +776,26 @@ def test_the_plan_counts_a_push_hypothesis_in_replicates_and_prices_them():
     assert math.isnan(row["gpu_hours_needed"])
 
 
+def test_a_hypothesis_without_a_policy_read_back_from_its_table_says_no_nan():
+    """hypotheses.csv read back holds NaN for a training-level hypothesis's empty policy; the
+    reading took it for a value ("nan policy"). Every sentence of the reading is scanned."""
+    import io
+    import re
+
+    config = config_with(push_spec())
+    config["push"].update(enabled=True, replicates=3)
+    design = Design.of(config)
+    records = [push_record({0: [(-1, 0), (-2, 0), (-3, 0)]})] * 2
+    table = hypotheses.verdicts_table(
+        declarations.declared(design), pd.DataFrame(), design.rows(), design, records, unit="draw"
+    )
+    table = table.assign(policy="")
+    back = pd.read_csv(io.StringIO(table.to_csv(index=False)))
+    assert back["policy"].isna().all()
+    text = hypotheses.verdicts_reading(back, "draw")
+    assert not re.search(r"\bnan\b", text, re.IGNORECASE), text
+
+
 def test_the_reading_opens_with_one_row_per_hypothesis_then_the_prose():
     """The overview table: prediction, Δ with its 90% interval and units, verdict, and what the
     design detects (the push example above: supported, t = 5.48 on 5 df, Holm p 0.0028)."""

@@ -372,6 +372,12 @@ def _detects(v: pd.Series, short: bool = False) -> str:
     return f"shows equivalence only within ±{mde}" if equivalence else f"detects ≥ {mde}"
 
 
+def _policy(v: pd.Series) -> str:
+    """A push hypothesis's policy; "" for the others (read back from a table: NaN, not "")."""
+    policy = v.get("policy")
+    return policy if isinstance(policy, str) else ""
+
+
 def verdicts_overview(verdicts: pd.DataFrame, default_unit: str = "seed") -> str:
     """One row per declared hypothesis, what a reader needs first: its prediction, Δ with its
     90% interval and units, the verdict, and what the design detects with 80% power from the SD
@@ -387,7 +393,7 @@ def verdicts_overview(verdicts: pd.DataFrame, default_unit: str = "seed") -> str
             if n >= 2 and math.isfinite(v["low90"])
             else "no interval"
         )
-        on = METRICS[m] + (f", {v['policy']} policy" if v.get("policy") else "")
+        on = METRICS[m] + (f", {v['policy']} policy" if _policy(v) else "")
         rows.append(
             [
                 f"``{v['id']}``",
@@ -493,7 +499,7 @@ def verdicts_reading(verdicts: pd.DataFrame, default_unit: str = "seed") -> str:
         lines.append(
             f"- ``{v['id']}``: **{str(v['verdict']).upper()}**{_power_clause(v, unit)}. "
             f"``{v['cell']}`` − ``{v['reference']}`` ({v['stage']}), {METRICS[m]}"
-            + (f" at the {v['policy']} policy" if v.get("policy") else "")
+            + (f" at the {v['policy']} policy" if _policy(v) else "")
             + f": predicted "
             f"{v['prediction']}; Δ = {interval} over {int(v['n'])} "
             f"{unit}{'' if int(v['n']) == 1 else 's'}; {v['test']}{p}."
