@@ -296,3 +296,24 @@ def test_a_nan_loss_stops_with_a_clear_error_keeps_checkpoints_and_never_looks_d
     assert (tmp_path / "checkpoints" / "checkpoint-2" / "trainer_state.json").exists()
     # run_info.json is the rule's only output: without it Snakemake reruns (and resumes) the job.
     assert not (tmp_path / "run_info.json").exists()
+
+
+def test_a_design_planned_on_another_protocols_numbers_is_warned_with_the_way_to_pilot():
+    """A 30-step design of one's own given after config/config.yaml would be planned on the
+    default's 100-step SDs and minutes: the plan and the DAG say so, and how to pilot; the
+    shipped configs name what they were measured on, and the default runs its own protocol."""
+    from grpo_ablation.design.checks import protocol_warnings
+    from grpo_ablation.design.schema import load_config
+
+    config = load_config(ROOT / "config/config.yaml")
+    assert protocol_warnings(config) == []
+    config["training"]["max_steps"] = 30
+    (warning,) = protocol_warnings(config)
+    assert "max_steps 100 (this design: 30)" in warning and "pilot it" in warning
+    config["power"].pop("measured_on")
+    (warning,) = protocol_warnings(config)
+    assert "power.measured_on is not given" in warning
+    # the study's control SD comes from the 100-step reduced study: named
+    study = load_config([ROOT / "config/config.yaml", ROOT / "config/study.yaml"])
+    (warning,) = protocol_warnings(study)
+    assert "power.sd.lr0_lowers_greedy" in warning and "100 steps" in warning

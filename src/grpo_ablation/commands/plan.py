@@ -29,7 +29,8 @@ def run(a: argparse.Namespace) -> None:
     from grpo_ablation.design.hypotheses import PLAN_COLUMNS, Plan
     from grpo_ablation.design.schema import load_config
 
-    design = Design.of(load_config(a.configfile))
+    design_config = load_config(a.configfile)
+    design = Design.of(design_config)
     gpu_per_unit = math.nan
     if a.cost_probe:
         # A GPU node's cost probe (cost-probe --out): GPU-hours of its DAG per unit.
@@ -66,6 +67,9 @@ def run(a: argparse.Namespace) -> None:
             "dropped (an equivalence's stopping counted from single looks, a push hypothesis "
             "open to the end: an upper bound).\n"
         )
+    from grpo_ablation.design.checks import protocol_warnings
+
+    text += "".join(f"\n{w}" for w in protocol_warnings(design_config))
     print(text)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -82,9 +82,60 @@ def check_design(config: dict[str, Any]) -> Design:
             "base-policy draws: withdraw them from the study (enabled: false) and judge them in a "
             "fixed design"
         )
-    for line in [*warnings, *hypotheses.power_warnings(design)]:
+    for line in [*warnings, *protocol_warnings(config), *hypotheses.power_warnings(design)]:
         print(line, file=sys.stderr)
     return design
+
+
+# What power.measured_on may name, and where the config holds it.
+PROTOCOL = {
+    "max_steps": lambda c: (c.get("training") or {}).get("max_steps"),
+    "group_size": lambda c: (c.get("training") or {}).get("group_size"),
+    "prompts_per_step": lambda c: (c.get("training") or {}).get("prompts_per_step"),
+    "max_completion_length": lambda c: (c.get("training") or {}).get("max_completion_length"),
+    "task": lambda c: (c.get("task") or {}).get("kind"),
+    "model": lambda c: (
+        (c.get("base_policy") or {}).get("name") or (c.get("base_policy") or {}).get("kind")
+    ),
+}
+
+
+def protocol_warnings(config: dict[str, Any]) -> list[str]:
+    """A warning where the planning SDs and minutes were measured on another protocol than the
+    one this config runs (``power.measured_on``, and an SD entry's own ``max_steps``), or where
+    the config does not say what they were measured on: its power and cost are then guesses
+    until a pilot of its own."""
+    power = config.get("power") or {}
+    if not power.get("sd") and "minutes_per_unit" not in power:
+        return []
+    pilot = (
+        "pilot it: run one or two draws (base_policy.draws), read the SDs observed in "
+        "pooled/tables/hypotheses.csv (sd) and the minutes in its benchmarks/, set power.sd, "
+        "power.minutes_per_unit and power.measured_on"
+    )
+    measured = power.get("measured_on")
+    if not measured:
+        return [
+            "WARNING: power.measured_on is not given: the plan's SDs and minutes may come from "
+            f"another protocol than this one; {pilot}"
+        ]
+    out = []
+    differ = {k: (v, PROTOCOL[k](config)) for k, v in measured.items() if PROTOCOL[k](config) != v}
+    if differ:
+        said = ", ".join(f"{k} {was} (this design: {now})" for k, (was, now) in differ.items())
+        out.append(
+            f"WARNING: power.sd and power.minutes_per_unit were measured on another protocol "
+            f"({said}): the plan's power and cost figures are guesses for this design; {pilot}"
+        )
+    steps = PROTOCOL["max_steps"](config)
+    for metric, value in (power.get("sd") or {}).items():
+        for e in value if isinstance(value, list) else []:
+            if e.get("max_steps", steps) != steps:
+                out.append(
+                    f"WARNING: power.sd.{metric}: {e['run']!r} was measured at "
+                    f"{e['max_steps']} steps; this design runs {steps}"
+                )
+    return out
 
 
 def objective_warnings(stage: str, vary: dict[str, Any], cfg: TrainingConfig) -> list[str]:
