@@ -22,10 +22,26 @@ def _options(parser):
 
 def test_the_cli_is_the_table():
     sub = next(a for a in cli.parser()._actions if a.dest == "command")
-    assert list(sub.choices) == list(COMMANDS)
+    assert sorted(sub.choices) == sorted(COMMANDS)
     for name, command in COMMANDS.items():
         assert _options(sub.choices[name]) == _options(command.parser()), name
         assert callable(command.job) and callable(command.arguments)
+
+
+def test_the_help_lists_what_a_person_runs_first_and_has_a_version(capsys):
+    """`grpo-ablation --help`: the commands a person runs (PERSON), then the pipeline's jobs,
+    each marked; `--version` prints the package's."""
+    from importlib.metadata import version
+
+    sub = next(a for a in cli.parser()._actions if a.dest == "command")
+    people = [c.name for c in COMMANDS.values() if c.person]
+    assert {"plan", "study-register", "study-look"} <= set(people) and "train" not in people
+    assert list(sub.choices)[: len(people)] == people
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    assert all(helps[n].startswith("[pipeline]") for n in COMMANDS if n not in people)
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["--version"])
+    assert capsys.readouterr().out.strip() == version("grpo-ablation")
 
 
 def test_every_command_is_a_module_of_one_pattern():

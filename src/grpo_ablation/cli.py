@@ -10,6 +10,7 @@ then runs the command in the job worker where it may serve it, else in this proc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from grpo_ablation import worker
@@ -18,11 +19,22 @@ from grpo_ablation.process import bootstrap
 
 
 def parser() -> argparse.ArgumentParser:
-    """The whole CLI: one subcommand per command."""
-    p = argparse.ArgumentParser(prog="grpo-ablation", description="The rules' entry points.")
-    sub = p.add_subparsers(dest="command", required=True)
-    for c in COMMANDS.values():
-        c.arguments(sub.add_parser(c.name, help=c.help, description=c.help))
+    """The whole CLI: one subcommand per command, those a person runs listed first."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    p = argparse.ArgumentParser(
+        prog="grpo-ablation",
+        description="What you run: "
+        + ", ".join(c.name for c in COMMANDS.values() if c.person)
+        + ". The rest ([pipeline]) are the jobs Snakemake runs.",
+    )
+    with contextlib.suppress(PackageNotFoundError):  # run from a checkout not installed
+        p.add_argument("--version", action="version", version=version("grpo-ablation"))
+    sub = p.add_subparsers(dest="command", required=True, metavar="<command>")
+    for person in (True, False):
+        for c in (c for c in COMMANDS.values() if c.person == person):
+            kind = "" if person else "[pipeline] "
+            c.arguments(sub.add_parser(c.name, help=kind + c.help, description=c.help))
     return p
 
 

@@ -2,7 +2,7 @@
 ``grpo-ablation base-policy``). Every module declares the same things: ``HELP`` (one line),
 ``add_arguments(parser)`` and ``run(args)``, and where they apply ``SERVED = True`` (the local job
 worker may run it; ``servable(args)`` may decline per call) and ``OFFLINE = False`` (it talks to
-the hub). Each is a thin adapter from files and JSON arguments to a library function; it imports
+the hub), and ``PERSON = True`` for a command a person runs rather than the pipeline's rules. Each is a thin adapter from files and JSON arguments to a library function; it imports
 nothing heavy at the top, so the CLI starts without torch.
 
 ``COMMANDS``, the table the CLI and the job worker read, is found from the modules (each imported
@@ -36,6 +36,7 @@ class Command:
     served: bool = False
     servable: Callable[[argparse.Namespace], bool] | None = None
     offline: bool = True  # False: it talks to the hub (prefetch alone)
+    person: bool = False  # a person runs it (PERSON = True); else the pipeline's rules do
 
     @classmethod
     def of(cls, module: ModuleType) -> Command:
@@ -47,6 +48,7 @@ class Command:
             served=getattr(module, "SERVED", False),
             servable=getattr(module, "servable", None),
             offline=getattr(module, "OFFLINE", True),
+            person=getattr(module, "PERSON", False),
         )
 
     def parser(self, **kwargs: Any) -> argparse.ArgumentParser:

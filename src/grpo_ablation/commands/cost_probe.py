@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 
 HELP = "time a few training steps and an evaluation here; project the DAG's cost"
+# A command a person runs (``grpo-ablation --help`` lists it first).
+PERSON = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

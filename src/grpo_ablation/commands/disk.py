@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 HELP = "the disk a run's checkpoints need under each retention"
+# A command a person runs (``grpo-ablation --help`` lists it first).
+PERSON = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 from grpo_ablation.commands import configfile_argument
 
 HELP = "the power and cost of every declared hypothesis, before any run"
+# A command a person runs (``grpo-ablation --help`` lists it first).
+PERSON = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 from grpo_ablation.commands import configfile_argument
 
 HELP = "register a sequential study (its design, hypotheses, looks and levels) before it runs"
+# A command a person runs (``grpo-ablation --help`` lists it first).
+PERSON = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

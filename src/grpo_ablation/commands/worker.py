@@ -8,6 +8,8 @@ from pathlib import Path
 from grpo_ablation import worker
 
 HELP = "the local job worker: serve, where, stop"
+# A command a person runs (``grpo-ablation --help`` lists it first).
+PERSON = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
