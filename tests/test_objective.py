@@ -134,6 +134,16 @@ def test_luspos_sequence_sum_weighs_every_token_one_over_b():
     assert w[0, 0].item() == w[1, 0].item() == pytest.approx(1 / 2)
 
 
+def test_the_constant_divides_by_the_max_completion_length_not_the_longest_completion():
+    """Dr. GRPO's L_max is the configured max completion length: with completions of 2 and 8
+    tokens and L_max = 12, B·L_max = 24, not 2 · 8 (a divisor taken from the batch's longest
+    completion would pass every test where the longest one reaches L_max)."""
+    x, mask = two_completions()
+    assert aggregate_loss(x, mask, "constant", 2, 12).item() == pytest.approx((2 - 8) / 24)
+    got = completion_coefficients(torch.tensor([2.0, 8.0]), "constant", 2, 12)
+    assert got.tolist() == pytest.approx([1 / 24, 1 / 24])
+
+
 def test_aggregates_0_and_minus_0_6_for_plus_and_minus_one():
     x, mask = two_completions()
     assert aggregate_loss(x, mask, "sequence_mean", 2, 8).item() == pytest.approx(0.0)

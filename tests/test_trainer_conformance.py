@@ -40,18 +40,30 @@ def model_dir(tmp_path_factory):
 
 
 def reference_grads(
-    model_dir: Path, scaling: str, eps: float, mode: str, all_prompts=PROMPTS, keep_zero=True
+    model_dir: Path,
+    scaling: str,
+    eps: float,
+    mode: str,
+    all_prompts=PROMPTS,
+    keep_zero=True,
+    baseline: str = "group_mean",
 ) -> dict:
     """The objective written out with the library alone: no TRL, no trainer, on the first
     generation batch (the first half of the prompts, in sampler order). ``keep_zero=False``: the
     loss is the aggregate over the mixed groups alone, as if the batch held nothing else."""
     return group_grads(
-        model_dir, all_prompts[: len(all_prompts) // 2], scaling, eps, mode, keep_zero
+        model_dir, all_prompts[: len(all_prompts) // 2], scaling, eps, mode, keep_zero, baseline
     )
 
 
 def group_grads(
-    model_dir: Path, groups: list[str], scaling: str, eps: float, mode: str, keep_zero=True
+    model_dir: Path,
+    groups: list[str],
+    scaling: str,
+    eps: float,
+    mode: str,
+    keep_zero=True,
+    baseline: str = "group_mean",
 ) -> dict:
     """The library's objective on a batch given as its groups' prompts, each with its G fixed
     completions (a prompt's completions are numbered within the batch it was generated in)."""
@@ -65,7 +77,7 @@ def group_grads(
             comp = fixed_completion(ids, k, eos)
             seqs.append((ids, comp))
             rewards.append(digit_reward([p], [tok.decode(comp, skip_special_tokens=True)])[0])
-    adv = group_advantages(torch.tensor(rewards), G, scaling, eps)
+    adv = group_advantages(torch.tensor(rewards), G, scaling, eps, baseline)
     mask = torch.zeros(len(seqs), MAX_LEN)
     rows = []
     for i, (prompt, comp) in enumerate(seqs):
@@ -96,6 +108,26 @@ def assert_same(a: dict, b: dict, tol: float = 1e-6) -> None:
 def test_trainer_gradient_equals_the_library_formula(model_dir, tmp_path, scaling, mode):
     got = capture(model_dir, tmp_path, std_scaling=scaling, std_eps=1e-4, aggregation=mode)
     assert_same(got["grads"], reference_grads(model_dir, scaling, 1e-4, mode))
+
+
+@pytest.mark.parametrize("scaling", ["none", "sample"])
+def test_the_trainer_passes_the_leave_one_out_baseline_on(model_dir, tmp_path, scaling):
+    """The baseline reaches the trainer's advantages: leave-one-out's gradient is the library
+    formula's with that baseline, G/(G−1) times the group mean's without std scaling, and the
+    group mean's gradient is not it (so dropping the option would fail here)."""
+    got = capture(
+        model_dir,
+        tmp_path,
+        std_scaling=scaling,
+        std_eps=1e-4,
+        aggregation="token_mean",
+        baseline="leave_one_out",
+    )
+    loo = reference_grads(model_dir, scaling, 1e-4, "token_mean", baseline="leave_one_out")
+    assert_same(got["grads"], loo)
+    mean = reference_grads(model_dir, scaling, 1e-4, "token_mean")
+    with pytest.raises(AssertionError):
+        assert_same(got["grads"], mean)
 
 
 # The first generation batch holds one all-incorrect group ("9+1=": no completion has a 3 or a 7).
