@@ -384,8 +384,17 @@ def test_the_vllm_importance_sampling_correction_is_kept(model_dir, tmp_path, ou
     assert worst > 1e-4 * max(v.abs().max().item() for v in plain["grads"].values())
 
 
-@pytest.mark.parametrize("is_mode", ["token_truncate", "sequence_mask"])
-@pytest.mark.parametrize(("ours", "trl"), TRL_MENU[:4], ids=MENU_IDS[:4])
+# CISPO, SAPO and VESPO under a token and a sequence correction, but VESPO with a sequence-level
+# one, which stock TRL refuses at construction, and the project too (tested below).
+MENU_CORRECTIONS = [
+    pytest.param(ours, trl, mode, id=f"{name}-{mode}")
+    for (ours, trl), name in zip(TRL_MENU[:4], MENU_IDS[:4], strict=True)
+    for mode in ("token_truncate", "sequence_mask")
+    if not (trl["loss_type"] == "vespo" and mode.startswith("sequence"))
+]
+
+
+@pytest.mark.parametrize(("ours", "trl", "is_mode"), MENU_CORRECTIONS)
 def test_the_menus_terms_take_the_vllm_correction_as_stock_trl_does(
     model_dir, tmp_path, ours, trl, is_mode
 ):
@@ -469,3 +478,18 @@ def test_two_processes_give_the_gradient_of_one(model_dir, tmp_path):
     for objective, grads in zip(objectives, distributed, strict=True):
         single = capture(model_dir, tmp_path / "single", **dict(objective))
         assert_same(grads, single["grads"])
+
+
+@pytest.mark.parametrize("is_mode", ["sequence_truncate", "sequence_mask"])
+def test_vespo_refuses_a_sequence_level_vllm_correction_as_stock_trl_does(is_mode):
+    """Stock TRL's GRPOTrainer refuses loss_type vespo with vLLM's correction in a sequence mode
+    at construction; the project passes TRL another loss type, so its own config refuses it."""
+    from grpo_ablation.design.options import TrainingConfig
+
+    with pytest.raises(ValueError, match="token_truncate or token_mask"):
+        TrainingConfig(
+            ratio="vespo", generation_backend="vllm", vllm_importance_sampling_mode=is_mode
+        )
+    TrainingConfig(
+        ratio="vespo", generation_backend="vllm", vllm_importance_sampling_mode="token_mask"
+    )

@@ -233,6 +233,19 @@ class TrainingConfig:
     def __post_init__(self) -> None:
         check_choices(self)
         check_options(self, "training")
+        # TRL's GRPOTrainer refuses VESPO's correction on sequence-level importance sampling at
+        # construction; the project's trainer passes TRL another loss type, so it refuses here.
+        if (
+            self.ratio == "vespo"
+            and self.generation_backend == "vllm"
+            and not self.vllm_importance_sampling_mode.startswith("token_")
+        ):
+            raise ValueError(
+                f"training.ratio=vespo with vllm_importance_sampling_mode="
+                f"{self.vllm_importance_sampling_mode!r}: VESPO weighs the whole completion's "
+                "ratio itself and takes TRL's correction per token only (token_truncate or "
+                "token_mask), as TRL's GRPOTrainer requires"
+            )
 
     @property
     def curve_steps(self) -> list[int]:
