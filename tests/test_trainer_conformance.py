@@ -299,6 +299,20 @@ TRL_MENU = [
         {"clip_delta": 1.5, "clip_eps_high": 0.28, "aggregation": "token_mean"},
         {"loss_type": "dapo", "delta": 1.5, "epsilon_high": 0.28},
     ),
+    # the sequence level (GSPO's ratio) under CISPO's and SAPO's terms, where ratios move
+    (
+        {
+            "ratio": "cispo",
+            "cispo_cap": 5.0,
+            "ratio_level": "sequence",
+            "aggregation": "token_mean",
+        },
+        {"loss_type": "cispo", "epsilon_high": 5.0, "importance_sampling_level": "sequence"},
+    ),
+    (
+        {"ratio": "sapo", "ratio_level": "sequence", "aggregation": "sequence_mean"},
+        {"loss_type": "sapo", "importance_sampling_level": "sequence"},
+    ),
 ]
 MENU_IDS = [t["loss_type"] + "-" + "-".join(f"{k}={v}" for k, v in o.items()) for o, t in TRL_MENU]
 
