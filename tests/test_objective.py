@@ -368,6 +368,39 @@ def _term_gradient(name: str, logps, old, adv, mask, **options) -> torch.Tensor:
     return x.grad
 
 
+@pytest.mark.parametrize(
+    ("ratio", "adv", "low", "high", "kept"),
+    [
+        # A > 0 and r = 1.25: inside the upper band at ε_high = 0.28 (DAPO's clip-higher), clipped
+        # at ε_high = 0.2; the lower ε does not bind there
+        (1.25, 1.0, 0.2, 0.28, True),
+        (1.25, 1.0, 0.2, 0.2, False),
+        (1.25, 1.0, 0.3, 0.2, False),
+        # A < 0 and r = 0.75: inside the lower band at ε_low = 0.3, clipped at ε_low = 0.2; the
+        # upper ε does not bind there
+        (0.75, -1.0, 0.3, 0.2, True),
+        (0.75, -1.0, 0.2, 0.2, False),
+        (0.75, -1.0, 0.2, 0.28, False),
+    ],
+)
+def test_each_clip_edge_binds_on_its_own_side(ratio, adv, low, high, kept):
+    """The clipped term at ratios placed inside one clip band: a token keeps its gradient
+    −A·r·∇log π exactly where min(r·A, clip(r)·A) takes r·A; each ε acts on its own side only
+    (ε_high where A > 0 and r > 1, ε_low where A < 0 and r < 1)."""
+    old = torch.zeros(1, 1, dtype=torch.float64)
+    logps = old + math.log(ratio)
+    grad = _term_gradient(
+        "clipped",
+        logps,
+        old,
+        torch.tensor([[adv]], dtype=torch.float64),
+        torch.ones(1, 1, dtype=torch.float64),
+        clip_eps_low=low,
+        clip_eps_high=high,
+    )
+    assert grad.item() == pytest.approx(-adv * ratio if kept else 0.0)
+
+
 def _a_batch(moved: float) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(0)
     logps = -torch.rand(4, 5, generator=g, dtype=torch.float64) - 0.1
