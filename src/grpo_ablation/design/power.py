@@ -16,40 +16,31 @@ The family's level: every verdict is one of two one-sided tests per hypothesis (
 refute), all of them in one Holm family at α, so each test is first compared with α / (2·m) for m
 hypotheses. Power at that level is a bound: Holm rejects whatever Bonferroni rejects.
 
-Part of the design layer, so written with ``math`` alone (no scipy: the DAG warns about power
-before any job, and building it imports no numerical library). Both distributions reduce to one
-integral over the sample SD: s = σ·W/√df with W ~ χ_df, and d̄ ~ N(Δ, σ²/n) independent of it.
-tests/test_power.py checks every function against scipy's.
+The distributions are scipy's (``scipy.stats``: t, noncentral t, χ²; ``scipy.integrate.quad``
+for TOST, which reduces to one integral over the sample SD: s = σ·W/√df with W ~ χ_df, and
+d̄ ~ N(Δ, σ²/n) independent of it; ``scipy.optimize.brentq`` for the roots), imported where used.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from collections.abc import Callable
 
 TARGET_POWER = 0.8
 MAX_UNITS = 100_000
-_TOL = 1e-11
 
 
 def one_sided_power(effect: float, sd: float, n: int, alpha: float) -> float:
     """Power of the one-sided paired t test at level ``alpha`` when the true mean lies ``effect``
-    beyond the tested boundary (n units, per-unit SD ``sd``); NaN below two units."""
+    beyond the tested boundary (n units, per-unit SD ``sd``): P(T' > t_{1−α, n−1}), T' noncentral
+    t with noncentrality effect·√n/σ; NaN below two units."""
     if n < 2 or not sd > 0:
         return math.nan
+    from scipy import stats
+
     df = n - 1
-    critical = t_quantile(1 - alpha, df)
-    shift = effect * math.sqrt(n) / sd  # the noncentrality
-    # P(Z + shift > critical · W/√df): the mean's test statistic beyond the critical value.
-    scale = critical / math.sqrt(df)
-    low, high = _chi_range(df)
-    kink = shift / scale if scale > 0 else math.nan
-    value = _integrate(
-        lambda w: _norm_cdf(shift - scale * w) * _chi_pdf(w, df), low, high, (kink,), 1 / scale
-    )
-    return min(1.0, max(0.0, value))
+    return float(stats.nct.sf(t_quantile(1 - alpha, df), df, effect * math.sqrt(n) / sd))
 
 
 def tost_power(true_diff: float, margin: float, sd: float, n: int, alpha: float) -> float:
@@ -59,22 +50,24 @@ def tost_power(true_diff: float, margin: float, sd: float, n: int, alpha: float)
         return math.nan
     if not margin > 0:
         return 0.0  # no interval lies inside an empty margin
+    from scipy import integrate, stats
+
     df = n - 1
     critical = t_quantile(1 - alpha, df)
     se = sd / math.sqrt(n)
+    chi = stats.chi(df)
 
     def inside(w: float) -> float:
         half = critical * se * w / math.sqrt(df)  # t · s/√n at s = σ·w/√df
-        hi = _norm_cdf((margin - half - true_diff) / se)
-        lo = _norm_cdf((-margin + half - true_diff) / se)
-        return max(0.0, hi - lo) * _chi_pdf(w, df)
+        hi = stats.norm.cdf((margin - half - true_diff) / se)
+        lo = stats.norm.cdf((-margin + half - true_diff) / se)
+        return max(0.0, hi - lo) * chi.pdf(w)
 
     # s/√n reaches the margin at w = margin·√df / (t·se): nothing beyond can be inside.
-    low, high = _chi_range(df)
-    top = min(margin * math.sqrt(df) / (critical * se), high)
-    if top <= low:
+    top = min(margin * math.sqrt(df) / (critical * se), chi.isf(1e-15))
+    if top <= 0:
         return 0.0
-    value = _integrate(inside, low, top, (), math.sqrt(df) / critical)
+    value, _ = integrate.quad(inside, 0.0, top, epsabs=1e-12, epsrel=1e-10, limit=200)
     return min(1.0, max(0.0, value))
 
 
@@ -92,9 +85,9 @@ def sd_upper_factor(df: int, confidence: float = 0.95) -> float:
     on ``df`` degrees of freedom: √(df / χ²_{(1 − confidence)/2, df}) (6.28 at 2 df)."""
     if df < 1:
         return math.nan
-    q = (1 - confidence) / 2
-    chi2 = _bisect(lambda x: _chi2_cdf(x, df) - q, 0.0, _grow(lambda x: _chi2_cdf(x, df) >= q))
-    return math.sqrt(df / chi2)
+    from scipy import stats
+
+    return math.sqrt(df / stats.chi2.ppf((1 - confidence) / 2, df))
 
 
 def minimum_detectable_effect(
@@ -137,172 +130,24 @@ def units_needed(power_at: Callable[[int], float], target: float = TARGET_POWER)
 # -- distributions -----------------------------------------------------------------------------
 @functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: int) -> float:
-    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (p > 1/2)."""
-    return _bisect(lambda t: _t_cdf(t, df) - p, 0.0, _grow(lambda t: _t_cdf(t, df) >= p))
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom."""
+    from scipy import stats
 
-
-def _t_cdf(t: float, df: int) -> float:
-    """P(T ≤ t), t ≥ 0: 1 − I_{df/(df+t²)}(df/2, 1/2) / 2."""
-    return 1 - 0.5 * _beta_inc(df / 2, 0.5, df / (df + t * t))
-
-
-def _norm_cdf(x: float) -> float:
-    return 0.5 * math.erfc(-x / math.sqrt(2))
-
-
-def _chi_pdf(w: float, df: int) -> float:
-    """The density of χ with ``df`` degrees of freedom (the scaled sample SD)."""
-    if w <= 0:
-        return math.sqrt(2 / math.pi) if df == 1 and w == 0 else 0.0
-    log = (df - 1) * math.log(w) - w * w / 2 - (df / 2 - 1) * math.log(2) - math.lgamma(df / 2)
-    return math.exp(log)
-
-
-def _chi_range(df: int) -> tuple[float, float]:
-    """Where χ_df has all but a negligible mass (its SD is below 0.71 for every df)."""
-    mode = math.sqrt(df)
-    return max(0.0, mode - 12.0), mode + 12.0
-
-
-def _chi2_cdf(x: float, df: int) -> float:
-    """P(χ²_df ≤ x): the regularised lower incomplete gamma P(df/2, x/2)."""
-    return _gamma_inc(df / 2, x / 2)
-
-
-def _gamma_inc(a: float, x: float) -> float:
-    """Regularised lower incomplete gamma P(a, x): its series below a + 1, else its continued
-    fraction (Numerical Recipes, gser and gcf)."""
-    if x <= 0:
-        return 0.0
-    front = math.exp(a * math.log(x) - x - math.lgamma(a))
-    if x < a + 1:
-        term = total = 1 / a
-        k = a
-        while abs(term) > abs(total) * 1e-16:
-            k += 1
-            term *= x / k
-            total += term
-        return total * front
-    # Q(a, x) = front / (x + 1 − a − 1·(1 − a)/(x + 3 − a − 2·(2 − a)/(x + 5 − a − ...)))
-    fraction = _continued_fraction(x + 1 - a, lambda m: -m * (m - a), lambda m: x + 2 * m + 1 - a)
-    return 1 - front / fraction
-
-
-def _beta_inc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta I_x(a, b), by its continued fraction on the side where it
-    converges (Numerical Recipes, betacf)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    if x > (a + 1) / (a + b + 2):
-        return 1 - _beta_inc(b, a, 1 - x)
-    front = math.exp(
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-
-    def numerator(m: int) -> float:  # d_m of the fraction 1/(1 + d_1/(1 + d_2/(1 + ...)))
-        k = m // 2
-        if m % 2:
-            return -(a + k) * (a + b + k) * x / ((a + 2 * k) * (a + 2 * k + 1))
-        return k * (b - k) * x / ((a + 2 * k - 1) * (a + 2 * k))
-
-    return front / a / _continued_fraction(1.0, numerator, lambda m: 1.0)
-
-
-def _continued_fraction(
-    first: float, numerator: Callable[[int], float], denominator: Callable[[int], float]
-) -> float:
-    """b_0 + a_1/(b_1 + a_2/(b_2 + ...)) by the modified Lentz method (``first`` = b_0, then
-    a_m = ``numerator(m)`` and b_m = ``denominator(m)``)."""
-    tiny = 1e-300
-    f = first if first != 0 else tiny
-    c, d = f, 0.0
-    for m in range(1, 10_000):
-        a, b = numerator(m), denominator(m)
-        d = b + a * d
-        d = tiny if abs(d) < tiny else d
-        c = b + a / c
-        c = tiny if abs(c) < tiny else c
-        d = 1 / d
-        f *= c * d
-        if abs(c * d - 1) < 1e-16:
-            break
-    return f
-
-
-# -- numerics ----------------------------------------------------------------------------------
-def _integrate(
-    f: Callable[[float], float], a: float, b: float, breaks: tuple[float, ...], width: float
-) -> float:
-    """∫_a^b f by adaptive Simpson, started on panels no wider than ``width`` (the scale of the
-    integrand's steepest feature, put at ``breaks``) so that no feature falls between samples."""
-    width = min(max(width, 1e-6), 1.0)
-    cuts = sorted({a, b, *(x for x in breaks if a < x < b)})
-    total = 0.0
-    for lo, hi in itertools.pairwise(cuts):
-        panels = max(1, min(4096, math.ceil((hi - lo) / width)))
-        step = (hi - lo) / panels
-        for i in range(panels):
-            x0, x1 = lo + i * step, lo + (i + 1) * step
-            f0, f1, fm = f(x0), f(x1), f((x0 + x1) / 2)
-            total += _simpson(f, x0, x1, f0, fm, f1, _simpson_rule(x0, x1, f0, fm, f1), 40)
-    return total
-
-
-def _simpson_rule(a: float, b: float, fa: float, fm: float, fb: float) -> float:
-    return (b - a) / 6 * (fa + 4 * fm + fb)
-
-
-def _simpson(
-    f: Callable[[float], float],
-    a: float,
-    b: float,
-    fa: float,
-    fm: float,
-    fb: float,
-    whole: float,
-    depth: int,
-) -> float:
-    m = (a + b) / 2
-    lm, rm = f((a + m) / 2), f((m + b) / 2)
-    left, right = _simpson_rule(a, m, fa, lm, fm), _simpson_rule(m, b, fm, rm, fb)
-    if depth <= 0 or abs(left + right - whole) <= 15 * _TOL:
-        return left + right + (left + right - whole) / 15
-    return _simpson(f, a, m, fa, lm, fm, left, depth - 1) + _simpson(
-        f, m, b, fm, rm, fb, right, depth - 1
-    )
-
-
-def _grow(reached: Callable[[float], bool], start: float = 1.0) -> float:
-    """An upper bracket: ``start`` doubled until ``reached``."""
-    x = start
-    while not reached(x):
-        x *= 2
-    return x
-
-
-def _bisect(f: Callable[[float], float], low: float, high: float) -> float:
-    """The root of an increasing ``f`` on [low, high] (f(low) ≤ 0 ≤ f(high))."""
-    for _ in range(200):
-        mid = (low + high) / 2
-        if f(mid) < 0:
-            low = mid
-        else:
-            high = mid
-        if high - low <= 1e-13 * max(1.0, high):
-            break
-    return (low + high) / 2
+    return float(stats.t.ppf(p, df))
 
 
 def _solve(f: Callable[[float], float], scale: float) -> float:
     """The root of an increasing ``f`` on (0, ∞), bracketed by doubling from ``scale``."""
+    from scipy import optimize
+
     high = scale
     while f(high) < 0:
         high *= 2
         if high > 1e6 * scale:
             return math.inf
-    return _bisect(f, 0.0, high)
+    if f(0.0) >= 0:
+        return 0.0
+    return float(optimize.brentq(f, 0.0, high, xtol=1e-14 * max(1.0, high), rtol=1e-13))
 
 
 def _sd_quantiles(sd: float, df: float, points: int) -> list[float]:
