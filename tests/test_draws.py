@@ -422,8 +422,9 @@ def test_a_study_runs_look_after_look_through_snakemake(drawn, tmp_path):
     override trains the third draw and judges look 2, the last, which ends the study. An earlier
     look asked again is its record, not a new one; a look judged again on changed tables, or on
     draws no look has, is refused."""
-    from grpo_ablation.analysis.registration import register
-    from grpo_ablation.analysis.study import Ledger, LedgerError, write_look
+    from grpo_ablation.analysis.study import write_look
+    from grpo_ablation.design.ledger import Ledger, LedgerError
+    from grpo_ablation.design.registration import register
     from grpo_ablation.design.schema import load_config
 
     config, exp = drawn

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from grpo_ablation.analysis import registration as reg
-from grpo_ablation.analysis.study import Ledger, LedgerError, check_registered
+from grpo_ablation.design import registration as reg
+from grpo_ablation.design.ledger import Ledger, LedgerError
+from grpo_ablation.design.registration import check_registered
 
 DRAWS = [12, 13, 14, 15]
 

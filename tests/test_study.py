@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from grpo_ablation.analysis import sequential as seq
-from grpo_ablation.analysis.study import Ledger, LedgerError, judge_look, levels, open_hypotheses
+from grpo_ablation.analysis.study import judge_look, levels
 from grpo_ablation.design.hypotheses import Hypothesis, node_levels
+from grpo_ablation.design.ledger import Ledger, LedgerError, open_hypotheses
 
 LOWER = Hypothesis(
     id="lower",

@@ -12,7 +12,7 @@
                        and next.yaml, its next look's override
 
     studies/<experiment>/ (in the checkout, tracked): a study's registration.json, ledger.jsonl
-                       and ledger.head (``analysis/registration.py``, ``analysis/study.py``)
+                       and ledger.head (``design/registration.py``, ``design/ledger.py``)
         draw=<d>/      one base policy's tree (the experiment folder itself without draws):
             base/                           the base policy
             runs/<cell>/seed=<s>/           a training run (checkpoints, rollouts, records)

@@ -340,8 +340,7 @@ STUDY_LOOK = SHARED.study_look(len(DRAWS)) if DRAWS and DESIGN.study_look is not
 
 if STUDY_LOOK:
     # Before any job: the study is registered and this look's config is the registered one.
-    from grpo_ablation.analysis.registration import registration_file
-    from grpo_ablation.analysis.study import check_registered
+    from grpo_ablation.design.registration import check_registered, registration_file
 
     try:
         check_registered(config)
@@ -353,7 +352,7 @@ if STUDY_LOOK:
             pooled=rules.pooled.output.results,
             design=rules.design.output[0],
             registration=str(registration_file(config)),
-            code=sources("analysis.study", "analysis.registration", root=SRC),
+            code=sources("analysis.study", root=SRC),
         output:
             STUDY_LOOK,
         params:

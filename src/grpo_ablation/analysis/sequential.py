@@ -39,6 +39,7 @@ import numpy as np
 from scipy.special import ndtr
 
 from grpo_ablation.analysis.stats import sample_sd
+from grpo_ablation.design import hypotheses as _hyp
 from grpo_ablation.design.power import t_quantile
 
 _N = NormalDist()
@@ -190,8 +191,13 @@ def t_boundary(z: float, df: int) -> float:
     return t_quantile(_N.cdf(z), df)
 
 
-# What a look says of one hypothesis.
-SUPPORTED, REFUTED, CONTINUE, INCONCLUSIVE = "supported", "refuted", "continue", "inconclusive"
+# What a look says of one hypothesis (declared with the hypotheses).
+SUPPORTED, REFUTED, CONTINUE, INCONCLUSIVE = (
+    _hyp.SUPPORTED,
+    _hyp.REFUTED,
+    _hyp.CONTINUE,
+    _hyp.INCONCLUSIVE,
+)
 
 
 def look_statistics(

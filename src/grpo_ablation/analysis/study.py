@@ -1,5 +1,5 @@
 """A study that stops when it has decided: its looks, judged one at a time under its
-registration (``analysis/registration.py``), and the ledger that records them.
+registration (``design/registration.py``), and the ledger that records them.
 
 At each look the hypotheses still open are judged on the units trained so far
 (``analysis/sequential.py``) by a group-sequential graphical procedure (Maurer & Bretz 2013,
@@ -19,11 +19,9 @@ and the SHA-256 of each table the look read, each line chained to the one before
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -33,115 +31,9 @@ import numpy as np
 from grpo_ablation.analysis import sequential as seq
 from grpo_ablation.analysis.stats import sample_sd
 from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels, test_levels
+from grpo_ablation.design.ledger import Ledger, LedgerError, open_hypotheses, sha256_file
 
 NORMAL = NormalDist()
-
-
-class LedgerError(ValueError):
-    """The ledger refuses a look, or was edited."""
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _line(entry: dict[str, Any]) -> str:
-    return json.dumps(entry, sort_keys=True, separators=(",", ":"))
-
-
-def _sha(line: str) -> str:
-    return hashlib.sha256(line.encode()).hexdigest()
-
-
-@dataclass
-class Ledger:
-    """``ledger.jsonl`` and its head, ``ledger.head`` beside it ("<look> <SHA-256 of the last
-    line>"), both committed with each look. Line 0 holds the registration's SHA-256; line k is
-    look k, chained to the line before by its hash. Refused when read: a line out of order or off
-    the chain (an earlier line edited), or a last line that is not the one the head records (the
-    last line edited, the ledger cut back and judged again, or rewritten with its chain
-    recomputed). What the two files cannot show is both rewritten together: the study's commits
-    are the record of that."""
-
-    path: Path
-
-    @property
-    def head(self) -> Path:
-        return self.path.with_suffix(".head")
-
-    def _lines(self) -> list[str]:
-        if not self.path.exists():
-            if self.head.exists():
-                raise LedgerError(f"{self.path} is missing but its head {self.head} is not")
-            return []
-        lines = self.path.read_text().splitlines()
-        previous = ""
-        for k, line in enumerate(lines):
-            entry = json.loads(line)
-            if entry.get("look") != k or entry.get("previous") != previous:
-                raise LedgerError(
-                    f"{self.path}: line {k + 1} is not look {k} chained to the line before it: "
-                    "the ledger was edited, and a study's earlier looks cannot be rewritten"
-                )
-            previous = _sha(line)
-        recorded = self.head.read_text().split() if self.head.exists() else []
-        if recorded != [str(len(lines) - 1), previous]:
-            raise LedgerError(
-                f"{self.path}: its last line is not the one its head {self.head} records "
-                f"({' '.join(recorded) or 'no head'}): the ledger was edited, cut back or "
-                "rewritten; restore both files from the study's commits"
-            )
-        return lines
-
-    def registration(self) -> str:
-        """The SHA-256 of the registration the ledger opens with."""
-        lines = self._lines()
-        if not lines:
-            raise LedgerError(f"{self.path} has no registration line: register the study first")
-        return json.loads(lines[0])["registration"]
-
-    def entries(self) -> list[dict[str, Any]]:
-        """Every look recorded, in order (the registration line left out)."""
-        return [json.loads(line) for line in self._lines()[1:]]
-
-    def _write(self, lines: list[str]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text("".join(line + "\n" for line in lines))
-        self.head.write_text(f"{len(lines) - 1} {_sha(lines[-1])}\n")
-
-    def open(self, registration: str) -> None:
-        """Line 0: the registration's SHA-256 (refused over a ledger that holds another)."""
-        lines = self._lines()
-        if lines:
-            if json.loads(lines[0])["registration"] != registration:
-                raise LedgerError(f"{self.path} opens with another registration")
-            return
-        self._write([_line({"look": 0, "previous": "", "registration": registration})])
-
-    def append(self, entry: dict[str, Any], look: int) -> dict[str, Any]:
-        """Record ``entry`` (without ``look`` and ``previous``) as look ``look``: the next one,
-        or one in the ledger judged again, which is kept as it is when it is the same and refused
-        otherwise."""
-        lines = self._lines()
-        if not lines:
-            raise LedgerError(f"{self.path} has no registration line: register the study first")
-        done = [json.loads(line) for line in lines[1:]]
-        body = {k: v for k, v in entry.items() if k not in ("look", "previous")}
-        if look <= len(done):
-            recorded = done[look - 1]
-            # compared as the ledger writes them: a NaN statistic equals itself there
-            same = {k: v for k, v in recorded.items() if k not in ("look", "previous")}
-            if _line(same) != _line(body):
-                raise LedgerError(
-                    f"look {look} is in the ledger with other numbers or tables; the ledger "
-                    "keeps the first"
-                )
-            return recorded
-        if look != len(done) + 1:
-            raise LedgerError(f"look {look} cannot come before look {len(done) + 1}")
-        record = {**body, "look": look, "previous": _sha(lines[-1])}
-        self._write([*lines, _line(record)])
-        return record
 
 
 def levels(
@@ -404,11 +296,6 @@ def study_minutes(design: Any, alpha: float = ALPHA) -> tuple[float, float]:
     return looks[-1] * sum(runs.values()) * price, expected
 
 
-def open_hypotheses(record: dict[str, Any]) -> list[str]:
-    """The hypotheses a look left open (those the next look trains cells for)."""
-    return [h for h, v in record["decisions"].items() if v == seq.CONTINUE]
-
-
 def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     """Judge the look the design's draws make (``study.draws[:n]`` for the look's n) under the
     study's registration, record it in the ledger (and in ``out``), and write the next look's
@@ -418,7 +305,7 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     import yaml
 
     from grpo_ablation.analysis import draws, hypotheses
-    from grpo_ablation.analysis import registration as reg
+    from grpo_ablation.design import registration as reg
     from grpo_ablation.design.hypotheses import declared
     from grpo_ablation.layout import TABLE, Tree
 
@@ -481,27 +368,6 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     elif nxt.exists():
         nxt.unlink()  # the study is over
     return record
-
-
-def check_registered(config: dict[str, Any]) -> None:
-    """Before any job of a study's look: the study is registered, its ledger opens with that
-    registration and holds the looks before this one, and the config is the one this look must
-    run (``registration.check``); each refusal names what to do."""
-    from grpo_ablation.analysis import registration as reg
-    from grpo_ablation.design.ablation import Design
-
-    k = Design.of(config).study_look
-    if k is None:
-        return
-    registered = reg.read(config)
-    ledger = Ledger(reg.ledger_file(config))
-    if ledger.registration() != sha256_file(reg.registration_file(config)):
-        raise LedgerError(f"{ledger.path} opens with another registration than the study's")
-    earlier = ledger.entries()[:k]
-    if len(earlier) < k:
-        raise LedgerError(f"look {k + 1} needs looks 1 to {k} in the ledger first")
-    still = set(open_hypotheses(earlier[-1])) if earlier else set(registered["hypotheses"])
-    reg.check(config, k, still)
 
 
 def simulated_family_error(

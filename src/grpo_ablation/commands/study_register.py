@@ -17,8 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.registration import register
     from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.registration import register
     from grpo_ablation.design.schema import load_config
     from grpo_ablation.layout import Tree
 

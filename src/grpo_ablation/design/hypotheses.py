@@ -79,6 +79,8 @@ def contrast_key(stage: str, cell: str, quantity: str) -> str:
 
 
 ALPHA = 0.05
+# What a look, or a fixed design's test, says of one hypothesis.
+SUPPORTED, REFUTED, CONTINUE, INCONCLUSIVE = "supported", "refuted", "continue", "inconclusive"
 
 
 KINDS = ("directional", "equivalence")

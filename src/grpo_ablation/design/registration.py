@@ -1,10 +1,10 @@
 """A study's registration: what it will test and how, recorded before any of its draws trains.
 
 ``studies/<experiment>/registration.json`` (tracked with the project) holds the whole config the
-study runs (every section, the draws of a look left out), its SHA-256, each hypothesis with its
+study runs (every section, the draws of a look and the prices left out), its SHA-256, each hypothesis with its
 full specification, prediction and scope, the looks, the spending rule, the error-control graph
 and its initial levels, and the planning SDs with their sources. The study's ledger opens with a
-line that holds the registration's SHA-256 (``analysis/study.py``), and every look checks its
+line that holds the registration's SHA-256 (``design/ledger.py``), and every look checks its
 config against the registration: the only differences allowed are the ones the study's own
 looks make (the draws of the look, the decided hypotheses withdrawn, the stages no open
 hypothesis needs left out); any other is refused with the key named. A declaration's proof is
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels
+from grpo_ablation.design.ledger import Ledger, LedgerError, open_hypotheses, sha256_file
 from grpo_ablation.layout import LEDGER, REGISTRATION, STUDIES
 
 # How the study controls its family-wise error (written into every registration).
@@ -164,8 +165,6 @@ def read(config: dict[str, Any]) -> dict[str, Any]:
 def register(config: dict[str, Any], trained: list[Path]) -> Path:
     """Write the registration and open the ledger with it; refused when one exists (the same
     design: nothing to do) or when any of ``trained`` (the study's draw folders) exists."""
-    from grpo_ablation.analysis.study import Ledger
-
     path = registration_file(config)
     if path.exists():
         if read(config)["design_sha256"] == sha256_text(canonical(without_draws(config))):
@@ -273,3 +272,23 @@ def check(config: dict[str, Any], look: int, still_open: set[str]) -> dict[str, 
             + "\n  ".join(wrong[:12])
         )
     return registered
+
+
+def check_registered(config: dict[str, Any]) -> None:
+    """Before any job of a study's look: the study is registered, its ledger opens with that
+    registration and holds the looks before this one, and the config is the one this look must
+    run (``registration.check``); each refusal names what to do."""
+    from grpo_ablation.design.ablation import Design
+
+    k = Design.of(config).study_look
+    if k is None:
+        return
+    registered = read(config)
+    ledger = Ledger(ledger_file(config))
+    if ledger.registration() != sha256_file(registration_file(config)):
+        raise LedgerError(f"{ledger.path} opens with another registration than the study's")
+    earlier = ledger.entries()[:k]
+    if len(earlier) < k:
+        raise LedgerError(f"look {k + 1} needs looks 1 to {k} in the ledger first")
+    still = set(open_hypotheses(earlier[-1])) if earlier else set(registered["hypotheses"])
+    check(config, k, still)
