@@ -31,7 +31,7 @@ import numpy as np
 from grpo_ablation.analysis import sequential as seq
 from grpo_ablation.analysis.stats import sample_sd
 from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels, test_levels
-from grpo_ablation.design.ledger import Ledger, LedgerError, open_hypotheses, sha256_file
+from grpo_ablation.design.ledger import LedgerError, open_hypotheses, sha256_file
 
 NORMAL = NormalDist()
 
@@ -313,21 +313,15 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     if not plan.get("looks"):
         raise ValueError("the config declares no study (study.looks: draws at each look)")
     tree = Tree(design.folder())
-    named = {"experiment": design.folder().name, "study": plan}
-    registered = reg.read(named)
-    ledger = Ledger(reg.ledger_file(named))
-    if ledger.registration() != sha256_file(reg.registration_file(named)):
-        raise LedgerError(f"{ledger.path} opens with another registration than the study's")
-    looks, planned_draws = registered["looks"], registered["draws"]
     k = design.study_look
     if k is None:
         raise LedgerError(
-            f"this design ran draws {design.draws}; a look runs study.draws[:n], n in {looks}"
+            f"this design ran draws {design.draws}; a look runs study.draws[:n], n in "
+            f"{plan['looks']}"
         )
-    earlier = ledger.entries()[:k]
-    if len(earlier) < k:
-        raise LedgerError(f"look {k + 1} needs looks 1 to {k} in the ledger first")
-    still = set(open_hypotheses(earlier[-1])) if earlier else set(registered["hypotheses"])
+    named = {"experiment": design.folder().name, "study": plan}
+    registered, ledger, earlier, still = reg.look_state(named, k)
+    looks, planned_draws = registered["looks"], registered["draws"]
     wrong = reg.design_differences(registered, k, still, design.sections)
     if wrong:
         raise reg.RegistrationError(

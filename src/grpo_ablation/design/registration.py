@@ -274,15 +274,12 @@ def check(config: dict[str, Any], look: int, still_open: set[str]) -> dict[str, 
     return registered
 
 
-def check_registered(config: dict[str, Any]) -> None:
-    """Before any job of a study's look: the study is registered, its ledger opens with that
-    registration and holds the looks before this one, and the config is the one this look must
-    run (``registration.check``); each refusal names what to do."""
-    from grpo_ablation.design.ablation import Design
-
-    k = Design.of(config).study_look
-    if k is None:
-        return
+def look_state(
+    config: dict[str, Any], k: int
+) -> tuple[dict[str, Any], Ledger, list[dict[str, Any]], set[str]]:
+    """What look ``k + 1`` of a study stands on: its registration, its ledger, the looks before
+    it and the hypotheses they left open. Refused: a study not registered, a ledger that opens
+    with another registration or was edited, an earlier look missing."""
     registered = read(config)
     ledger = Ledger(ledger_file(config))
     if ledger.registration() != sha256_file(registration_file(config)):
@@ -291,4 +288,14 @@ def check_registered(config: dict[str, Any]) -> None:
     if len(earlier) < k:
         raise LedgerError(f"look {k + 1} needs looks 1 to {k} in the ledger first")
     still = set(open_hypotheses(earlier[-1])) if earlier else set(registered["hypotheses"])
-    check(config, k, still)
+    return registered, ledger, earlier, still
+
+
+def check_registered(config: dict[str, Any]) -> None:
+    """Before any job of a study's look: ``look_state`` holds, and the config is the one this
+    look must run (``check``); each refusal names what to do."""
+    from grpo_ablation.design.ablation import Design
+
+    k = Design.of(config).study_look
+    if k is not None:
+        check(config, k, look_state(config, k)[3])
