@@ -76,7 +76,13 @@ def run_study(
                     margin=h.get("margin", math.nan),
                 )
                 last = k == len(units) - 1
-                v = seq.decide(sup, ref, df, support_z[k], refute_z[h["kind"]][k], last)
+                # each z boundary carried to the look's df at the same tail (the plain carry;
+                # the calibrated one is simulated in the test of the whole procedure below)
+                bounds = (
+                    seq.t_boundary(support_z[k], df),
+                    seq.t_boundary(refute_z[h["kind"]][k], df),
+                )
+                v = seq.decide(sup, ref, df, *bounds, last)
                 if v != seq.CONTINUE:
                     verdicts[r, j], used[r, j] = v, n
                     break
