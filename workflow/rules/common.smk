@@ -28,10 +28,11 @@ if isinstance(config.get("seeds"), list):
     config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s for s in config["seeds"]]
 # Every problem at once, each with the key, what is wrong and the name meant where one is close;
 # then Snakemake's validation, which fills in the defaults.
-PROBLEMS = config_problems(config)
+CONFIG_SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
+PROBLEMS = config_problems(config, Path(CONFIG_SCHEMA))
 if PROBLEMS:
     raise WorkflowError("invalid config:\n  " + "\n  ".join(PROBLEMS))
-validate(config, workflow.source_path("../schemas/config.schema.yaml"))
+validate(config, CONFIG_SCHEMA)
 try:
     # The design (stages, cells, runs, draws), built once; the design rule writes it for the jobs.
     DESIGN = checks.check_design(config)
