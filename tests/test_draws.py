@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +21,7 @@ from grpo_ablation.analysis.tables import PAIRED, results_table
 from grpo_ablation.design import checks
 from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, DesignError, run_seed
-from grpo_ablation.layout import POOLED_TABLES, STAGE_FIGURES, TABLE, Tree
+from grpo_ablation.layout import NEXT_LOOK, POOLED_TABLES, RECORDS, STAGE_FIGURES, TABLE, Tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -414,57 +415,145 @@ def test_snakemake_figures_redraws_the_pooled_figures_after_their_module_changes
     assert all(p.stat().st_mtime_ns > before[p] for p in figures)
 
 
-@pytest.mark.slow  # starts Snakemake
-def test_a_study_runs_look_after_look_through_snakemake(drawn, tmp_path):
-    """The two draws as the first look of a study of two looks (two draws, then three), each look
-    one Snakemake run asked for its look's file: look 1 (1 df, a boundary near t = 160) continues
-    and writes the next look's override (three draws, the open hypothesis); the run given that
-    override trains the third draw and judges look 2, the last, which ends the study. An earlier
-    look asked again is its record, not a new one; a look judged again on changed tables, or on
-    draws no look has, is refused."""
-    from grpo_ablation.analysis.study import write_look
-    from grpo_ablation.design.ledger import Ledger, LedgerError
+@dataclass
+class Studied:
+    config: Path  # the study's config
+    results: Path  # its results_dir: the drawn fixture's, which built look 1's two draws
+    record: Path  # its tracked folder (studies/<name>)
+    registered: Path  # a copy of that folder as registered: a fresh clone of its commit
+    built: Path  # a copy of the results_dir as the drawn fixture left it
+    first_override: str = ""  # the override look 1 wrote (studies/<name>/next.yaml)
+
+    @property
+    def tree(self) -> Tree:
+        return Tree(self.results / "drawn")
+
+    def build_look_1(self) -> None:
+        """Look 1's two draws as its run built them (the drawn fixture's, where it built them:
+        the paths its evaluations record are the same), less its design: the look's run writes
+        the study's own."""
+        shutil.rmtree(self.results, ignore_errors=True)
+        shutil.copytree(self.built, self.results)
+        Path(self.tree.design()).unlink()
+
+
+@pytest.fixture(scope="module")
+def studied(drawn, tmp_path_factory) -> Studied:
+    """The drawn fixture's two draws as the first look of a study of two looks (two draws, then
+    three), in its results folder; refused before registering; then each look one Snakemake run
+    asked for its look's file, the second given the override the first wrote: the uninterrupted
+    study. The tests after this one in the module find the drawn fixture's folder changed."""
     from grpo_ablation.design.registration import register
     from grpo_ablation.design.schema import load_config
 
     config, exp = drawn
-    tree = Tree(exp)
-    record = tmp_path / "studies" / "drawn"
-    first = {**config, "study": {"draws": [0, 1, 2], "looks": [2, 3], "record": str(record)}}
-    path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump(first))
-    first = load_config(path)  # as Snakemake sees it: the schema's defaults filled in
-    study = {**first, "base_policy": {**first["base_policy"], "draws": [0, 1, 2]}}
+    work = tmp_path_factory.mktemp("study")
+    study = Studied(
+        work / "study.yaml",
+        exp.parent,
+        work / "studies" / "drawn",
+        work / "registered",
+        work / "built",
+    )
+    shutil.copytree(study.results, study.built)
+    study.build_look_1()
+    plan = {"draws": [0, 1, 2], "looks": [2, 3], "record": str(study.record)}
+    study.config.write_text(
+        yaml.safe_dump({**config, "results_dir": str(study.results), "study": plan})
+    )
     # refused before any job: the study is not registered
     with pytest.raises(AssertionError, match="is not registered"):
-        snakemake(path, tree.study_look(2), "-n")
+        snakemake(study.config, study.tree.study_look(2), "-n")
     # the fixture trained draws 0 and 1 before: registered here as if it had not
-    register(first, [])
-    with pytest.raises(LedgerError, match="look 2 needs looks 1 to 1 in the ledger first"):
-        write_look(Design.of(study))
-    snakemake(path, tree.study_look(2))
+    register(load_config(study.config), [])
+    shutil.copytree(study.record, study.registered)
+    snakemake(study.config, study.tree.study_look(2))
+    study.first_override = (study.record / NEXT_LOOK).read_text()
+    snakemake([study.config, study.record / NEXT_LOOK], study.tree.study_look(3))
+    shutil.copytree(study.record, work / "uninterrupted")
+    return study
+
+
+@pytest.mark.slow  # starts Snakemake
+def test_a_study_runs_look_after_look_through_snakemake(studied, tmp_path):
+    """Look 1 (1 df, a boundary near t = 160) continues and writes the next look's override
+    (three draws, the open hypothesis); the run given that override trains the third draw and
+    judges look 2, the last, which ends the study. Each draw's numbers are recorded in the
+    study's folder as it finishes, and each look reads them there. An earlier look asked again is
+    its record, not a new one; a look judged again on changed records, or on draws no look has,
+    is refused, as is a look before the ones it follows."""
+    from grpo_ablation.analysis.study import write_look
+    from grpo_ablation.design.ledger import Ledger, LedgerError
+    from grpo_ablation.design.records import RecordError, numbers_sha, read_records
+    from grpo_ablation.design.schema import load_config
+
+    tree, record = studied.tree, studied.record
+    first = load_config(studied.config)
+    study = {**first, "base_policy": {**first["base_policy"], "draws": [0, 1, 2]}}
     look1 = json.loads(Path(tree.study_look(2)).read_text())
     assert look1["look"] == 1 and look1["decisions"] == {"population_equals_sample": "continue"}
-    following = yaml.safe_load(Path(tree.study_next()).read_text())
+    following = yaml.safe_load(studied.first_override)
     assert following["base_policy"] == {"draws": [0, 1, 2]}
     assert following["hypotheses"] == {}  # none decided: the open one stays as declared
-    snakemake([path, Path(tree.study_next())], tree.study_look(3))
     look2 = json.loads(Path(tree.study_look(3)).read_text())
     assert look2["look"] == 2 and look2["draws"] == [0, 1, 2]
     assert look2["decisions"]["population_equals_sample"] != "continue"
-    assert not Path(tree.study_next()).exists()
+    assert not (record / NEXT_LOOK).exists()
     assert Ledger(record / "ledger.jsonl").entries() == [look1, look2]
+    # each look holds the numbers of each draw it read, as recorded
+    registration = Ledger(record / "ledger.jsonl").registration()
+    for d in (0, 1, 2):
+        manifest = read_records(record / f"draw={d}", registration)
+        assert look2["records"][str(d)] == numbers_sha(manifest)
+        assert all("wall_time_s" not in p for p in manifest["numbers"])
+    assert look1["records"] == {k: look2["records"][k] for k in ("0", "1")}
     assert write_look(Design.of(first)) == look1  # asked again: as recorded
     with pytest.raises(LedgerError, match=r"a look runs study\.draws"):
-        write_look(Design.of({**study, "base_policy": {**config["base_policy"], "draws": [1]}}))
-    table = Path(Tree(Design.of(study).draw_dir(2)).table(TABLE["results"]))
-    table.write_text(table.read_text() + "\n")
+        write_look(Design.of({**study, "base_policy": {**first["base_policy"], "draws": [1]}}))
+    fits = record / "draw=2" / "tables" / TABLE["efficiency_fits"]
+    fits.write_text(fits.read_text() + "\n")
     try:
-        with pytest.raises(LedgerError, match="the ledger keeps the first"):
+        with pytest.raises(RecordError, match="changed since its draw was recorded"):
             write_look(Design.of(study))
     finally:
-        table.write_text(table.read_text()[:-1])
+        fits.write_text(fits.read_text()[:-1])
     assert Ledger(record / "ledger.jsonl").entries() == [look1, look2]
+    # a look before the ones it follows, on the study as registered
+    before = {**study, "study": {**study["study"], "record": str(tmp_path / "drawn")}}
+    shutil.copytree(studied.registered, tmp_path / "drawn")
+    with pytest.raises(LedgerError, match="look 2 needs looks 1 to 1 in the ledger first"):
+        write_look(Design.of(before))
+
+
+@pytest.mark.slow  # starts Snakemake
+def test_a_study_continues_from_its_records_with_results_deleted(studied):
+    """The same study from the study's folder as registered (a fresh clone of its commit), with
+    results/ deleted between the looks and within look 2 (after its new draw was recorded, before
+    it was judged): look 2 then trains nothing, reads every draw from the records, and the ledger
+    is the uninterrupted study's byte for byte (its third draw trained twice: the numbers a
+    rerun reproduces, the seconds recorded apart)."""
+    tree, record = studied.tree, studied.record
+    ledger = {name: (record / name).read_bytes() for name in ("ledger.jsonl", "ledger.head")}
+    looks = {n: Path(tree.study_look(n)).read_bytes() for n in (2, 3)}
+    draw2 = json.loads((record / "draw=2" / RECORDS).read_text())
+    shutil.rmtree(record)
+    shutil.copytree(studied.registered, record)
+    # look 1's run: its two draws built (the drawn fixture's), recorded and judged
+    studied.build_look_1()
+    snakemake(studied.config, tree.study_look(2))
+    override = record / NEXT_LOOK
+    assert override.read_text() == studied.first_override
+    shutil.rmtree(studied.results)  # between the looks
+    both = [studied.config, override]
+    snakemake(both, str(record / "draw=2" / RECORDS))
+    shutil.rmtree(studied.results)  # within look 2: its new draw recorded, not yet judged
+    planned = jobs(snakemake(both, tree.study_look(3), "-n").stdout)
+    assert planned and not planned & {"base_policy", "train", "evaluate", "tables", "record_draw"}
+    snakemake(both, tree.study_look(3))
+    again = json.loads((record / "draw=2" / RECORDS).read_text())
+    assert again["numbers"] == draw2["numbers"]  # its seconds apart: again["timing"] may differ
+    assert {name: (record / name).read_bytes() for name in ledger} == ledger
+    assert Path(tree.study_look(3)).read_bytes() == looks[3]
 
 
 def test_a_replicated_reference_enters_each_draw_as_the_mean_of_its_runs():

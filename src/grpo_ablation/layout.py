@@ -9,10 +9,11 @@
         figures/       token_weights.{png,pdf}: its figure
         pooled/        tables, figures and reading over base-policy draws
         study/         a sequential study's look_<n>.json (each look as its ledger holds it)
-                       and next.yaml, its next look's override
 
     studies/<experiment>/ (in the checkout, tracked): a study's registration.json, ledger.jsonl
-                       and ledger.head (``design/registration.py``, ``design/ledger.py``)
+                       and ledger.head (``design/registration.py``, ``design/ledger.py``), and
+                       draw=<d>/ per finished draw: what its looks read, with records.json
+                       (``design/records.py``); next.yaml, the next look's override
         draw=<d>/      one base policy's tree (the experiment folder itself without draws):
             base/                           the base policy
             runs/<cell>/seed=<s>/           a training run (checkpoints, rollouts, records)
@@ -43,6 +44,9 @@ from typing import Any
 STUDIES = "studies"
 REGISTRATION = "registration.json"
 LEDGER = "ledger.jsonl"  # its head: the same name with .head
+# Beside them, draw=<d>/ per finished draw: the files a look reads of it, and this manifest.
+RECORDS = "records.json"
+NEXT_LOOK = "next.yaml"  # the next look's override, written by a look
 # Each draw's reading (figures/), composed from its tables; the pooled one has a name of its own:
 # the report keeps one file per name.
 READING = "reading.rst"
@@ -293,10 +297,6 @@ class Tree:
     def study_look(self, units: int) -> str:
         """The record of the study's look at ``units`` draws, as the ledger holds it."""
         return self.at("study", f"look_{units:03d}.json")
-
-    def study_next(self) -> str:
-        """The override config of the study's next look, written when a look is judged."""
-        return self.at("study", "next.yaml")
 
     def pooled_tables(self) -> list[str]:
         """In the pooled folder: its tables (``POOLED_TABLES``)."""

@@ -13,10 +13,14 @@ from grpo_ablation.design.axes import path_regex
 from grpo_ablation.design.options import ComputeConfig
 from grpo_ablation.design.schema import config_problems
 from grpo_ablation.design.ablation import Design
+from grpo_ablation.design.ledger import Ledger
+from grpo_ablation.design.records import recorded_draws
 from grpo_ablation.layout import (
     CALCULATIONS_SHEET,
     CALCULATIONS_TABLE,
+    LEDGER,
     MANIFEST,
+    REGISTRATION,
     SPLITS,
     TOKEN_WEIGHTS_TABLE,
     Tree,
@@ -44,6 +48,20 @@ ROOT = str(DESIGN.folder())
 # holds a {draw} wildcard that every rule's paths inherit; splits and evaluation tasks are shared.
 DRAWS = DESIGN.draws
 EXP = Tree(ROOT).draw("{draw}") if DRAWS else ROOT
+# A sequential study (study.looks) reads its draws from their records in its tracked folder
+# (grpo_ablation.design.records): a draw recorded there, by this checkout or in the commits of
+# another, is read as recorded and not built again; the others (BUILT) are built here and
+# recorded as each finishes. Records are checked against the registration and the ledger first.
+STUDY_RECORDS = DESIGN.study_records()
+try:
+    RECORDED = (
+        recorded_draws(STUDY_RECORDS, DRAWS, Ledger(STUDY_RECORDS / LEDGER))
+        if STUDY_RECORDS and (STUDY_RECORDS / REGISTRATION).exists()
+        else []
+    )
+except ValueError as err:
+    raise WorkflowError(f"study records: {err}") from err
+BUILT = [d for d in DRAWS if d not in RECORDED]
 # Every path of the results tree comes from grpo_ablation.layout: TREE for a draw's folder (its
 # {draw} wildcard included), SHARED for what the draws share.
 TREE, SHARED = Tree(EXP), Tree(ROOT)
@@ -103,8 +121,8 @@ DRAW_LABEL = {"draw": "{draw}"} if DRAWS else {}
 
 
 def per_draw(paths):
-    """Paths holding the {draw} wildcard, one per draw (unchanged without draws)."""
-    return [str(p).format(draw=d) for d in DRAWS for p in paths] if DRAWS else list(paths)
+    """Paths holding the {draw} wildcard, one per draw built here (unchanged without draws)."""
+    return [str(p).format(draw=d) for d in BUILT for p in paths] if DRAWS else list(paths)
 
 
 def draw_of(wildcards):
@@ -162,7 +180,7 @@ def training_arguments(wildcards, output):
 
 def all_targets(wildcards):
     targets = [SHARED.calculations(CALCULATIONS_SHEET)]
-    for draw in DRAWS or [None]:
+    for draw in BUILT if DRAWS else [None]:
         targets.append(Tree(exp_of(draw)).base_summary())
         for stage in DESIGN.stage_names:
             targets += stage_evals(stage, draw)

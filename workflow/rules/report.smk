@@ -8,6 +8,7 @@ from grpo_ablation.code import sources
 from grpo_ablation.layout import (
     FIGURE_FORMATS,
     READING,
+    RECORDS,
     TOKEN_WEIGHTS,
     figure_files,
 )
@@ -244,10 +245,41 @@ POOLED_CATEGORY = "0. Pooled over draws"
 POOLED_FIRST = "0. reading and verdicts"
 
 
+# A study's draw, once its tables are written, is copied into the study's tracked records
+# (studies/<name>/draw=<d>/, design/records.py), which its looks read: commit them as they land.
+# Only the draws built here: a recorded draw's records are inputs no job makes.
+RECORD = lambda draw: f"{DESIGN.draw_source(draw)}/{RECORDS}"
+
+if STUDY_RECORDS and BUILT:
+
+    rule record_draw:
+        input:
+            tables=rules.tables.output.efficiency_fits,
+            design=rules.design.output[0],
+            registration=str(STUDY_RECORDS / REGISTRATION),
+            code=sources("commands.study_record", root=SRC),
+        output:
+            f"{Tree(STUDY_RECORDS).draw('{draw}')}/{RECORDS}",
+        wildcard_constraints:
+            draw="|".join(map(str, BUILT)),
+        params:
+            cli=CLI,
+        localrule: True
+        conda:
+            CONDA_ENV
+        log:
+            TREE.log("record_draw"),
+        shell:
+            "python {params.cli} study-record --design {input.design} --draw {wildcards.draw}"
+            " > {log} 2>&1"
+
+
 rule pooled:
     input:
-        # the runs' efficiency fits are read, not fitted again
-        per_draw([rules.tables.output.results, rules.tables.output.efficiency_fits]),
+        # the runs' efficiency fits are read, not fitted again; a study's draws from its records
+        per_draw([rules.tables.output.results, rules.tables.output.efficiency_fits])
+        if not STUDY_RECORDS
+        else [RECORD(d) for d in DRAWS],
         per_draw([PUSH_JSON] if PUSH_JUDGED else []),
         design=rules.design.output[0],
         code=sources("analysis.draws", root=SRC),

@@ -17,7 +17,7 @@ import pandas as pd
 from grpo_ablation.analysis.efficiency import compute_at_steps, run_efficiency
 from grpo_ablation.design.ablation import Design, cell_label, cell_recipe
 from grpo_ablation.design.options import TrainingConfig
-from grpo_ablation.layout import OBJECTIVE, OBJECTIVE_TEXT, TABLE, Tree
+from grpo_ablation.layout import BUDGET, OBJECTIVE, OBJECTIVE_TEXT, TABLE, Tree
 
 ACCURACY = {"greedy": "greedy_accuracy", "sampled": "sampled_accuracy"}
 # lm-eval built-in benchmarks (evaluation.external_benchmarks): extra columns external_<task>_final,
@@ -129,7 +129,9 @@ def load_runs(
             for key, value in diag.items():
                 if not isinstance(value, dict):
                     row[key.replace("/", "_")] = value
-            row["wall_time_s"] = diag["budget"]["wall_time_s"]
+            # from the run's budget: a study's records keep the seconds apart from the numbers
+            budget = json.loads((Path(tree.run(r["cell"], seed)) / BUDGET).read_text())
+            row["wall_time_s"] = budget["wall_time_s"]
             if fits is None:
                 row.update(_efficiency(exp, r["cell"], seed, group_size, base_R0))
             elif (r["cell"], int(seed)) in fits:

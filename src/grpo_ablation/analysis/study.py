@@ -31,7 +31,7 @@ import numpy as np
 from grpo_ablation.analysis import sequential as seq
 from grpo_ablation.analysis.stats import sample_sd
 from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels, test_levels
-from grpo_ablation.design.ledger import LedgerError, open_hypotheses, sha256_file
+from grpo_ablation.design.ledger import LedgerError, open_hypotheses
 
 NORMAL = NormalDist()
 
@@ -299,7 +299,7 @@ def study_minutes(design: Any, alpha: float = ALPHA) -> tuple[float, float]:
 def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     """Judge the look the design's draws make (``study.draws[:n]`` for the look's n) under the
     study's registration, record it in the ledger (and in ``out``), and write the next look's
-    override config (``study/next.yaml``, ``registration.next_override``). Refused before any
+    override config (``studies/<name>/next.yaml``, ``registration.next_override``). Refused before any
     judging: a study not registered, a ledger that does not open with its registration or was
     edited, a design that differs from the registered one (``registration.check``)."""
     import yaml
@@ -307,12 +307,12 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     from grpo_ablation.analysis import draws, hypotheses
     from grpo_ablation.design import registration as reg
     from grpo_ablation.design.hypotheses import declared
-    from grpo_ablation.layout import TABLE, Tree
+    from grpo_ablation.design.records import numbers_sha, read_records
+    from grpo_ablation.layout import NEXT_LOOK
 
     plan = design.sections.get("study") or {}
     if not plan.get("looks"):
         raise ValueError("the config declares no study (study.looks: draws at each look)")
-    tree = Tree(design.folder())
     k = design.study_look
     if k is None:
         raise LedgerError(
@@ -330,7 +330,7 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     hyps = declared(design)
     runs = draws.draw_means(draws.load_draws(design))
     rows = draws.draw_rows(design, design.draws[0])
-    records = hypotheses.push_records(design, [design.draw_dir(d) for d in design.draws])
+    records = hypotheses.push_records(design, [design.draw_source(d) for d in design.draws])
     diffs = hypotheses.differences(hyps, runs, rows, design, records)
     record = judge_look(
         hyps,
@@ -341,17 +341,20 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
         registered["alpha"],
         registered["gatekeeper"],
     )
-    read = [Path(Tree(design.draw_dir(d)).table(TABLE["results"])) for d in design.draws]
     record["registration"] = ledger.registration()
     record["draws"] = design.draws
-    record["tables"] = {str(p): sha256_file(p) for p in read}
+    # what the look read of each draw: its records' numbers, checked as they are read
+    record["records"] = {
+        str(d): numbers_sha(read_records(design.draw_source(d), record["registration"]))
+        for d in design.draws
+    }
     record = ledger.append(record, k + 1)
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     k = record["look"]
     still = set(open_hypotheses(record))
-    nxt = Path(tree.study_next())
+    nxt = design.study_records() / NEXT_LOOK
     if k < len(looks) and still:
         override = reg.next_override(registered, still, planned_draws[: looks[k]])
         nxt.write_text(

@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.study import write_look
     from grpo_ablation.design.ablation import Design
-    from grpo_ablation.layout import Tree
+    from grpo_ablation.layout import NEXT_LOOK
 
     design = Design.load(a.design)
     record = write_look(design, a.out)
@@ -34,5 +34,5 @@ def run(a: argparse.Namespace) -> None:
             else " (decided at an earlier look)"
         )
         print(f"look {record['look']}: {hid} {verdict}{judged}")
-    following = Path(Tree(design.folder()).study_next())
+    following = design.study_records() / NEXT_LOOK
     print(f"next look: {following}" if following.exists() else "the study is over")
