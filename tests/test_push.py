@@ -224,8 +224,14 @@ def test_the_push_figure_keeps_its_labels_apart_at_a_real_models_scale():
                     )
                 )
             rows.append(row)
-    fig = push_figure(pd.DataFrame(rows))
+    fig = push_figure(pd.DataFrame(rows + [{**r, "step": 8} for r in rows]))
     check_text(fig, "push")  # raises OverlapError on colliding text
+    assert "The push" in fig.get_suptitle()
+    # the legend (base policy, checkpoint 8) lies below every panel: it covers no error bar
+    fig.canvas.draw()
+    (legend,) = fig.legends
+    top = legend.get_window_extent().y1
+    assert all(top <= ax.get_window_extent().y0 for ax in fig.axes)
     plt.close(fig)
 
 

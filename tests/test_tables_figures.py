@@ -364,6 +364,20 @@ def test_accuracy_figure_draws_each_cell_in_its_palette_colour():
     assert colours[cell_label(OTHER)] == palette[OTHER]
 
 
+def test_a_run_with_one_checkpoint_is_drawn_as_points_not_a_line():
+    """The base policy at step 0 and one saved checkpoint: two points, no curve between them;
+    three or more points are joined."""
+    curves, _ = synthetic_frames()
+    palette = figures.cell_palette([REF, OTHER])
+    steps = sorted(curves["step"].unique())
+    assert len(steps) > 2
+    for kept, style in ((steps[:2], "None"), (steps, "-")):
+        fig = figures.accuracy_figure(curves[curves["step"].isin(kept)], palette)
+        drawn = {line.get_label(): line for line in fig.axes[0].get_lines()}
+        assert drawn[cell_label(REF)].get_linestyle() == style
+        assert drawn[cell_label(REF)].get_marker() == "o"
+
+
 def test_cells_whose_groups_failed_scoring_are_flagged():
     runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.7]})
     runs.loc[runs["cell"] == REF, "fraction_failed_scoring"] = 0.0
@@ -761,7 +775,11 @@ def test_the_verdict_figure_draws_each_interval_against_its_margin_or_minimum_ef
         assert dashed == pytest.approx(bounds)
         ticks = [line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() == "|"]
         mde = v["mde"] * (1 if h.kind == "equivalence" else h.direction)
-        assert mde == pytest.approx(max(ticks) if h.direction >= 0 else min(ticks))
+        lo, hi = ax.get_xlim()
+        if lo <= mde <= hi:
+            assert mde == pytest.approx(max(ticks) if h.direction >= 0 else min(ticks))
+        else:  # off the axis: at its edge, with its value
+            assert any(f"MDE {mde:+.3g}" in t.get_text() for t in ax.texts)
     assert saving.overlaps(fig) == []
 
 
@@ -803,24 +821,26 @@ def test_a_written_csv_keeps_full_precision_while_its_markdown_is_rounded(tmp_pa
 
 def test_the_verdict_figure_stays_within_an_accuracys_range_and_marks_an_mde_beyond_it(tmp_path):
     """Two draws (1 df): an equivalence on an accuracy could be shown only within ±2.955, which
-    no accuracy difference reaches; the axis stays within ±1, the MDE marked at its edges."""
+    no accuracy difference reaches. An MDE never sets the axis: each panel's is the one drawn
+    without any MDE (within ±1 on an accuracy), the MDE marked at its edges with its value."""
     design = pooled_design()
     verdicts = pooled_tables(design, tmp_path)["hypotheses"]
     declared_ = {h.id: h for h in declared(design)}
-    wide = verdicts.copy()
-    wide["mde"] = 2.955
+    wide, none = verdicts.copy(), verdicts.copy()
+    wide["mde"], none["mde"] = 2.955, math.nan
     fig = pooled_figures.verdicts_figure(wide, declared_)
+    unmarked = pooled_figures.verdicts_figure(none, declared_)
     accuracies = 0
-    for ax, (_, v) in zip(fig.axes, wide.iterrows(), strict=True):
-        notes = [t.get_text() for t in ax.texts if "beyond the metric's range" in t.get_text()]
+    for ax, bare, (_, v) in zip(fig.axes, unmarked.axes, wide.iterrows(), strict=True):
+        assert ax.get_xlim() == bare.get_xlim()
+        h = declared_[v["id"]]
+        notes = [t.get_text() for t in ax.texts if "off this axis" in t.get_text()]
         ticks = [line for line in ax.get_lines() if line.get_marker() == "|"]
+        assert len(notes) == (2 if h.kind == "equivalence" else 1) and not ticks
+        assert all("2.96" in n for n in notes)
         if render.largest_difference(v["metric"]) == 1.0:
             accuracies += 1
             lo, hi = ax.get_xlim()
             assert lo >= -1 and hi <= 1
-            h = declared_[v["id"]]
-            assert len(notes) == (2 if h.kind == "equivalence" else 1) and not ticks
-        else:  # a length has no range: its MDE is drawn where it is
-            assert not notes and ticks
     assert accuracies
     assert saving.overlaps(fig) == []

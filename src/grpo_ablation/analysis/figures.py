@@ -157,7 +157,8 @@ def _lines(
             b[x],
             b["mean"],
             color=colour,
-            linestyle=linestyle,
+            # two points (the base policy and one checkpoint) are not a curve: no line between
+            linestyle=linestyle if len(b) > 2 else "none",
             marker="o" if len(b) <= 30 else None,
             markersize=2.5,
             label=cell_label(cell) + label_suffix,

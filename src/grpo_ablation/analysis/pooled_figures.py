@@ -64,7 +64,8 @@ def verdicts_figure(
     metric's own axis: the 90% interval of the mean difference (bar; point: the mean) coloured by
     the verdict, the margin ±m or the minimum effect δ (dashed) with the region the hypothesis
     predicts shaded, zero (solid), and the minimum detectable effect (``mde``, 80% power: for an
-    equivalence the smallest margin it could show) as grey ticks where it is known."""
+    equivalence the smallest margin it could show) as grey ticks where it is known, or as an
+    arrow at the edge with its value where it lies off the axis, which it never sets."""
     figures._style()
     rows = len(verdicts)
     height = 1.25 * rows + 0.9
@@ -80,19 +81,20 @@ def verdicts_figure(
         else:
             bounds = [h.direction * h.minimum_effect]
             marks = [h.direction * mde] if math.isfinite(mde) else []
-        # The axis stays within the differences the metric can have (±1 on an accuracy); an MDE
-        # beyond them is marked at the edge with its value.
+        # The axis is the interval's, the bounds' and zero's, within the differences the metric
+        # can have (±1 on an accuracy): an MDE never sets it (a wide one squashed the interval to
+        # a few pixels); one outside it is marked at the edge with its value.
         r = largest_difference(str(v["metric"]))
-        beyond = [m for m in marks if abs(m) > r]
-        marks = [m for m in marks if abs(m) <= r]
-        span = figures.fit_limits([0.0, mean, low, high, *bounds, *marks], pad=0.15)
+        span = figures.fit_limits([0.0, mean, low, high, *bounds], pad=0.15)
         lo, hi = span if span is not None else (-1.0, 1.0)
         lo, hi = max(lo, -r), min(hi, r)
+        beyond = [m for m in marks if not lo <= m <= hi]
+        marks = [m for m in marks if lo <= m <= hi]
         for m in beyond:
             edge = hi if m > 0 else lo
             ax.plot(edge, 0, marker=">" if m > 0 else "<", markersize=8, color=MDE_COLOUR)
             ax.annotate(
-                f"MDE {m:+.3g}: beyond the metric's range",
+                f"MDE {m:+.3g}, off this axis",
                 (edge, 0),
                 xytext=(-4 if m > 0 else 4, 8),
                 textcoords="offset points",

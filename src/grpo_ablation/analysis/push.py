@@ -153,8 +153,15 @@ def push_figure(table: pd.DataFrame):
         ax.set_xlabel(f"per unit step, minus {REFERENCE}", fontsize=8)
     axes[0].set_yticks(range(len(choices)), choices, fontsize=7)
     axes[0].invert_yaxis()
-    axes[-1].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    fig.suptitle(
+        f"The push: each choice's first-order change per unit step minus {REFERENCE}'s, 95% "
+        "intervals over replicates",
+        fontsize=10,
+    )
+    # below the panels, where it covers no error bar
+    handles, labels = axes[-1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(steps), fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.95))
     return fig
 
 
