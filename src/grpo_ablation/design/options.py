@@ -80,7 +80,9 @@ class TrainingConfig:
     clip_delta: float = option(
         0.0,
         "ratio clipped: the dual clip (TRL's delta), the unclipped ratio also capped at "
-        "clip_delta, which bounds the term where A < 0; 0 turns it off",
+        "clip_delta, which bounds the term where A < 0 when clip_delta >= 1 + epsilon_high "
+        "(below it, A > 0 tokens with r > clip_delta are zeroed and A < 0 is capped at "
+        "1 + epsilon_high); 0 turns it off",
         neutral=0.0,
         minimum=0,
     )
@@ -102,7 +104,8 @@ class TrainingConfig:
     cispo_cap: float = option(
         5.0,
         "ratio cispo: the cap of its weight min(r, cispo_cap) (TRL caps at epsilon_high itself, "
-        "0.2 when unset, and recommends 5.0); below 1 the weight is the constant cap wherever "
+        "at epsilon when unset, and recommends 5.0); below 1 the weight is the constant cap "
+        "wherever "
         "r exceeds it, and the ratio drops out",
         neutral=5.0,
         exclusive_minimum=0,
