@@ -143,10 +143,16 @@ CHROMIUM = (
 CHROMEDRIVER = shutil.which("chromedriver")
 
 
-def in_chromium(page: Path, scripts: dict[str, str], asynchronous: tuple[str, ...] = ()) -> dict:
-    """Open ``page`` in headless Chromium and run each script (``return ...``; those named in
-    ``asynchronous`` call their last argument); ``body`` is the page's text. Skips the test where
-    Chromium, chromedriver or selenium is missing (.ci/run installs them)."""
+def in_chromium(
+    page: Path,
+    scripts: dict[str, str],
+    asynchronous: tuple[str, ...] = (),
+    size: tuple[int, int] | None = None,
+) -> dict:
+    """Open ``page`` in headless Chromium (a window of ``size``, width and height, where given)
+    and run each script (``return ...``; those named in ``asynchronous`` call their last
+    argument); ``body`` is the page's text. Skips the test where Chromium, chromedriver or
+    selenium is missing (.ci/run installs them)."""
     if not (CHROMIUM and CHROMEDRIVER):
         pytest.skip(
             "chromium and chromedriver not found: apt-get install -y chromium chromium-driver"
@@ -158,6 +164,8 @@ def in_chromium(page: Path, scripts: dict[str, str], asynchronous: tuple[str, ..
     options.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
         options.add_argument(flag)
+    if size is not None:
+        options.add_argument(f"--window-size={size[0]},{size[1]}")
     driver = webdriver.Chrome(service=webdriver.ChromeService(CHROMEDRIVER), options=options)
     try:
         driver.set_script_timeout(120)

@@ -21,7 +21,15 @@ from grpo_ablation.analysis.tables import PAIRED, results_table
 from grpo_ablation.design import checks
 from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, DesignError, run_seed
-from grpo_ablation.layout import NEXT_LOOK, POOLED_TABLES, RECORDS, STAGE_FIGURES, TABLE, Tree
+from grpo_ablation.layout import (
+    LANDING_END,
+    NEXT_LOOK,
+    POOLED_TABLES,
+    RECORDS,
+    STAGE_FIGURES,
+    TABLE,
+    Tree,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -322,7 +330,9 @@ def test_tables_without_a_runs_fit_are_refused_by_name(drawn, tmp_path):
     _, exp = drawn
     design = Design.load(exp / "design.json")
     draw = tmp_path / "draw"
-    shutil.copytree(design.draw_dir(0), draw, ignore=shutil.ignore_patterns("runs", "push"))
+    # the runs' records without their weights and rollouts
+    weights = shutil.ignore_patterns("checkpoints", "curve", "rollouts", "push")
+    shutil.copytree(design.draw_dir(0), draw, ignore=weights)
     fits = draw / "tables" / "efficiency_fits.csv"
     table = pd.read_csv(fits)
     table[table["seed"] != table["seed"].max()].to_csv(fits, index=False)
@@ -357,10 +367,12 @@ def test_the_report_opens_with_the_reading_pooled_over_draws(drawn):
         asynchronous=("sizes",),
     )
     landing = " ".join(page["landing"].split())
-    for paragraph in rendered((exp / "pooled/pooled_reading.rst").read_text()):
+    # the reading up to its verdict table opens the landing page; the rest is a page of its own
+    opening, rest = (exp / "pooled/pooled_reading.rst").read_text().split(LANDING_END)
+    for paragraph in rendered(opening):
         assert paragraph in landing, paragraph
-    assert landing.index("Declared hypotheses") < landing.index("Stage 1:")
-    assert landing.index("over 2 draws") < landing.index("Across draws")
+    assert "Declared hypotheses" in landing and "Stage 1:" not in landing
+    assert "Stage 1:" in rest and "Across draws" in rest
     pooled = page["pooled"]
     assert pooled, "the pooled tables, figures and reading have a category of their own"
     # the pooled figures: the verdicts beside the pooled reading, each stage's effects by stage
@@ -378,6 +390,34 @@ def test_the_report_opens_with_the_reading_pooled_over_draws(drawn):
         if path.endswith(".png"):
             height, width = plt.imread(path).shape[:2]
             assert [width, height] in sizes, path
+
+
+# The top of the landing page's first table row, and the window's height.
+FIRST_ROW = """
+const row = document.querySelector('.prose table tbody tr');
+return row ? [row.getBoundingClientRect().top, row.getBoundingClientRect().bottom,
+              window.innerHeight] : null;
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width, height", [(1280, 800), (1920, 1080)])
+def test_the_verdict_table_is_on_the_first_screen_of_the_report(drawn, width, height):
+    """At common window sizes the landing page opens on the verdict table: its first row lies
+    within the window as the report opens (a page taller than the window is cut at its top by
+    the report viewer: the whole reading had put the title 4,275 px above the window)."""
+    _, exp = drawn
+    page = in_chromium(exp.parent / "report.html", {"row": FIRST_ROW}, size=(width, height))
+    assert page["row"], "the landing page shows no verdict table"
+    top, bottom, window = page["row"]
+    assert top >= 0 and bottom <= window, page["row"]
+
+
+def test_the_landing_page_cuts_the_reading_where_the_reading_says():
+    """The report template spells the reading's landing-page mark again: the same line."""
+    template = (ROOT / "workflow/report/workflow.rst").read_text()
+    assert f'{{% set cut = "{LANDING_END}" %}}' in template
+    assert LANDING_END in hypotheses.verdicts_reading(pd.DataFrame())
 
 
 @pytest.mark.slow  # starts Snakemake

@@ -51,6 +51,9 @@ NEXT_LOOK = "next.yaml"  # the next look's override, written by a look
 # the report keeps one file per name.
 READING = "reading.rst"
 POOLED_READING = "pooled_reading.rst"
+# A reading's line after its verdict table (an RST comment, not shown): the report's landing page
+# (workflow/report/workflow.rst, which spells it again) shows the reading up to it.
+LANDING_END = ".. The landing page ends here: the reading goes on on its own page."
 # What the pooled job writes in pooled/tables/ (``analysis.draws``); the DAG declares the same.
 POOLED_TABLES = (
     "results.csv",

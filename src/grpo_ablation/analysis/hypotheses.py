@@ -66,7 +66,7 @@ from grpo_ablation.design.hypotheses import (
     family_level,
     push_choices,
 )
-from grpo_ablation.layout import TABLE, Tree
+from grpo_ablation.layout import LANDING_END, TABLE, Tree
 
 VERDICT_COLUMNS = [
     "id",
@@ -468,7 +468,7 @@ def verdicts_reading(verdicts: pd.DataFrame, default_unit: str = "seed") -> str:
     if verdicts.empty:
         return (
             "**Declared hypotheses**: none. The config declares no prediction (``hypotheses:``), "
-            "so every contrast below is exploratory.\n"
+            "so every contrast below is exploratory.\n\n" + LANDING_END + "\n"
         )
     lines = [
         f"**Declared hypotheses** ({len(verdicts)}, written in the config before the run; "
@@ -479,6 +479,8 @@ def verdicts_reading(verdicts: pd.DataFrame, default_unit: str = "seed") -> str:
         "(a push's: paired by replicate at the policy it names), mean [90% t interval]):",
         "",
         verdicts_overview(verdicts, default_unit),
+        LANDING_END,
+        "",
         "Each in full:",
         "",
     ]

@@ -129,18 +129,18 @@ def load_runs(
             for key, value in diag.items():
                 if not isinstance(value, dict):
                     row[key.replace("/", "_")] = value
+            if fits is not None and (r["cell"], int(seed)) not in fits:
+                raise ValueError(
+                    f"{tree.table(TABLE['efficiency_fits'])} has no fit of {r['cell']} seed "
+                    f"{seed}: the tables of {exp} are not this design's; run its tables job again"
+                )
             # from the run's budget: a study's records keep the seconds apart from the numbers
             budget = json.loads((Path(tree.run(r["cell"], seed)) / BUDGET).read_text())
             row["wall_time_s"] = budget["wall_time_s"]
             if fits is None:
                 row.update(_efficiency(exp, r["cell"], seed, group_size, base_R0))
-            elif (r["cell"], int(seed)) in fits:
-                row.update(fits[r["cell"], int(seed)])
             else:
-                raise ValueError(
-                    f"{tree.table(TABLE['efficiency_fits'])} has no fit of {r['cell']} seed "
-                    f"{seed}: the tables of {exp} are not this design's; run its tables job again"
-                )
+                row.update(fits[r["cell"], int(seed)])
             row["test_length_incorrect"] = final.get("sampled_incorrect_tokens", math.nan)
             row.update((f"{k}_final", v) for k, v in externals(final).items())
             out.append(row)

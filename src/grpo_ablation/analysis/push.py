@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -106,9 +107,14 @@ def push_reading(table: pd.DataFrame, cosine: pd.DataFrame) -> str:
         verdict = (
             "as predicted" if hi < 0 else ("against the prediction" if lo > 0 else "unresolved")
         )
+        interval = (
+            f"[{lo:+.3f}, {hi:+.3f}]"
+            if math.isfinite(lo) and math.isfinite(hi)
+            else "(no interval: fewer than two replicates, or all gave this difference)"
+        )
         parts.append(
-            f"step {step}: constant − sequence_mean {m:+.3f} [{lo:+.3f}, {hi:+.3f}] tokens per "
-            f"unit step ({verdict})"
+            f"step {step}: constant − sequence_mean {m:+.3f} {interval} tokens per unit step "
+            f"({verdict})"
         )
     return (
         "**The push of each objective on the same samples** (``tables/push.csv``; no training "
