@@ -19,6 +19,7 @@ from grpo_ablation.design.records import (
     record_folder,
     record_paths,
     recorded_draws,
+    study_records,
     write_records,
 )
 from grpo_ablation.design.registration import registration_file
@@ -52,7 +53,7 @@ def study(tmp_path):
 
 def test_a_draw_records_its_numbers_and_keeps_its_seconds_apart(study, tmp_path):
     design, rows, registration = study
-    out = record_folder(design.study_records(), 12)
+    out = record_folder(study_records(design), 12)
     runs = {}
     for seconds in (31.5, 47.25):  # the same draw trained twice: its seconds differ
         draw = finished_draw(design, rows, tmp_path / f"run{seconds}" / "draw=12", seconds)
@@ -75,12 +76,12 @@ def test_an_unfinished_draw_is_not_recorded(study, tmp_path):
     draw = finished_draw(design, rows, tmp_path / "draw=12", 1.0)
     (draw / "tables" / "efficiency_fits.csv").unlink()
     with pytest.raises(RecordError, match=r"efficiency_fits\.csv.*not finished"):
-        write_records(design, rows, draw, record_folder(design.study_records(), 12), registration)
+        write_records(design, rows, draw, record_folder(study_records(design), 12), registration)
 
 
 def test_records_are_refused_when_changed_or_another_studys(study, tmp_path):
     design, rows, registration = study
-    out = record_folder(design.study_records(), 12)
+    out = record_folder(study_records(design), 12)
     draw = finished_draw(design, rows, tmp_path / "draw=12", 1.0)
     write_records(design, rows, draw, out, registration)
     with pytest.raises(RecordError, match="another registration"):
@@ -98,18 +99,18 @@ def test_the_recorded_draws_are_the_ones_a_fresh_clone_does_not_train(study, tmp
     """Draws with records are read; a draw a look was judged on must keep the numbers the ledger
     holds of it, and its records."""
     design, rows, registration = study
-    ledger = Ledger(design.study_records() / LEDGER)
+    ledger = Ledger(study_records(design) / LEDGER)
     records = {}
     for d in (12, 13):
         draw = finished_draw(design, rows, tmp_path / f"draw={d}", 1.0)
-        out = record_folder(design.study_records(), d)
+        out = record_folder(study_records(design), d)
         records[d] = write_records(design, rows, draw, out, registration)
-    assert recorded_draws(design.study_records(), [12, 13, 14, 15], ledger) == [12, 13]
+    assert recorded_draws(study_records(design), [12, 13, 14, 15], ledger) == [12, 13]
     look = {"decisions": {}, "records": {str(d): numbers_sha(records[d]) for d in (12, 13)}}
     ledger.append(look, 1)
-    assert recorded_draws(design.study_records(), [12, 13, 14, 15], ledger) == [12, 13]
+    assert recorded_draws(study_records(design), [12, 13, 14, 15], ledger) == [12, 13]
     # a draw's records rewritten whole, hashes and all, with other numbers
-    out = record_folder(design.study_records(), 13)
+    out = record_folder(study_records(design), 13)
     (out / "tables/efficiency_fits.csv").write_text("other fits")
     manifest = json.loads((out / RECORDS).read_text())
     manifest["numbers"]["tables/efficiency_fits.csv"] = sha256_file(
@@ -117,7 +118,7 @@ def test_the_recorded_draws_are_the_ones_a_fresh_clone_does_not_train(study, tmp
     )
     (out / RECORDS).write_text(json.dumps(manifest))
     with pytest.raises(RecordError, match="draw 13's numbers are not the ones the ledger judged"):
-        recorded_draws(design.study_records(), [12, 13], ledger)
+        recorded_draws(study_records(design), [12, 13], ledger)
     (out / RECORDS).unlink()
     with pytest.raises(RecordError, match="ledger judged a look on draw 13"):
-        recorded_draws(design.study_records(), [12, 13], ledger)
+        recorded_draws(study_records(design), [12, 13], ledger)

@@ -14,7 +14,7 @@ from grpo_ablation.design.options import ComputeConfig
 from grpo_ablation.design.schema import config_problems
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.ledger import Ledger
-from grpo_ablation.design.records import recorded_draws
+from grpo_ablation.design.records import draw_source, recorded_draws, study_records
 from grpo_ablation.layout import (
     CALCULATIONS_SHEET,
     CALCULATIONS_TABLE,
@@ -52,7 +52,7 @@ EXP = Tree(ROOT).draw("{draw}") if DRAWS else ROOT
 # (grpo_ablation.design.records): a draw recorded there, by this checkout or in the commits of
 # another, is read as recorded and not built again; the others (BUILT) are built here and
 # recorded as each finishes. Records are checked against the registration and the ledger first.
-STUDY_RECORDS = DESIGN.study_records()
+STUDY_RECORDS = study_records(DESIGN)
 try:
     RECORDED = (
         recorded_draws(STUDY_RECORDS, DRAWS, Ledger(STUDY_RECORDS / LEDGER))

@@ -248,7 +248,7 @@ POOLED_FIRST = "0. reading and verdicts"
 # A study's draw, once its tables are written, is copied into the study's tracked records
 # (studies/<name>/draw=<d>/, design/records.py), which its looks read: commit them as they land.
 # Only the draws built here: a recorded draw's records are inputs no job makes.
-RECORD = lambda draw: f"{DESIGN.draw_source(draw)}/{RECORDS}"
+RECORD = lambda draw: f"{draw_source(DESIGN, draw)}/{RECORDS}"
 
 if STUDY_RECORDS and BUILT:
 

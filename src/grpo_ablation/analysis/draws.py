@@ -39,6 +39,7 @@ from grpo_ablation.design.hypotheses import (
     declared,
     planned_roles,
 )
+from grpo_ablation.design.records import draw_source
 from grpo_ablation.layout import POOLED_READING, POOLED_TABLE, POOLED_TABLES, Tree
 
 UNIT = "draw"
@@ -51,7 +52,7 @@ ALPHA = 0.05
 def draw_rows(design: Design, draw: int, folder: Path | None = None) -> list[dict[str, Any]]:
     """The design rows of one draw, with the winners its own selections chose (read from
     ``folder``, by default where the analysis over draws reads the draw)."""
-    exp = design.draw_source(draw) if folder is None else folder
+    exp = draw_source(design, draw) if folder is None else folder
     sources = {src for s in design.stages for src in s.sources()}
     paths = [Path(Tree(exp).selection(src)) for src in sorted(sources)]
     return design.rows(read_winners([p for p in paths if p.exists()]))
@@ -61,7 +62,7 @@ def load_draws(design: Design) -> pd.DataFrame:
     """One row per (draw, stage, cell, seed): ``loading.load_runs`` of every draw's folder, its
     efficiency fits read from the draw's tables."""
     frames = [
-        loading.load_runs(design.draw_source(d), design, draw_rows(design, d), fitted=True).assign(
+        loading.load_runs(draw_source(design, d), design, draw_rows(design, d), fitted=True).assign(
             draw=d
         )
         for d in design.draws
@@ -106,7 +107,7 @@ def draw_means(runs: pd.DataFrame) -> pd.DataFrame:
 
 def base_means(design: Design) -> dict[str, float]:
     """The base policies' accuracy, mean over draws."""
-    per_draw = [loading.base_accuracy(design.draw_source(d)) for d in design.draws]
+    per_draw = [loading.base_accuracy(draw_source(design, d)) for d in design.draws]
     return {k: float(np.nanmean([b.get(k, math.nan) for b in per_draw])) for k in per_draw[0]}
 
 
@@ -322,7 +323,7 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
     table = tables.results_table(pooled, base_means(design))
     titles = {r["stage"]: design.stage_title(r["stage"]) for r in rows}
     predicted = [
-        hypotheses.manipulation_predictions(design.draw_source(d), design, rows)
+        hypotheses.manipulation_predictions(draw_source(design, d), design, rows)
         for d in design.draws
     ]
     effects = tables.effects_table(
@@ -331,7 +332,7 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
         planned_roles(design, rows),
         {k: float(np.mean([p[k] for p in predicted])) for k in predicted[0]},
     )
-    push = hypotheses.push_records(design, [design.draw_source(d) for d in design.draws])
+    push = hypotheses.push_records(design, [draw_source(design, d) for d in design.draws])
     verdicts = hypotheses.verdicts_table(declared(design), pooled, rows, design, push, UNIT)
     within = per_draw_contrasts(runs)
     agreement = consistency(effects, within)

@@ -307,7 +307,7 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     from grpo_ablation.analysis import draws, hypotheses
     from grpo_ablation.design import registration as reg
     from grpo_ablation.design.hypotheses import declared
-    from grpo_ablation.design.records import numbers_sha, read_records
+    from grpo_ablation.design.records import draw_source, numbers_sha, read_records, study_records
     from grpo_ablation.layout import NEXT_LOOK
 
     plan = design.sections.get("study") or {}
@@ -330,7 +330,7 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     hyps = declared(design)
     runs = draws.draw_means(draws.load_draws(design))
     rows = draws.draw_rows(design, design.draws[0])
-    records = hypotheses.push_records(design, [design.draw_source(d) for d in design.draws])
+    records = hypotheses.push_records(design, [draw_source(design, d) for d in design.draws])
     diffs = hypotheses.differences(hyps, runs, rows, design, records)
     record = judge_look(
         hyps,
@@ -345,7 +345,7 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     record["draws"] = design.draws
     # what the look read of each draw: its records' numbers, checked as they are read
     record["records"] = {
-        str(d): numbers_sha(read_records(design.draw_source(d), record["registration"]))
+        str(d): numbers_sha(read_records(draw_source(design, d), record["registration"]))
         for d in design.draws
     }
     record = ledger.append(record, k + 1)
@@ -354,7 +354,7 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
         Path(out).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     k = record["look"]
     still = set(open_hypotheses(record))
-    nxt = design.study_records() / NEXT_LOOK
+    nxt = study_records(design) / NEXT_LOOK
     if k < len(looks) and still:
         override = reg.next_override(registered, still, planned_draws[: looks[k]])
         nxt.write_text(

@@ -20,6 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.study import write_look
     from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.records import study_records
     from grpo_ablation.layout import NEXT_LOOK
 
     design = Design.load(a.design)
@@ -34,5 +35,5 @@ def run(a: argparse.Namespace) -> None:
             else " (decided at an earlier look)"
         )
         print(f"look {record['look']}: {hid} {verdict}{judged}")
-    following = design.study_records() / NEXT_LOOK
+    following = study_records(design) / NEXT_LOOK
     print(f"next look: {following}" if following.exists() else "the study is over")

@@ -25,11 +25,11 @@ def run(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.draws import draw_rows
     from grpo_ablation.design.ablation import Design
     from grpo_ablation.design.ledger import sha256_file
-    from grpo_ablation.design.records import record_folder, write_records
+    from grpo_ablation.design.records import record_folder, study_records, write_records
     from grpo_ablation.layout import REGISTRATION
 
     design = Design.load(a.design)
-    study = design.study_records()
+    study = study_records(design)
     if study is None:
         raise SystemExit("study-record: the design declares no study (study.looks)")
     source = a.source or design.draw_dir(a.draw)

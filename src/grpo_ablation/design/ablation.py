@@ -532,25 +532,6 @@ class Design:
         root = self.folder()
         return root if draw is None else Path(Tree(root).draw(draw))
 
-    def study_records(self) -> Path | None:
-        """A sequential study's tracked folder (``registration.study_folder``); None without
-        looks."""
-        from grpo_ablation.design.registration import study_folder
-
-        plan = self.sections.get("study") or {}
-        if not plan.get("looks"):
-            return None
-        return study_folder({"experiment": self.folder().name, "study": plan})
-
-    def draw_source(self, draw: int) -> Path:
-        """Where the analysis over draws reads a draw: in a study, its records
-        (``design/records.py``), so a look on a fresh clone reads what the draw's own run read;
-        else the draw's folder."""
-        from grpo_ablation.design.records import record_folder
-
-        study = self.study_records()
-        return self.draw_dir(draw) if study is None else record_folder(study, draw)
-
     def pooled_dir(self) -> Path:
         """The analysis over draws (tables, verdicts, reading), beside the draws' folders."""
         return Path(Tree(self.folder()).pooled())

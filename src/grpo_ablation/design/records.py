@@ -33,6 +33,24 @@ def record_folder(study: Path, draw: int) -> Path:
     return Path(Tree(study).draw(draw))
 
 
+def study_records(design: Any) -> Path | None:
+    """A sequential study's tracked folder (``registration.study_folder``); None for a design
+    without looks."""
+    from grpo_ablation.design.registration import study_folder
+
+    plan = design.sections.get("study") or {}
+    if not plan.get("looks"):
+        return None
+    return study_folder({"experiment": design.folder().name, "study": plan})
+
+
+def draw_source(design: Any, draw: int) -> Path:
+    """Where the analysis over draws reads a draw: in a study, its records, so a look on a fresh
+    clone reads what the draw's own run read; else the draw's folder."""
+    study = study_records(design)
+    return design.draw_dir(draw) if study is None else record_folder(study, draw)
+
+
 def record_paths(design: Any, rows: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """The numbers and the timing files of a draw, relative to its folder: the base policy's and
     every run's test summary, every run's diagnostics summary and objective record, the stages'
