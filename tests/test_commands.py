@@ -44,6 +44,17 @@ def test_the_help_lists_what_a_person_runs_first_and_has_a_version(capsys):
     assert capsys.readouterr().out.strip() == version("grpo-ablation")
 
 
+def test_every_option_of_every_command_says_what_it_is():
+    """`grpo-ablation <command> --help` describes each of its arguments."""
+    bare = [
+        (name, action.option_strings or action.dest)
+        for name, command in COMMANDS.items()
+        for action in command.parser()._actions
+        if action.dest != "help" and not action.help
+    ]
+    assert bare == []
+
+
 def test_every_command_is_a_module_of_one_pattern():
     modules = sorted(p.stem for p in Path(commands.__file__).parent.glob("*.py"))
     assert [m.replace("_", "-") for m in modules if m != "__init__"] == list(COMMANDS)

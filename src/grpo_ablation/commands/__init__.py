@@ -64,6 +64,15 @@ def design_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--design", type=Path, required=True, help="the DAG's design.json")
 
 
+def threads_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch's CPU threads (the rule's threads; they decide the numbers on a CPU)",
+    )
+
+
 def configfile_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--configfile",

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from grpo_ablation.commands import threads_argument
 from grpo_ablation.layout import BASE_INFO
 
 HELP = "build and warm-start the base policy (or name a hub model)"
@@ -17,9 +18,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--compute", default="{}", help="the config's compute section as JSON (its keys optional)"
     )
-    p.add_argument("--splits", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--splits", type=Path, required=True, help="the data/ folder of the splits")
+    p.add_argument(
+        "--out", type=Path, required=True, help="the base policy's folder (base_policy.json)"
+    )
+    threads_argument(p)
 
 
 def run(a: argparse.Namespace) -> None:

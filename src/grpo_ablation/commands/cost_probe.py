@@ -6,13 +6,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from grpo_ablation.commands import configfile_argument
+
 HELP = "time a few training steps and an evaluation here; project the DAG's cost"
 # A command a person runs (``grpo-ablation --help`` lists it first).
 PERSON = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--configfile", type=Path, nargs="+", required=True)
+    configfile_argument(p)
     p.add_argument("--steps", type=int, default=20, help="training steps to time")
     p.add_argument("--out", type=Path, help="write the measurement and projection as JSON")
     p.add_argument("--work", type=Path, help="keep the probe's run here (default: a temp dir)")

@@ -11,7 +11,9 @@ SERVED = True
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", type=Path, required=True, help="run directory")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument(
+        "--out", type=Path, required=True, help="the run's diagnostics folder (steps.csv, summary)"
+    )
 
 
 def run(a: argparse.Namespace) -> None:

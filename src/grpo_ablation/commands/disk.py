@@ -17,8 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="dtype of AdamW's moments (default: --dtype, as torch's AdamW)",
     )
-    p.add_argument("--checkpoints-per-run", type=int, required=True)
-    p.add_argument("--runs", type=int, required=True)
+    p.add_argument("--checkpoints-per-run", type=int, required=True, help="checkpoints a run keeps")
+    p.add_argument("--runs", type=int, required=True, help="training runs of the design")
 
 
 def run(a: argparse.Namespace) -> None:

@@ -10,8 +10,8 @@ HELP = "write the lm-eval task YAMLs for test and validation"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", type=Path, required=True)
-    p.add_argument("--tasks", type=Path, required=True)
+    p.add_argument("--data", type=Path, required=True, help="the data/ folder of the splits")
+    p.add_argument("--tasks", type=Path, required=True, help="where to write the lm-eval tasks")
     p.add_argument("--evaluation", required=True, help="evaluation config as JSON")
     p.add_argument("--task", required=True, help="task config as JSON (answer rule, chat template)")
 

@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from grpo_ablation.commands import threads_argument
 from grpo_ablation.evaluation.seeding import evaluation_seed
 from grpo_ablation.layout import RUN_INFO, Evaluation, checkpoint
 
@@ -19,10 +20,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("--run", type=Path, help="run directory")
     group.add_argument("--base", type=Path, help="base_policy.json (evaluated as step 0)")
-    p.add_argument("--tasks", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--tasks", type=Path, required=True, help="the lm-eval tasks' folder")
+    p.add_argument(
+        "--out", type=Path, required=True, help="the evaluation folder (a summary per split)"
+    )
     p.add_argument("--evaluation", required=True, help="evaluation config as JSON")
-    p.add_argument("--threads", type=int, default=1)
+    threads_argument(p)
     p.add_argument(
         "--draw", type=int, default=None, help="the base policy's draw (keys its evaluation seed)"
     )

@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     design_argument(p)
     p.add_argument("--tables", type=Path, required=True, help="the tables job's folder")
     p.add_argument("--stage", help="only this stage's figures, written directly under --out")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="the stage's figures folder")
 
 
 def run(a: argparse.Namespace) -> None:

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from grpo_ablation.commands import threads_argument
 from grpo_ablation.layout import PUSH_PURPOSES, checkpoint, checkpoint_step
 
 HELP = "the push of every objective on the same samples"
@@ -25,8 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--training", required=True, help="the run's training config as JSON")
     p.add_argument("--task", required=True, help="task config as JSON")
     p.add_argument("--push", required=True, help="the push section as JSON")
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--out", type=Path, required=True)
+    threads_argument(p)
+    p.add_argument("--out", type=Path, required=True, help="the push's record (push.json)")
 
 
 def run(a: argparse.Namespace) -> None:

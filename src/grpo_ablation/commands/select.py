@@ -13,10 +13,10 @@ HELP = "choose a stage's winner on the validation split"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--stage", required=True)
+    p.add_argument("--stage", required=True, help="the stage whose winner to choose")
     design_argument(p)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("inputs", nargs="+")
+    p.add_argument("--out", type=Path, required=True, help="the stage's selection (JSON)")
+    p.add_argument("inputs", nargs="+", help="the validation summaries of the stage's runs")
 
 
 def run(a: argparse.Namespace) -> None:

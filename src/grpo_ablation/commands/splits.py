@@ -13,7 +13,9 @@ HELP = "write the fixed splits and their manifest"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, help="task config as JSON")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument(
+        "--out", type=Path, required=True, help="the data/ folder (splits and their manifest)"
+    )
     p.add_argument(
         "--prefetch",
         type=Path,

@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         help="selection/<stage>.json of a stage whose winner another stage takes (repeatable)",
     )
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="the draw's tables/ folder")
 
 
 def run(a: argparse.Namespace) -> None:

@@ -13,7 +13,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--table", type=Path, required=True, help="the calculations job's token_weights.csv"
     )
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="the figure's folder")
 
 
 def run(a: argparse.Namespace) -> None:

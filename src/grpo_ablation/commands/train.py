@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+from grpo_ablation.commands import threads_argument
+
 HELP = "train one (cell, seed) run; resumes if interrupted"
 SERVED = True
 
@@ -20,14 +22,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         required=True,
         help="base/base_policy.json (what the base_policy rule writes), a model folder or a hub id",
     )
-    p.add_argument("--data", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--data", type=Path, required=True, help="the data/ folder of the splits")
+    p.add_argument("--out", type=Path, required=True, help="the run's folder")
     p.add_argument("--training", default="{}", help="TrainingConfig fields as JSON")
     p.add_argument("--task", default="{}", help="task config as JSON (prompts and reward)")
     p.add_argument(
         "--compute", default="{}", help="the config's compute section as JSON (its keys optional)"
     )
-    p.add_argument("--threads", type=int, default=1)
+    threads_argument(p)
     p.add_argument(
         "--report-to", default="none", help="live trackers, e.g. tensorboard,wandb (or none)"
     )

@@ -19,8 +19,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="serve: run the worker (normally started by the first client); where: print the "
         "socket this checkout's clients use; stop: stop this checkout's worker now",
     )
-    p.add_argument("--socket", type=Path, default=None)
-    p.add_argument("--idle", type=float, default=worker.idle_seconds())
+    p.add_argument(
+        "--socket", type=Path, default=None, help="the socket (default: this checkout's)"
+    )
+    p.add_argument(
+        "--idle",
+        type=float,
+        default=worker.idle_seconds(),
+        help="seconds without a job before the worker stops",
+    )
 
 
 def run(a: argparse.Namespace) -> None:
