@@ -45,14 +45,12 @@ def test_the_help_lists_what_a_person_runs_first_and_has_a_version(capsys):
 
 
 def test_every_option_of_every_command_says_what_it_is():
-    """`grpo-ablation <command> --help` describes each of its arguments."""
-    bare = [
-        (name, action.option_strings or action.dest)
-        for name, command in COMMANDS.items()
-        for action in command.parser()._actions
-        if action.dest != "help" and not action.help
-    ]
+    """`grpo-ablation <command> --help` describes each of its arguments, and a command's output
+    is always given as --out (`calculations` once took a positional folder)."""
+    actions = [(n, a) for n, c in COMMANDS.items() for a in c.parser()._actions]
+    bare = [(n, a.option_strings or a.dest) for n, a in actions if a.dest != "help" and not a.help]
     assert bare == []
+    assert [n for n, a in actions if a.dest == "out" and not a.option_strings] == []
 
 
 def test_every_command_is_a_module_of_one_pattern():

@@ -95,7 +95,7 @@ rule calculations:
     benchmark:
         SHARED.benchmark("calculations")
     shell:
-        "python {params.cli} calculations {params.out} > {log} 2>&1"
+        "python {params.cli} calculations --out {params.out} > {log} 2>&1"
 
 
 rule design:

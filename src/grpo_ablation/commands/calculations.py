@@ -9,7 +9,12 @@ HELP = "write the worked-numbers sheet (Markdown and CSV)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("out", type=Path, help="the folder of the worked-numbers sheet and its table")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="the folder of the worked-numbers sheet and its table",
+    )
 
 
 def run(a: argparse.Namespace) -> None:
