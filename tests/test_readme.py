@@ -29,3 +29,16 @@ def test_every_link_of_the_readme_leads_to_a_file_of_the_clone():
 def test_every_shipped_config_is_named_in_the_readme():
     configs = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "config").glob("*.yaml"))
     assert not [c for c in configs if f"`{c}`" not in README]
+
+
+def test_what_the_default_can_detect_is_what_plan_computes():
+    """The README's "detect an accuracy effect only beyond A-B" is the plan's range of minimum
+    detectable effects over the default's accuracy hypotheses, to the printed digit."""
+    from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.hypotheses import PAIRED, plan_rows
+    from grpo_ablation.design.schema import load_config
+
+    rows = plan_rows(Design.of(load_config(ROOT / "config/config.yaml")))
+    mdes = [r["mde"] for r in rows if "accuracy" in PAIRED.get(r["metric"], "")]
+    text = " ".join(README.split())
+    assert len(mdes) >= 2 and f"beyond {min(mdes):.1f}-{max(mdes):.1f}," in text
