@@ -144,3 +144,34 @@ def test_bootstrap_sets_offline_and_the_pins_before_torch(offline):
     ).stdout.split()
     has_avx2 = "avx2" in Path("/proc/cpuinfo").read_text()
     assert out == ["1" if offline else "None", "avx2" if has_avx2 else "None", "False"]
+
+
+@pytest.mark.slow
+def test_no_job_command_line_carries_the_design_config(tmp_path):
+    """The design's config sections (the whole config: 8 kB for the default, 19 kB with the study)
+    reach the design job by file; printed inline, they were the longest line of `make run`."""
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("snakemake")),
+            "-n",
+            "-p",
+            "--cores",
+            "2",
+            "--configfile",
+            "config/config.yaml",
+            "--config",
+            f"results_dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        },
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    commands = [line for line in done.stdout.splitlines() if "grpo.py " in line]
+    assert any(" design --config " in c for c in commands)
+    assert not [c[:120] for c in commands if '"hypotheses"' in c]

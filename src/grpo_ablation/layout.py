@@ -287,6 +287,11 @@ class Tree:
         """The design the DAG runs (``grpo_ablation.design.ablation.Design.write``)."""
         return self.at("design.json")
 
+    def design_config(self) -> str:
+        """The config sections the design is built from, which the design job reads (by file: on
+        its command line they were its longest line, 8-19 kB)."""
+        return self.at("design_config.json")
+
     def prefetch(self) -> str:
         return self.at("prefetch.json")
 

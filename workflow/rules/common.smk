@@ -192,6 +192,7 @@ def all_targets(wildcards):
 # a report rule belongs here too once it exists).
 localrules:
     all,
+    design_config,
     design,
     prefetch,
     splits,

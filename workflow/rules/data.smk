@@ -98,19 +98,30 @@ rule calculations:
         "python {params.cli} calculations --out {params.out} > {log} 2>&1"
 
 
+rule design_config:
+    # The design's config sections as a file for the design job: the params are the rerun trigger
+    # (written again only when the sections change); inline they made the longest command line.
+    output:
+        SHARED.design_config(),
+    params:
+        config=verbatim(json.dumps(DESIGN.sections)),
+    run:
+        Path(output[0]).write_text(params.config)
+
+
 rule design:
     # The design the jobs read (select, tables, figures, pooled) and its analysis plan: rewritten
     # when its sections or the code that derives cells, titles, captions and roles change.
     input:
         code=sources("commands.design", root=SRC),
+        config=rules.design_config.output[0],
     output:
         SHARED.design(),
     params:
         cli=CLI,
-        config=verbatim(json.dumps(DESIGN.sections)),
     conda:
         CONDA_ENV
     log:
         SHARED.log("design"),
     shell:
-        "python {params.cli} design --config {params.config:q} --out {output} > {log} 2>&1"
+        "python {params.cli} design --config {input.config} --out {output} > {log} 2>&1"

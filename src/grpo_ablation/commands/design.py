@@ -10,7 +10,9 @@ HELP = "write the design and its analysis plan, which the analysis jobs read"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, help="the design's config sections as JSON")
+    p.add_argument(
+        "--config", type=Path, required=True, help="a JSON file: the design's config sections"
+    )
     p.add_argument("--out", type=Path, required=True, help="design.json")
 
 
@@ -19,5 +21,5 @@ def run(a: argparse.Namespace) -> None:
     from grpo_ablation.design.hypotheses import analysis_plan
 
     # The DAG checked the whole config; design.json lies in the experiment folder it names.
-    design = Design(json.loads(a.config), a.out.parent)
+    design = Design(json.loads(a.config.read_text()), a.out.parent)
     print(design.write(a.out, analysis_plan(design)))
