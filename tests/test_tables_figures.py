@@ -645,6 +645,27 @@ def test_the_effect_plot_wraps_long_titles_and_says_its_seeds_once():
     assert any("one seed pair" in t.get_text() for t in fig.texts)
 
 
+def test_the_effect_plot_is_legible_at_the_width_a_report_shows_it():
+    """The report fits a figure to its page, about 1,000 px: every label of the five-panel effect
+    plot (ticks, titles, the note) stays at least 9 px high there, whatever the number of cells."""
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    effects = synthetic_effects()
+    fig = figures.effects_figure(effects, figures.cell_palette([REF, OTHER]))
+    assert len(fig.axes) == len(tables.EFFECTS)
+    fig.canvas.draw()
+    width = fig.get_figwidth()
+    texts = [
+        t
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.get_window_extent().width > 0
+    ]
+    smallest = min(t.get_fontsize() for t in texts) * 1000 / (72 * width)
+    assert smallest >= 9, (round(smallest, 1), width)
+    plt.close(fig)
+
+
 POOLED_HYPOTHESES = [
     {
         "id": "population_equals_sample",

@@ -47,6 +47,8 @@ TITLE_CHARACTERS = 36
 CELL_TITLE_CHARACTERS = 30
 # Where the effect plot over draws puts each draw's point: just below its cell's bar.
 DRAW_OFFSET = 0.2
+# The effect plot's panels a row: two keep it about 9 inches wide, legible at a page's width.
+EFFECT_COLUMNS = 2
 # Group categories keep fixed, non-cell colours (they are stacked inside one cell's panel).
 CATEGORY_COLOURS = {
     "all_correct": "#4daf4a",
@@ -265,20 +267,27 @@ def effects_figure(effects: pd.DataFrame, palette, draws: pd.DataFrame | None = 
     _style()
     metrics = [q for q in tables.EFFECTS if q in set(effects["quantity"])] or list(tables.EFFECTS)
     cells = list(dict.fromkeys(effects["cell"]))
-    height = 0.45 * max(len(cells), 2) + 1.7
+    # Panels in rows of EFFECT_COLUMNS, not one row of five: the report shows a figure at the
+    # page's width, where a 16-inch row printed its labels at about 6 px.
+    ncols = min(len(metrics), EFFECT_COLUMNS)
+    nrows = math.ceil(len(metrics) / ncols)
+    panel = 0.4 * max(len(cells), 2) + 1.3
+    height = panel * nrows + 0.4
     fig, axes = plt.subplots(
-        1,
-        len(metrics),
-        figsize=(2.9 * len(metrics) + 1.6, height),
+        nrows,
+        ncols,
+        figsize=(3.3 * ncols + 2.2, height),
         sharey=True,
         squeeze=False,
     )
+    for spare in axes.flat[len(metrics) :]:
+        fig.delaxes(spare)
     ylabels = [
         cell_label(c)
         + ("  (reference)" if c in set(effects.loc[effects["is_reference"], "cell"]) else "")
         for c in cells
     ]
-    for ax, q in zip(axes[0], metrics, strict=True):
+    for ax, q in zip(axes.flat, metrics, strict=False):
         of_q = effects[effects["quantity"] == q].set_index("cell")
         of_draws = (
             draws[draws["quantity"] == q] if draws is not None else pd.DataFrame(columns=["cell"])
@@ -313,7 +322,7 @@ def effects_figure(effects: pd.DataFrame, palette, draws: pd.DataFrame | None = 
         span = fit_limits(shown, pad=0.12)
         if span is not None:
             ax.set_xlim(*span)
-        ax.set_title(wrap(tables.EFFECTS.get(q, q)), fontsize=8)
+        ax.set_title(wrap(tables.EFFECTS.get(q, q)), fontsize=9)
         ax.set_xlabel("difference to reference")
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
     axes[0][0].set_yticks(range(len(cells)), ylabels)
@@ -321,13 +330,13 @@ def effects_figure(effects: pd.DataFrame, palette, draws: pd.DataFrame | None = 
     fig.text(
         0.5,
         0.01,
-        effects_note(effects, draws),
+        wrap(effects_note(effects, draws), 110),
         ha="center",
         va="bottom",
-        fontsize=7,
+        fontsize=8,
         color="#444444",
     )
-    fig.tight_layout(rect=(0, 0.3 / height, 1, 1))
+    fig.tight_layout(rect=(0, 0.5 / height, 1, 1))
     return fig
 
 
