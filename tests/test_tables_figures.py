@@ -629,6 +629,21 @@ def test_the_overlap_check_fires_on_overlapping_text_and_names_it(tmp_path):
     assert [p.name for p in saving.save(fig, tmp_path / "apart")] == ["apart.png", "apart.pdf"]
 
 
+def test_a_figure_without_a_title_is_not_saved(tmp_path):
+    """A figure says what it shows: a suptitle, or its one panel's title; else nothing is written."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 2))
+    left.set_title("one panel")
+    right.set_title("another")
+    with pytest.raises(ValueError, match="untitled has no title"):
+        saving.save(fig, tmp_path / "untitled")
+    assert list(tmp_path.iterdir()) == []
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.set_title("the one panel's title")
+    assert [p.name for p in saving.save(fig, tmp_path / "one")] == ["one.png", "one.pdf"]
+
+
 def test_the_effect_plot_wraps_long_titles_and_says_its_seeds_once():
     effects = synthetic_effects()
     fig = figures.effects_figure(effects, figures.cell_palette([REF, OTHER]))

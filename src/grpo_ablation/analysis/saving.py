@@ -1,7 +1,7 @@
 """Saving a matplotlib figure in every format of ``layout.FIGURE_FORMATS`` (PNG for the report,
 PDF for print): one writer for the stage figures, the pooled figures, the worked example and the
-push figure. Before it writes, every figure is checked for text that runs into other text
-(``overlaps``: titles, axis labels, tick labels, legends, the suptitle and the figure's notes), so
+push figure. Before it writes, every figure is checked for a title and for text that runs into
+other text (``overlaps``: titles, axis labels, tick labels, legends, the suptitle and the figure's notes), so
 a layout that collides under some config fails its job, named, instead of reaching a reader."""
 
 from __future__ import annotations
@@ -87,11 +87,22 @@ def check_text(fig: plt.Figure, name: str) -> None:
         raise OverlapError(f"figure {name}: {len(found)} overlapping text boxes: {pairs}")
 
 
+def check_title(fig: plt.Figure, name: str) -> None:
+    """Raise ``ValueError`` unless ``fig`` says what it shows: a suptitle, or the title of its
+    one panel."""
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    titled = fig._suptitle is not None and fig._suptitle.get_text().strip()
+    if not titled and not (len(panels) == 1 and panels[0].get_title().strip()):
+        raise ValueError(f"figure {name} has no title (a suptitle, or its one panel's title)")
+
+
 def save(fig: plt.Figure, stem: Path) -> list[Path]:
     """``stem``'s files (``<stem>.png``, ``<stem>.pdf``), once no text of the figure overlaps
-    another (``check_text``; nothing is written otherwise); closes the figure."""
+    another (``check_text``) and it is titled (``check_title``; nothing is written otherwise);
+    closes the figure."""
     try:
         check_text(fig, str(stem))
+        check_title(fig, str(stem))
         stem.parent.mkdir(parents=True, exist_ok=True)
         paths = [stem.parent / name for name in figure_files(stem.name)]
         for path in paths:
