@@ -315,3 +315,45 @@ def test_the_plan_command_prices_the_studys_first_look(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert f"its first look (28 draws, every cell) {28 * 8 * 8.35 / 13:.0f} min" in text
     assert f"at most {112 * 8 * 8.35 / 13 / 60:.1f} h" in text
+
+
+def test_the_verdict_table_reads_each_hypothesis_at_the_look_that_decided_it():
+    """A decided hypothesis is reported at its deciding look (its Δ, repeated CI and draws then),
+    an open one at the last look that judged it, one never judged as such; the coverage is
+    1 − 2·level of the look."""
+    from grpo_ablation.analysis.study import verdict_rows
+
+    def h(metric, prediction):
+        return {"cell": {"aggregation": "constant"}, "metric": metric, "prediction": prediction}
+
+    registered = {
+        "hypotheses": {
+            "a": h("greedy_final", "lower than the reference by more than 0.01"),
+            "b": h("sampled_final", "within ±0.02 of the reference"),
+            "c": h("greedy_final", "higher"),
+        }
+    }
+    look1 = {
+        "look": 1,
+        "draws": list(range(12, 40)),
+        "levels": {"a": [0.025, 0.025], "b": [0.0125, 0.0125]},
+        "statistics": {
+            "a": {"units": 28, "mean": -0.2, "rci": [-0.31, -0.09]},
+            "b": {"units": 28, "mean": 0.001, "rci": [-0.03, 0.032]},
+        },
+        "decisions": {"a": "supported", "b": "continue"},
+    }
+    look2 = {
+        "look": 2,
+        "draws": list(range(12, 68)),
+        "levels": {"b": [0.025, 0.025]},
+        "statistics": {"b": {"units": 56, "mean": 0.002, "rci": [-0.015, 0.019]}},
+        "decisions": {"a": "supported", "b": "continue"},
+    }
+    a, b, c = verdict_rows(registered, [look1, look2])
+    assert a["verdict"] == "**supported**" and a["look"] == "1" and a["draws"] == "28 (12-39)"
+    assert a["Δ [repeated CI]"] == "-0.200 [-0.310, -0.090] (95.0%)"
+    assert a["prediction"].startswith("aggregation=constant lower than the reference")
+    assert b["verdict"] == "open (continues)" and b["look"] == "2" and b["draws"] == "56 (12-67)"
+    assert b["Δ [repeated CI]"].endswith("(95.0%)")
+    assert c["verdict"] == c["Δ [repeated CI]"] == "not judged yet"

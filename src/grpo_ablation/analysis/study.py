@@ -367,6 +367,64 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
     return record
 
 
+def _draws_span(draws: list[int]) -> str:
+    """``12-39`` for a run of consecutive draws, else the draws listed."""
+    ds = sorted(int(d) for d in draws)
+    if ds and ds == list(range(ds[0], ds[-1] + 1)):
+        return f"{ds[0]}-{ds[-1]}" if len(ds) > 1 else str(ds[0])
+    return ", ".join(map(str, ds))
+
+
+def verdict_rows(registered: dict[str, Any], entries: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """A study's verdicts as its ledger holds them, one row per registered hypothesis: its
+    prediction, Δ (mean over draws) with its repeated confidence interval and the coverage it has
+    (1 − 2·level at the look), the decision, and the look and draws it rests on: the look that
+    decided it, or the last look that judged it while it is open."""
+    from grpo_ablation.analysis.render import number
+    from grpo_ablation.design.hypotheses import METRICS
+
+    rows = []
+    for name, h in registered["hypotheses"].items():
+        judged = [e for e in entries if name in e.get("statistics", {})]
+        decided = [e for e in judged if e["decisions"].get(name) in (seq.SUPPORTED, seq.REFUTED)]
+        at = decided[0] if decided else (judged[-1] if judged else None)
+        cell = ", ".join(f"{k}={v}" for k, v in h["cell"].items())
+        row = {
+            "hypothesis": f"`{name}`",
+            "prediction": f"{cell} {h['prediction']} ({METRICS[h['metric']]})",
+            "Δ [repeated CI]": "not judged yet",
+            "verdict": "not judged yet",
+            "look": "",
+            "draws": "",
+        }
+        if at is not None:
+            st, m = at["statistics"][name], h["metric"]
+            low, high = st.get("rci", [math.nan, math.nan])
+            coverage = 1 - 2 * at["levels"][name][0]
+            row |= {
+                "Δ [repeated CI]": f"{number(m, st['mean'], True)} [{number(m, low, True)}, "
+                f"{number(m, high, True)}] ({coverage:.1%})",
+                "verdict": (f"**{at['decisions'][name]}**" if decided else "open (continues)"),
+                "look": str(at["look"]),
+                "draws": f"{st['units']} ({_draws_span(at['draws'][: st['units']])})",
+            }
+        rows.append(row)
+    return rows
+
+
+def verdict_table(study: Path) -> str:
+    """``verdict_rows`` of the study in ``study`` (its registration and ledger), as Markdown."""
+    import pandas as pd
+
+    from grpo_ablation.analysis.render import to_markdown
+    from grpo_ablation.design.ledger import Ledger
+    from grpo_ablation.layout import LEDGER, REGISTRATION
+
+    registered = json.loads((study / REGISTRATION).read_text())
+    entries = Ledger(study / LEDGER).entries()
+    return to_markdown(pd.DataFrame(verdict_rows(registered, entries)))
+
+
 def simulated_family_error(
     kinds: list[str],
     looks: list[int],
