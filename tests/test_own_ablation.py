@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 SIZES = {
     "task": {"kind": "addition", "n_train": 48, "n_validation": 16, "n_test": 16},
-    "base_policy": {"kind": "local", "sft_steps": 200, "eval_samples": 2},
+    "base_policy": {"kind": "local", "sft_steps": 30, "eval_samples": 2},
     "training": {
         "group_size": 4,
         "prompts_per_step": 2,
