@@ -97,3 +97,31 @@ def test_a_smaller_group_size_is_predicted_without_a_model_whatever_the_spread_o
     # heterogeneity lowers the mixed fraction below the one-p prediction at the same mean
     mean = a / (a + b)
     assert stats.mixed_fraction_at(pmf, G, 4) < 1 - mean**4 - (1 - mean) ** 4
+
+
+def test_holm_steps_down_and_leaves_nan_out_of_the_family():
+    # sorted 0.01, 0.03, 0.04 of m = 3: 3 x 0.01, then max(0.03, 2 x 0.03), then max(0.06, 0.04)
+    assert stats.holm([0.01, 0.04, 0.03, math.nan])[:3] == pytest.approx([0.03, 0.06, 0.06])
+    assert math.isnan(stats.holm([0.01, 0.04, 0.03, math.nan])[3])
+    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+
+
+def test_the_hand_written_tests_are_scipys():
+    """Wilson, the one-sided t test and TOST agree with scipy's to the last digits a table
+    shows (they are kept for their NaN rules and the bits the written tables hold)."""
+    from scipy import stats as sp
+
+    for n in range(1, 40):
+        for k in range(n + 1):
+            ci = sp.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+            assert stats.wilson(k, n) == pytest.approx((ci.low, ci.high), abs=1e-15)
+    xs = [0.12, -0.03, 0.08, 0.21, 0.05, -0.01]
+    for threshold, direction in [(0.0, +1), (0.1, -1), (-0.05, +1)]:
+        alternative = "greater" if direction > 0 else "less"
+        expected = sp.ttest_1samp(xs, threshold, alternative=alternative).pvalue
+        assert stats.one_sided_p(xs, threshold, direction) == pytest.approx(expected, abs=1e-12)
+    tost = max(
+        sp.ttest_1samp(xs, -0.2, alternative="greater").pvalue,
+        sp.ttest_1samp(xs, 0.2, alternative="less").pvalue,
+    )
+    assert stats.tost_p(xs, 0.2) == pytest.approx(tost, abs=1e-12)
