@@ -199,6 +199,27 @@ measure();
 LANDING = "const d = document.querySelector('.prose'); return d ? d.textContent : '';"
 
 
+def report_items(report: Path) -> dict[str, dict]:
+    """Every item of a Snakemake report, by its file's path: its name, labels, mime type and the
+    file as the report embeds it (``content``, decoded from its data URI)."""
+    import base64
+    import json
+
+    page = report.read_text()
+    start = page.index("{", page.index('<script id="results">'))
+    items, _ = json.JSONDecoder().raw_decode(page[start:])
+    for item in items.values():
+        data = item["data_uri"].split("base64,", 1)[1]
+        item["content"] = base64.b64decode(data).decode("utf-8", errors="replace")
+    return items
+
+
+def page_text(page: str) -> str:
+    """An HTML page's text as a reader sees it: no embedded files, comments or tags."""
+    page = re.sub(r"data:[^\"']*", "", page)
+    return re.sub(r"<!--.*?-->|<[^>]+>", " ", page, flags=re.S)
+
+
 def rendered(rst: str) -> list[str]:
     """A reading's paragraphs, list items and table cells as the browser shows them (inline
     markup, bullets and directives gone, one space)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import IMAGE_SIZES, LANDING, in_chromium, jobs, rendered, snakemake
+from conftest import (
+    IMAGE_SIZES,
+    LANDING,
+    in_chromium,
+    jobs,
+    page_text,
+    rendered,
+    report_items,
+    snakemake,
+)
 from scipy import stats as scipy_stats
 
 from grpo_ablation.analysis import draws, hypotheses, loading, tables
@@ -24,7 +34,11 @@ from grpo_ablation.design.ablation import Design, DesignError, run_seed
 from grpo_ablation.layout import (
     LANDING_END,
     NEXT_LOOK,
+    POOLED_READING,
+    POOLED_READING_VIEW,
     POOLED_TABLES,
+    READING,
+    READING_VIEW,
     RECORDS,
     STAGE_FIGURES,
     TABLE,
@@ -378,7 +392,7 @@ def test_the_report_opens_with_the_reading_pooled_over_draws(drawn):
     # the pooled figures: the verdicts beside the pooled reading, each stage's effects by stage
     figures = Tree(exp / "pooled")
     assert figures.pooled_verdict_figures()["verdicts_png"] in pooled["0. reading and verdicts"]
-    assert str(exp / "pooled/pooled_reading.rst") in pooled["0. reading and verdicts"]
+    assert str(exp / "pooled/pooled_reading.html") in pooled["0. reading and verdicts"]
     assert (
         figures.pooled_stage_figures("std_scaling")["effects_png"] in pooled["stage 1: std scaling"]
     )
@@ -414,10 +428,44 @@ def test_the_verdict_table_is_on_the_first_screen_of_the_report(drawn, width, he
 
 
 def test_the_landing_page_cuts_the_reading_where_the_reading_says():
-    """The report template spells the reading's landing-page mark again: the same line."""
+    """The report template spells the reading's landing-page mark again: the same line; and the
+    names of the readings' views (the report's items), whose RST lies beside them."""
     template = (ROOT / "workflow/report/workflow.rst").read_text()
     assert f'{{% set cut = "{LANDING_END}" %}}' in template
     assert LANDING_END in hypotheses.verdicts_reading(pd.DataFrame())
+    for reading, view in ((POOLED_READING, POOLED_READING_VIEW), (READING, READING_VIEW)):
+        assert f'res.name == "{view}"' in template
+        assert Path(view).with_suffix(Path(reading).suffix).name == reading
+    assert 'with_suffix(".rst")' in template
+
+
+@pytest.mark.slow
+def test_the_report_shows_the_pooled_verdict_table_and_reading_rendered(drawn):
+    """The pooled verdicts (pooled/tables/hypotheses.html) are a table of the report's first
+    category, one row per declared hypothesis with its verdict; the pooled results table and the
+    pooled reading are HTML views too; hypotheses.rst holds what its name says."""
+    from docutils.core import publish_doctree
+
+    _, exp = drawn
+    items = report_items(exp.parent / "report.html")
+    pooled = {p: i for p, i in items.items() if i["labels"] and p.startswith(str(exp / "pooled"))}
+    view = pooled[str(exp / "pooled/tables/hypotheses.html")]
+    assert view["mime_type"] == "text/html" and view["labels"]["table"]
+    verdicts = pd.read_csv(exp / "pooled/tables/hypotheses.csv")
+    rows = re.findall(r"<tr>(.*?)</tr>", view["content"].split("Each in full")[1], re.S)
+    assert len(rows) == len(verdicts) + 1  # its header, then one row per hypothesis
+    for row, (_, v) in zip(rows[1:], verdicts.iterrows(), strict=True):
+        assert f">{v['id']}<" in row and f">{v['verdict']}<" in row
+    results = pooled[str(exp / "pooled/tables/results.html")]
+    assert results["mime_type"] == "text/html" and "<table>" in results["content"]
+    reading = pooled[str(exp / "pooled" / POOLED_READING_VIEW)]
+    text = page_text(reading["content"])
+    assert "Across draws" in text and "**" not in text and "system-message" not in text
+    # the verdicts' text is reStructuredText, named so, and parses as such
+    rst = (exp / "pooled/tables/hypotheses.rst").read_text()
+    tree = publish_doctree(rst, settings_overrides={"report_level": 5, "_disable_config": True})
+    assert not list(tree.findall(lambda n: n.tagname == "system_message"))
+    assert not (exp / "pooled/tables/hypotheses.md").exists()
 
 
 @pytest.mark.slow  # starts Snakemake

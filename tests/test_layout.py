@@ -156,6 +156,8 @@ def test_no_analysis_module_or_rule_spells_a_file_name_of_the_results_tree():
         layout.PUSH_PILOT_TABLE,
         layout.READING,
         layout.POOLED_READING,
+        layout.READING_VIEW,
+        layout.POOLED_READING_VIEW,
         layout.TOKEN_WEIGHTS_TABLE,
         layout.CALCULATIONS_SHEET,
         layout.CALCULATIONS_TABLE,

@@ -3,6 +3,7 @@ figures are there, figures rebuild without retraining, and the report renders in
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import math
@@ -17,12 +18,12 @@ import jsonschema
 import pandas as pd
 import pytest
 import yaml
-from conftest import IMAGE_SIZES, LANDING, in_chromium, jobs, rendered
+from conftest import IMAGE_SIZES, LANDING, in_chromium, jobs, page_text, rendered, report_items
 
 from grpo_ablation.analysis import STAGE_FIGURES
 from grpo_ablation.analysis.tables import BASE_LABEL, EFFECTS
 from grpo_ablation.design.ablation import Design, read_winners, reference_of
-from grpo_ablation.layout import LANDING_END, TABLES, Tree
+from grpo_ablation.layout import LANDING_END, READING, READING_VIEW, TABLES, Tree
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -370,18 +371,48 @@ def test_the_tables_and_figures_jobs_write_exactly_their_declared_outputs(smoke_
 
 
 def test_no_nan_reaches_a_sentence_or_a_shown_table(smoke_pipeline):
-    """Every reading and every table for people (.rst, .md) the pipeline wrote: a value that is
-    missing is said as such or left blank, never printed as "nan" (a NaN once read as a value
-    gave "nan policy" sixteen times in a reading)."""
-    written = [*smoke_pipeline.exp.rglob("*.rst"), *smoke_pipeline.exp.rglob("*.md")]
-    assert len(written) > 5
+    """Every reading and every table for people (.rst, .md, and the HTML views the report shows,
+    as a reader sees them) the pipeline wrote: a value that is missing is said as such or left
+    blank, never printed as "nan" (a NaN once read as a value gave "nan policy" sixteen times in
+    a reading)."""
+    exp = smoke_pipeline.exp
+    written = [*exp.rglob("*.rst"), *exp.rglob("*.md"), *exp.rglob("*.html")]
+    assert len([p for p in written if p.suffix == ".html"]) > 5
     found = {
-        str(p.relative_to(smoke_pipeline.exp)): re.findall(
-            r".{0,40}\bnan\b.{0,20}", p.read_text(), re.I
+        str(p.relative_to(exp)): re.findall(
+            r".{0,40}\bnan\b.{0,20}",
+            page_text(p.read_text()) if p.suffix == ".html" else p.read_text(),
+            re.I,
         )
         for p in written
     }
     assert {p: hits for p, hits in found.items() if hits} == {}
+
+
+def test_the_report_shows_its_tables_and_readings_as_rendered_pages(smoke_pipeline):
+    """Every table of the report is its HTML view: a rendered table, its text rendered, and its
+    CSV beside it to download, byte for byte; the reading is rendered too (no RST markup left).
+    Nothing the report shows is a raw CSV, RST or Markdown download but the conventions' sheet."""
+    items = report_items(smoke_pipeline.report)
+    tables = {p: i for p, i in items.items() if "table" in (i["labels"] or {})}
+    assert len(tables) >= 6, sorted(i["name"] for i in items.values())
+    for path, item in tables.items():
+        page = item["content"]
+        assert item["mime_type"] == "text/html" and "<table>" in page, path
+        assert "system-message" not in page and "**" not in page_text(page), path
+        csv = Path(path).with_suffix(".csv")
+        link = re.search(rf'download="{csv.name}" href="data:text/csv;base64,([^"]+)"', page)
+        assert link and base64.b64decode(link[1]) == csv.read_bytes(), path
+    reading = next(i for p, i in items.items() if Path(p).name == READING_VIEW)
+    assert reading["mime_type"] == "text/html"
+    page = reading["content"]
+    assert "<strong>Declared hypotheses</strong>" in page and "<table" in page
+    assert "**" not in page_text(page) and "``" not in page_text(page)
+    assert "system-message" not in page
+    raw = {".csv", ".rst", ".md", ".txt"}
+    downloads = [i["name"] for i in items.values() if Path(i["name"]).suffix in raw]
+    assert downloads == ["calculations.md"]
+    assert (smoke_pipeline.exp / "figures" / READING).exists()
 
 
 def test_figures_rebuild_alone_without_retraining(smoke_pipeline):

@@ -1,7 +1,10 @@
 """Tables for people: one rule (``render.kind_of``) rounds every number a Markdown or LaTeX table
 shows by what its column, or its row's quantity, holds; the CSVs keep full precision."""
 
+import base64
+import html
 import math
+import re
 
 import pandas as pd
 
@@ -124,10 +127,9 @@ def test_the_rule_names_the_kind_of_every_quantity_a_table_shows():
     ]
 
 
-def test_the_written_csv_keeps_full_precision_and_its_markdown_is_rounded(tmp_path):
-    """calibration.csv holds every digit the table has; calibration.md three decimals of each
-    fraction, two of z, integers for the counts."""
-    groups = pd.DataFrame(
+def calibration_groups() -> pd.DataFrame:
+    """Six groups of one cell, at probabilities that need rounding."""
+    return pd.DataFrame(
         [
             {
                 "stage": "s",
@@ -146,6 +148,12 @@ def test_the_written_csv_keeps_full_precision_and_its_markdown_is_rounded(tmp_pa
         ],
         columns=calibration.GROUP_COLUMNS,
     )
+
+
+def test_the_written_csv_keeps_full_precision_and_its_markdown_is_rounded(tmp_path):
+    """calibration.csv holds every digit the table has; calibration.md three decimals of each
+    fraction, two of z, integers for the counts."""
+    groups = calibration_groups()
     table = calibration.calibration_table(groups)
     calibration.write_calibration(groups, tmp_path)
     assert (tmp_path / "calibration.csv").read_text() == table.to_csv(index=False)
@@ -156,3 +164,47 @@ def test_the_written_csv_keeps_full_precision_and_its_markdown_is_rounded(tmp_pa
         f"| s | c | 6 | 0 | 0.333 | {predicted:.3f} | {table['predicted_low'].iloc[0]:.3f} | "
         f"{table['predicted_high'].iloc[0]:.3f} | {table['z'].iloc[0]:.2f} | True |  | 1e-09 |"
     )
+
+
+def html_rows(page: str) -> list[list[str]]:
+    """The cells of every body row of a page's tables, as the browser shows their text."""
+    rows = re.findall(r"<tr>(.*?)</tr>", page, re.S)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row, re.S) for row in rows]
+    return [[html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in row] for row in cells if row]
+
+
+def test_the_html_view_shows_the_markdowns_cells_its_text_rendered_and_its_csv(tmp_path):
+    """calibration.html, the report's item: the caption rendered (not RST source), the cells the
+    Markdown table shows (numbers right-aligned), and the CSV byte for byte as a download."""
+    calibration.write_calibration(calibration_groups(), tmp_path)
+    page = (tmp_path / "calibration.html").read_text()
+    md = (tmp_path / "calibration.md").read_text().splitlines()
+    shown = [
+        [c.strip() for c in line.strip("|").split("|")] for line in md if line.startswith("| s ")
+    ]
+    assert page.startswith("<!DOCTYPE html>") and "<table>" in page
+    assert html_rows(page) == shown
+    assert '<td class="number">6</td>' in page and '<td class="number">' + shown[0][4] in page
+    assert "<p>Mixed-group calibration per cell" in page and "system-message" not in page
+    data = re.search(r'download="calibration.csv" href="data:text/csv;base64,([^"]+)"', page)
+    assert base64.b64decode(data[1]) == (tmp_path / "calibration.csv").read_bytes()
+
+
+def test_a_table_in_rst_reads_as_written_whatever_markup_its_cells_hold():
+    """``to_rst`` (the verdicts' table in hypotheses.rst): a cell with RST markup characters (a
+    cell path's ``_``, ``*``, a backquote, a bar) renders as its own text, numbers as shown; an
+    empty cell stays a cell."""
+    frame = pd.DataFrame(
+        {
+            "id": ["a_b_", "*x*"],
+            "cell": ["std=sample/agg=sequence_mean", "`y` | z: [w]"],
+            "p_holm": [0.0071321753084562615, math.nan],
+            "note": ["<tag>", ""],
+        }
+    )
+    page = render.rst_html(render.to_rst(frame))
+    assert "system-message" not in page
+    assert html_rows(page) == [
+        ["a_b_", "std=sample/agg=sequence_mean", "0.0071", "<tag>"],
+        ["*x*", "`y` | z: [w]", "", ""],
+    ]

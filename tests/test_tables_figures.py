@@ -384,7 +384,7 @@ def test_cells_whose_groups_failed_scoring_are_flagged():
     runs.loc[runs["cell"] == OTHER, "fraction_failed_scoring"] = 1.0
     flags = tables.scoring_flags(tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}))
     assert flags == [
-        f"**Scoring failed** in 100% of the groups of `{OTHER}` (mean over seeds): "
+        f"**Scoring failed** in 100% of the groups of ``{OTHER}`` (mean over seeds): "
         "those groups carried no reward signal."
     ]
 
@@ -853,6 +853,9 @@ def test_a_written_csv_keeps_full_precision_while_its_markdown_is_rounded(tmp_pa
     md = (tmp_path / "efficiency.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith(f"| std_scaling | {OTHER} |"))
     assert f"| {auc:.3f} [" in row and repr(auc) not in md
+    # its HTML view (the report's item) shows the Markdown's numbers in a table
+    view = (tmp_path / "efficiency.html").read_text()
+    assert "<table>" in view and f">{auc:.3f} [" in view and repr(auc) not in view.split("href")[0]
 
 
 def test_the_verdict_figure_stays_within_an_accuracys_range_and_marks_an_mde_beyond_it(tmp_path):

@@ -51,42 +51,59 @@ NEXT_LOOK = "next.yaml"  # the next look's override, written by a look
 # the report keeps one file per name.
 READING = "reading.rst"
 POOLED_READING = "pooled_reading.rst"
+# Each reading's HTML view (``render.html_view``), the report's item: the reading rendered.
+READING_VIEW = "reading.html"
+POOLED_READING_VIEW = "pooled_reading.html"
 # A reading's line after its verdict table (an RST comment, not shown): the report's landing page
 # (workflow/report/workflow.rst, which spells it again) shows the reading up to it.
 LANDING_END = ".. The landing page ends here: the reading goes on on its own page."
 # What the pooled job writes in pooled/tables/ (``analysis.draws``); the DAG declares the same.
+# A table people read has, beside its CSV, a text (Markdown; reStructuredText for the verdicts,
+# whose reading is RST) and its HTML view (``render.html_view``: the text rendered, the table as
+# a table, the CSV to download), which is what the report shows of it.
 POOLED_TABLES = (
     "results.csv",
     "results.md",
+    "results.html",
     "hypotheses.csv",
-    "hypotheses.md",
+    "hypotheses.rst",
+    "hypotheses.html",
     "draws.csv",
     "agreement.csv",
     "agreement.md",
+    "agreement.html",
     "effects.csv",
     "efficiency.csv",
     "efficiency.md",
+    "efficiency.html",
 )
 # What the tables job writes in a draw's tables/ (``analysis.tabulate.write_all``): every number
 # of the analysis, computed once; the figures and the reading read them. The DAG declares the
-# same (a rule's output key: ``output_key``), and the job refuses to write any other set.
+# same (a rule's output key: ``output_key``), and the job refuses to write any other set. Each
+# table people read has its text and HTML view beside its CSV, as in POOLED_TABLES.
 TABLES = (
     "results.csv",
     "results.md",
     "results.tex",
+    "results.html",
     "objectives.csv",
     "objectives.md",
     "objectives.tex",
+    "objectives.html",
     "hypotheses.csv",
-    "hypotheses.md",
+    "hypotheses.rst",
+    "hypotheses.html",
     "calibration.csv",
     "calibration.md",
+    "calibration.html",
     "calibration_bins.csv",
     "coupling.csv",
     "coupling.md",
+    "coupling.html",
     "coupling_steps.csv",
     "efficiency.csv",
     "efficiency.md",
+    "efficiency.html",
     # long, one row per (stage, cell, quantity): the effect plots' numbers with their roles and
     # the manipulation checks' predictions, for the figures and the reading
     "effects.csv",
@@ -124,13 +141,13 @@ def figure_files(kind: str) -> list[str]:
 
 def output_key(name: str) -> str:
     """A rule's output key for a file: ``results.csv`` -> ``results``, ``results.md`` ->
-    ``results_md``, ``effects.png`` -> ``effects_png``."""
+    ``results_md``, ``results.html`` -> ``results_html``, ``effects.png`` -> ``effects_png``."""
     stem, ext = name.rsplit(".", 1)
     return stem if ext == "csv" else f"{stem}_{ext}"
 
 
 # What the push report writes in tables/ (``analysis.push``), and the pilot's table.
-PUSH_TABLES = ("push.csv", "push_cosine.csv", "push.md")
+PUSH_TABLES = ("push.csv", "push_cosine.csv", "push.md", "push.html")
 PUSH_PILOT_TABLE = "push_pilot.csv"
 # The push's figure (figures/push.<format>).
 PUSH_FIGURE = "push"
@@ -306,13 +323,17 @@ class Tree:
         """The record of the study's look at ``units`` draws, as the ledger holds it."""
         return self.at("study", f"look_{units:03d}.json")
 
-    def pooled_tables(self) -> list[str]:
-        """In the pooled folder: its tables (``POOLED_TABLES``)."""
-        return [self.at("tables", name) for name in POOLED_TABLES]
+    def pooled_tables(self) -> dict[str, str]:
+        """In the pooled folder: its tables (``POOLED_TABLES``), by output key."""
+        return {output_key(name): self.at("tables", name) for name in POOLED_TABLES}
 
     def pooled_reading(self) -> str:
         """In the pooled folder: its reading."""
         return self.at(POOLED_READING)
+
+    def pooled_reading_view(self) -> str:
+        """In the pooled folder: its reading's HTML view."""
+        return self.at(POOLED_READING_VIEW)
 
     def pooled_stage_figures(self, stage: str) -> dict[str, str]:
         """In the pooled folder: a stage's figures over draws (``POOLED_STAGE_FIGURES`` in each of

@@ -86,22 +86,24 @@ rule push_report:
         push=PUSH_JSON,
         code=sources("analysis.push", root=SRC),
     output:
-        csv=report(
-            PUSH_OUTPUTS[0],
+        csv=PUSH_OUTPUTS[0],
+        cosine=PUSH_OUTPUTS[1],
+        md=PUSH_OUTPUTS[2],
+        # the report shows the table as its HTML view (text, table, the CSV to download)
+        html=report(
+            PUSH_OUTPUTS[3],
             caption="../report/push_table.rst",
             category="Tables",
             labels={**DRAW_LABEL, "table": "push of each objective on the same samples"},
         ),
-        cosine=PUSH_OUTPUTS[1],
-        md=PUSH_OUTPUTS[2],
         png=report(
-            PUSH_OUTPUTS[3],
+            PUSH_OUTPUTS[4],
             caption="../report/figure_push.rst",
             category="Figures",
             subcategory="push of each objective",
             labels={**DRAW_LABEL, "figure": "push"},
         ),
-        pdf=PUSH_OUTPUTS[4],
+        pdf=PUSH_OUTPUTS[5],
     params:
         cli=CLI,
     localrule: True

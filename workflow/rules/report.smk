@@ -8,6 +8,7 @@ from grpo_ablation.code import sources
 from grpo_ablation.layout import (
     FIGURE_FORMATS,
     READING,
+    READING_VIEW,
     RECORDS,
     TOKEN_WEIGHTS,
     figure_files,
@@ -67,15 +68,16 @@ rule diagnostics:
         "python {params.cli} diagnostics --run {params.run} --out {params.out} > {log} 2>&1"
 
 
-# The tables the report shows: output key -> (caption, category, label). Every file the tables job
-# writes is declared, from layout.TABLES (``Tree.tables``); the job refuses to write another set.
+# The tables the report shows, each as its HTML view (the table rendered, its text above it, the
+# CSV to download): output key -> (caption, category, label). Every file the tables job writes is
+# declared, from layout.TABLES (``Tree.tables``); the job refuses to write another set.
 REPORTED_TABLES = {
-    "results": ("results_table", "Tables", "results per cell and stage"),
-    "objectives": ("objectives_table", "Appendix", "objective records"),
-    "hypotheses": ("hypotheses_table", "Tables", "declared hypotheses and their verdicts"),
-    "calibration": ("calibration_table", "Tables", "mixed-group calibration"),
-    "coupling": ("coupling_table", "Tables", "coupling of the cells' samples"),
-    "efficiency": ("efficiency_table", "Tables", "compute efficiency per cell"),
+    "results_html": ("results_table", "Tables", "results per cell and stage"),
+    "objectives_html": ("objectives_table", "Appendix", "objective records"),
+    "hypotheses_html": ("hypotheses_table", "Tables", "declared hypotheses and their verdicts"),
+    "calibration_html": ("calibration_table", "Tables", "mixed-group calibration"),
+    "coupling_html": ("coupling_table", "Tables", "coupling of the cells' samples"),
+    "efficiency_html": ("efficiency_table", "Tables", "compute efficiency per cell"),
 }
 table_output = lambda key, path: (
     path if key not in REPORTED_TABLES else report(
@@ -157,7 +159,7 @@ rule stage_figures:
 rule effects_reading:
     # The verdicts on the declared hypotheses, then one paragraph per stage from the effects
     # table; composed from the tables job's files (analysis/compose.py). The report's landing page
-    # shows it.
+    # shows its opening (from the RST); its item is the HTML view, the reading rendered.
     input:
         effects=rules.tables.output.effects,
         verdicts=rules.tables.output.hypotheses,
@@ -167,8 +169,9 @@ rule effects_reading:
         push=PUSH_OUTPUTS[0] if PUSH["enabled"] else [],
         code=READING_CODE,
     output:
-        report(
-            TREE.figure(READING),
+        rst=TREE.figure(READING),
+        view=report(
+            TREE.figure(READING_VIEW),
             caption="../report/reading.rst",
             category="1. Effects",
             subcategory="reading of the contrasts",
@@ -186,7 +189,7 @@ rule effects_reading:
         "python {params.cli} reading --effects {input.effects} --verdicts {input.verdicts}"
         " --calibration {input.calibration} --coupling {input.coupling} {params.push}"
         " --efficiency {input.efficiency}"
-        " --out {output} > {log} 2>&1"
+        " --out {output.rst} --view {output.view} > {log} 2>&1"
 
 
 rule token_weight_figure:
@@ -240,9 +243,27 @@ report_targets = lambda: [
 # report's first category; its subcategories sort by name: the reading with the verdicts, then
 # each stage's effect plot over draws ("stage 1: ..."), then the tables.
 POOLED = Tree(DESIGN.pooled_dir())
-POOLED_OUTPUTS = [*POOLED.pooled_tables(), POOLED.pooled_reading()]
+POOLED_OUTPUTS = [
+    *POOLED.pooled_tables().values(),
+    POOLED.pooled_reading(),
+    POOLED.pooled_reading_view(),
+]
 POOLED_CATEGORY = "0. Pooled over draws"
 POOLED_FIRST = "0. reading and verdicts"
+# The pooled tables the report shows, each as its HTML view: output key -> (caption, label).
+REPORTED_POOLED = {
+    "results_html": ("pooled_table", "results pooled over draws"),
+    "hypotheses_html": ("pooled_hypotheses_table", "declared hypotheses and their verdicts"),
+}
+pooled_table_output = lambda key, path: (
+    path if key not in REPORTED_POOLED else report(
+        path,
+        caption=f"../report/{REPORTED_POOLED[key][0]}.rst",
+        category=POOLED_CATEGORY,
+        subcategory="tables",
+        labels={"table": REPORTED_POOLED[key][1]},
+    )
+)
 
 
 # A study's draw, once its tables are written, is copied into the study's tracked records
@@ -284,16 +305,10 @@ rule pooled:
         design=rules.design.output[0],
         code=sources("analysis.draws", root=SRC),
     output:
-        results=report(
-            POOLED_OUTPUTS[0],
-            caption="../report/pooled_table.rst",
-            category=POOLED_CATEGORY,
-            subcategory="tables",
-            labels={"table": "results pooled over draws"},
-        ),
-        rest=POOLED_OUTPUTS[1:-1],
-        reading=report(
-            POOLED_OUTPUTS[-1],
+        **{key: pooled_table_output(key, path) for key, path in POOLED.pooled_tables().items()},
+        reading=POOLED.pooled_reading(),
+        view=report(
+            POOLED.pooled_reading_view(),
             caption="../report/pooled_reading.rst",
             category=POOLED_CATEGORY,
             subcategory=POOLED_FIRST,

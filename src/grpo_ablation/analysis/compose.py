@@ -1,8 +1,8 @@
-"""The report's reading (reStructuredText), composed from the tables job's files: the verdicts on
-the declared hypotheses first (``hypotheses.verdicts_reading``), then one paragraph per stage from
-the effects table (``reading.effects_reading``), then the compute efficiency, the mixed-group
-calibration, the coupling of the cells' samples and the push of each objective. It computes no
-number: every one is read from ``tables/``."""
+"""The report's reading (reStructuredText, and its HTML view), composed from the tables job's
+files: the verdicts on the declared hypotheses first (``hypotheses.verdicts_reading``), then one
+paragraph per stage from the effects table (``reading.effects_reading``), then the compute
+efficiency, the mixed-group calibration, the coupling of the cells' samples and the push of each
+objective. It computes no number: every one is read from ``tables/``."""
 
 from __future__ import annotations
 
@@ -16,25 +16,27 @@ from grpo_ablation.analysis.efficiency import efficiency_reading
 from grpo_ablation.analysis.hypotheses import VERDICT_COLUMNS, uncounted_pairs, verdicts_reading
 from grpo_ablation.analysis.push import push_reading
 from grpo_ablation.analysis.reading import effects_reading
+from grpo_ablation.analysis.render import html_view
 from grpo_ablation.layout import PUSH_TABLE
 
 
 def write_reading(
     effects: list[Path],
     out: Path,
+    view: Path,
     verdicts: Path | None = None,
     calibration: Path | None = None,
     coupling: Path | None = None,
     push: Path | None = None,
     efficiency: Path | None = None,
-) -> Path:
-    """The report's reading (reStructuredText): the verdicts on the declared hypotheses
-    (``verdicts``: hypotheses.csv) first, then the effects (``effects``: the tables job's
-    effects.csv, one long table with a stage column; several are read in the order given), the
-    compute efficiency (``efficiency``: efficiency.csv), the mixed-group calibration
-    (``calibration``: calibration.csv), the coupling of the cells' samples (``coupling``:
-    coupling.csv) and the push of each objective (``push``: push.csv, with push_cosine.csv beside
-    it)."""
+) -> list[Path]:
+    """The report's reading (reStructuredText, ``out``; its HTML view, ``view``, the report's
+    item): the verdicts on the declared hypotheses (``verdicts``: hypotheses.csv) first, then the
+    effects (``effects``: the tables job's effects.csv, one long table with a stage column;
+    several are read in the order given), the compute efficiency (``efficiency``:
+    efficiency.csv), the mixed-group calibration (``calibration``: calibration.csv), the coupling
+    of the cells' samples (``coupling``: coupling.csv) and the push of each objective (``push``:
+    push.csv, with push_cosine.csv beside it)."""
     frames = [pd.read_csv(path) for path in effects]
     judged = pd.read_csv(verdicts) if verdicts else pd.DataFrame(columns=VERDICT_COLUMNS)
     opening = verdicts_reading(judged) if verdicts else ""
@@ -53,4 +55,5 @@ def write_reading(
         text = text.rstrip("\n") + "\n\n" + push_reading(pd.read_csv(push), cosine) + "\n"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    return out
+    view.write_text(html_view(text))
+    return [out, view]

@@ -145,8 +145,9 @@ def write_coupling(
     out: Path,
     update_epochs: Mapping[str, int] | None = None,
 ) -> list[Path]:
-    """``out/coupling.{csv,md}`` (per cell) and ``out/coupling_steps.csv`` (per step and seed)."""
-    from grpo_ablation.analysis.render import to_markdown
+    """``out/coupling.{csv,md,html}`` (per cell) and ``out/coupling_steps.csv`` (per step and
+    seed)."""
+    from grpo_ablation.analysis.render import html_view, to_markdown
 
     steps = load_coupling(exp, rows, seeds, update_epochs)
     table = coupling_table(steps)
@@ -161,13 +162,13 @@ def write_coupling(
     out.mkdir(parents=True, exist_ok=True)
     steps.to_csv(out / TABLE["coupling_steps"], index=False)
     table.to_csv(out / TABLE["coupling"], index=False)
-    (out / TABLE["coupling_md"]).write_text(
+    caption = (
         "Common random numbers: share of each cell's completions identical to its reference's "
-        "(same seed, step, prompt and slot), and the first step that differs.\n\n"
-        + to_markdown(table)
-        + "\n"
+        "(same seed, step, prompt and slot), and the first step that differs."
     )
-    return [out / TABLE["coupling"], out / TABLE["coupling_md"], out / TABLE["coupling_steps"]]
+    (out / TABLE["coupling_md"]).write_text(caption + "\n\n" + to_markdown(table) + "\n")
+    (out / TABLE["coupling_html"]).write_text(html_view(caption, table, out / TABLE["coupling"]))
+    return [out / TABLE[k] for k in ("coupling", "coupling_md", "coupling_html", "coupling_steps")]
 
 
 def coupling_reading(table: pd.DataFrame) -> str:

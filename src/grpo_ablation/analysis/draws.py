@@ -40,7 +40,13 @@ from grpo_ablation.design.hypotheses import (
     planned_roles,
 )
 from grpo_ablation.design.records import draw_source
-from grpo_ablation.layout import POOLED_READING, POOLED_TABLE, POOLED_TABLES, Tree
+from grpo_ablation.layout import (
+    POOLED_READING,
+    POOLED_READING_VIEW,
+    POOLED_TABLE,
+    POOLED_TABLES,
+    Tree,
+)
 
 UNIT = "draw"
 READING = POOLED_READING
@@ -305,9 +311,9 @@ def study_note(design: Design) -> str:
 
 
 def write_pooled(design: Design, out: Path) -> list[Path]:
-    """``out/tables/{results,hypotheses,draws}.{csv,md}`` and ``out/pooled_reading.rst``: the results
+    """``out/tables/`` (``POOLED_TABLES``) and ``out/pooled_reading.{rst,html}``: the results
     table and the declared hypotheses' verdicts with the draw as the unit, each contrast per
-    draw, and the reading (verdicts first)."""
+    draw, and the reading (verdicts first), each text for people with its HTML view."""
     by_draw = {d: draw_rows(design, d) for d in design.draws}
     first, rows = next(iter(by_draw.items()))
     for d, other in by_draw.items():
@@ -345,19 +351,23 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
         "mean over its seeds; intervals are 95% t intervals over the draws (Δ pairs cells within "
         "a draw)."
     )
-    (folder / POOLED_TABLE["results_md"]).write_text(
-        caption + "\n\n" + render.to_markdown(tables.display_table(table))
-    )
+    shown = tables.display_table(table)
+    (folder / POOLED_TABLE["results_md"]).write_text(caption + "\n\n" + render.to_markdown(shown))
+    view = render.html_view(caption, shown, folder / POOLED_TABLE["results"])
+    (folder / POOLED_TABLE["results_html"]).write_text(view)
     verdicts.to_csv(folder / POOLED_TABLE["hypotheses"], index=False)
     opening = study_note(design) + hypotheses.verdicts_reading(verdicts, UNIT)
-    (folder / POOLED_TABLE["hypotheses_md"]).write_text(
-        opening + "\n" + render.to_markdown(verdicts)
-    )
+    (folder / POOLED_TABLE["hypotheses_rst"]).write_text(opening + "\n" + render.to_rst(verdicts))
+    view = render.html_view(opening, verdicts, folder / POOLED_TABLE["hypotheses"])
+    (folder / POOLED_TABLE["hypotheses_html"]).write_text(view)
     within.to_csv(folder / POOLED_TABLE["draws"], index=False)
     agreement.to_csv(folder / POOLED_TABLE["agreement"], index=False)
+    across = consistency_reading(agreement)
     (folder / POOLED_TABLE["agreement_md"]).write_text(
-        consistency_reading(agreement) + "\n" + render.to_markdown(agreement)
+        across + "\n" + render.to_markdown(agreement)
     )
+    view = render.html_view(across, agreement, folder / POOLED_TABLE["agreement"])
+    (folder / POOLED_TABLE["agreement_html"]).write_text(view)
     effects.to_csv(folder / POOLED_TABLE["effects"], index=False)
     curves = efficiency.efficiency_table(table, runs)
     tables.write_efficiency(curves, folder, f"{caption} {tables.EFFICIENCY_CAPTION}")
@@ -366,5 +376,7 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
         curves, UNIT, declared=hypotheses.uncounted_pairs(verdicts, effects)
     )
     text = text.rstrip("\n") + "\n\n" + late
-    (out / READING).write_text(text.rstrip("\n") + "\n\n" + consistency_reading(agreement))
-    return [*(folder / n for n in POOLED_TABLES), out / READING]
+    text = text.rstrip("\n") + "\n\n" + across
+    (out / READING).write_text(text)
+    (out / POOLED_READING_VIEW).write_text(render.html_view(text))
+    return [*(folder / n for n in POOLED_TABLES), out / READING, out / POOLED_READING_VIEW]

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablation.analysis.reading import PAIRING
-from grpo_ablation.analysis.render import largest_difference, number, to_markdown
+from grpo_ablation.analysis.render import html_view, largest_difference, list_table, number, to_rst
 from grpo_ablation.analysis.stats import (
     holm,
     mixed_fraction_at,
@@ -403,10 +403,7 @@ def verdicts_overview(verdicts: pd.DataFrame, default_unit: str = "seed") -> str
                 _detects(v, short=True),
             ]
         )
-    lines = [".. list-table::", "   :header-rows: 1", ""]
-    for row in [head, *rows]:
-        lines += [f"   * - {row[0]}", *(f"     - {c}" for c in row[1:])]
-    return "\n".join(lines) + "\n"
+    return list_table(head, rows)
 
 
 def _power_clause(v: pd.Series, unit: str) -> str:
@@ -539,12 +536,14 @@ def push_records(design: Design, exps: list[Path]) -> list[dict[str, Any]]:
 def write_verdicts(
     design: Design, rows: list[dict[str, Any]], runs: pd.DataFrame, out: Path, exp: Path
 ) -> list[Path]:
-    """hypotheses.csv and hypotheses.md under ``out``, from the design's rows and their runs (and
-    the push record of ``exp``, the draw's folder)."""
+    """hypotheses.csv, hypotheses.rst (the verdicts' reading, then the table) and hypotheses.html
+    (its view) under ``out``, from the design's rows and their runs (and the push record of
+    ``exp``, the draw's folder)."""
     verdicts = verdicts_table(declared(design), runs, rows, design, push_records(design, [exp]))
     out.mkdir(parents=True, exist_ok=True)
     verdicts.to_csv(out / TABLE["hypotheses"], index=False)
-    (out / TABLE["hypotheses_md"]).write_text(
-        verdicts_reading(verdicts) + "\n" + to_markdown(verdicts)
-    )
-    return [out / TABLE["hypotheses"], out / TABLE["hypotheses_md"]]
+    text = verdicts_reading(verdicts)
+    (out / TABLE["hypotheses_rst"]).write_text(text + "\n" + to_rst(verdicts))
+    view = html_view(text, verdicts, out / TABLE["hypotheses"])
+    (out / TABLE["hypotheses_html"]).write_text(view)
+    return [out / TABLE[k] for k in ("hypotheses", "hypotheses_rst", "hypotheses_html")]

@@ -181,8 +181,8 @@ def write_pilot(push_json: Path, table: Path) -> Path:
 
 
 def write_push(push_json: Path, tables: Path, figures: Path) -> list[Path]:
-    """tables/push.csv, push_cosine.csv, push.md and figures/push.{png,pdf}."""
-    from grpo_ablation.analysis.render import to_markdown
+    """tables/push.csv, push_cosine.csv, push.md, push.html and figures/push.{png,pdf}."""
+    from grpo_ablation.analysis.render import html_view, to_markdown
     from grpo_ablation.analysis.saving import save
 
     record = json.loads(Path(push_json).read_text())
@@ -191,12 +191,14 @@ def write_push(push_json: Path, tables: Path, figures: Path) -> list[Path]:
     table.to_csv(tables / PUSH_TABLE["push"], index=False)
     cosine.to_csv(tables / PUSH_TABLE["push_cosine"], index=False)
     shown = ["step", "choice", *(q for q in LABELS), "long_incorrect_share"]
-    (tables / PUSH_TABLE["push_md"]).write_text(
-        push_reading(table, cosine) + "\n\n" + to_markdown(table[shown]) + "\n"
-    )
+    text = push_reading(table, cosine)
+    (tables / PUSH_TABLE["push_md"]).write_text(text + "\n\n" + to_markdown(table[shown]) + "\n")
+    view = html_view(text, table[shown], tables / PUSH_TABLE["push"])
+    (tables / PUSH_TABLE["push_html"]).write_text(view)
     return [
         tables / PUSH_TABLE["push"],
         tables / PUSH_TABLE["push_cosine"],
         tables / PUSH_TABLE["push_md"],
+        tables / PUSH_TABLE["push_html"],
         *save(push_figure(table), figures / PUSH_FIGURE),
     ]

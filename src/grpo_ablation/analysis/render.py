@@ -10,13 +10,20 @@ significant digits (``<0.0001`` below 0.0001), counts none; anything the rule do
 3 significant digits (no decimals from 100 on). ``to_markdown`` and ``to_latex`` show every
 number of the frames they are given by it, and ``number`` and ``interval`` build the formatted
 cells of the results and efficiency tables with it; the CSVs keep full precision.
+
+``to_rst`` writes the same table as a reStructuredText list-table (for a text that is RST), and
+``html_view`` the page the report shows of a table or a reading: its reStructuredText rendered by
+docutils, then the table with its numbers as ``shown`` formats them, and its CSV to download.
 """
 
 from __future__ import annotations
 
+import base64
+import html
 import math
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -241,3 +248,89 @@ def to_latex(
     ]
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
+
+
+def list_table(head: list[str], rows: list[list[str]]) -> str:
+    """A reStructuredText list-table of ``rows`` under ``head``, its cells as given (RST)."""
+    lines = [".. list-table::", "   :header-rows: 1", ""]
+    for row in [head, *rows]:
+        lines += [f"   * - {row[0]}".rstrip(), *(f"     - {c}".rstrip() for c in row[1:])]
+    return "\n".join(lines) + "\n"
+
+
+# Characters that start or end reStructuredText inline markup: escaped, a cell reads as written.
+_RST_MARKUP = re.compile(r"([\\*`|_\[\]<>:])")
+
+
+def _rst_text(value: Any) -> str:
+    return _RST_MARKUP.sub(r"\\\1", str(value).replace("\n", " "))
+
+
+def to_rst(frame: pd.DataFrame) -> str:
+    """A reStructuredText list-table of ``frame``, its numbers as ``shown`` formats them."""
+    frame = shown(frame)
+    rows = [[_rst_text(v) for v in row] for row in frame.itertuples(index=False)]
+    return list_table([_rst_text(c) for c in frame.columns], rows)
+
+
+# The view's style: compact, numbers aligned; the header stays in sight over a long table.
+_STYLE = """
+body { font: 13px/1.45 system-ui, sans-serif; color: #1f2328; margin: 12px; }
+p, li { max-width: 60em; }
+table { border-collapse: collapse; margin: 8px 0; }
+th, td { padding: 3px 8px; border-bottom: 1px solid #d0d7de; text-align: left;
+         vertical-align: top; }
+th { background: #f6f8fa; position: sticky; top: 0; }
+td.number { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tbody tr:hover { background: #f6f8fa; }
+code, tt, .literal { font-size: 92%; background: #f6f8fa; padding: 0 2px; }
+td p, th p { margin: 0; }
+.download { font-size: 92%; color: #57606a; }
+"""
+
+
+def rst_html(text: str) -> str:
+    """``text`` (reStructuredText) as an HTML fragment; a markup error shows as docutils's
+    system message in the page, not as raw text."""
+    from docutils.core import publish_parts
+
+    settings = {"_disable_config": True, "embed_stylesheet": False, "stylesheet_path": ""}
+    return publish_parts(text, writer="html5", settings_overrides=settings)["body"]
+
+
+# A cell that shows a number (``0.250``, ``-0.1 [-0.2, 0.0]``, ``<0.0001``, ``inf``): right-aligned.
+_NUMBER = re.compile(r"^[-+−<]?(\d|\.\d|inf)")
+
+
+def _html_table(frame: pd.DataFrame) -> str:
+    def cell(tag: str, value: Any) -> str:
+        text = "" if value is None or value is pd.NA else str(value)
+        number = ' class="number"' if tag == "td" and _NUMBER.match(text) else ""
+        return f"<{tag}{number}>{html.escape(text)}</{tag}>"
+
+    head = "".join(cell("th", c) for c in frame.columns)
+    body = "\n".join(
+        "<tr>" + "".join(cell("td", v) for v in row) + "</tr>"
+        for row in shown(frame).itertuples(index=False)
+    )
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+
+
+def html_view(text: str, frame: pd.DataFrame | None = None, csv: Path | None = None) -> str:
+    """The page the report shows (a standalone HTML file): ``text`` (reStructuredText) rendered,
+    then ``csv`` (the numbers at full precision) as a download, then ``frame`` as a table, its
+    numbers as ``shown`` formats them; the report embeds the page, so the CSV is embedded in it."""
+    parts = [rst_html(text)]
+    if csv is not None:
+        data = base64.b64encode(csv.read_bytes()).decode("ascii")
+        parts.append(
+            f'<p class="download">Every number at full precision: <a download="{csv.name}" '
+            f'href="data:text/csv;base64,{data}">{csv.name}</a></p>'
+        )
+    if frame is not None:
+        parts.append(_html_table(frame))
+    body = "\n".join(parts)
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<style>{_STYLE}</style>\n</head>\n<body>\n{body}\n</body>\n</html>\n"
+    )

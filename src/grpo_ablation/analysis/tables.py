@@ -22,7 +22,7 @@ from grpo_ablation.analysis.loading import (
     base_accuracy,
     objectives_table,
 )
-from grpo_ablation.analysis.render import interval, number, to_latex, to_markdown
+from grpo_ablation.analysis.render import html_view, interval, number, to_latex, to_markdown
 from grpo_ablation.analysis.stats import (
     CONFIDENCE,
     Interval,
@@ -317,8 +317,8 @@ def scoring_flags(table: pd.DataFrame) -> list[str]:
         return []
     flagged = table[table[col].fillna(0) > 0].drop_duplicates("cell")
     return [
-        f"**Scoring failed** in {row[col]:.0%} of the groups of `{row['cell']}` (mean over seeds): "
-        "those groups carried no reward signal."
+        f"**Scoring failed** in {row[col]:.0%} of the groups of ``{row['cell']}`` "
+        "(mean over seeds): those groups carried no reward signal."
         for _, row in flagged.iterrows()
     ]
 
@@ -326,8 +326,8 @@ def scoring_flags(table: pd.DataFrame) -> list[str]:
 def write_tables(
     exp: Path, design: Design, rows: list[dict[str, Any]], runs: pd.DataFrame, out: Path
 ) -> list[Path]:
-    """results.{csv,md,tex} and objectives.{csv,md,tex} under ``out``, from the design's rows and
-    their runs (``load_runs``)."""
+    """results.{csv,md,tex,html} and objectives.{csv,md,tex,html} under ``out``, from the design's
+    rows and their runs (``load_runs``)."""
     out.mkdir(parents=True, exist_ok=True)
     seeds = design.seeds
     table = results_table(runs, base_accuracy(exp))
@@ -335,18 +335,26 @@ def write_tables(
     shown = display_table(table)
     flags = "".join(f"{line}\n\n" for line in scoring_flags(table))
     (out / TABLE["results_md"]).write_text(RESULTS_CAPTION + "\n\n" + flags + to_markdown(shown))
+    text = RESULTS_CAPTION + "\n\n" + flags
+    (out / TABLE["results_html"]).write_text(html_view(text, shown, out / TABLE["results"]))
     (out / TABLE["results_tex"]).write_text(to_latex(shown, RESULTS_CAPTION, "tab:results"))
     write_efficiency(efficiency_table(table, runs), out)
     objectives = objectives_table(exp, [r["cell"] for r in rows], seeds)
     objectives.to_csv(out / TABLE["objectives"], index=False)
     caption = "Objective record of each cell (appendix): the effective objective of its runs."
     (out / TABLE["objectives_md"]).write_text(caption + "\n\n" + to_markdown(objectives))
+    view = html_view(caption, objectives, out / TABLE["objectives"])
+    (out / TABLE["objectives_html"]).write_text(view)
     (out / TABLE["objectives_tex"]).write_text(
         to_latex(objectives, caption, "tab:objectives", wrap={"objective": "11cm"})
     )
     return [
-        *(out / TABLE[f"{n}{e}"] for n in ("results", "objectives") for e in ("", "_md", "_tex")),
-        *(out / TABLE[k] for k in ("efficiency", "efficiency_md")),
+        *(
+            out / TABLE[f"{n}{e}"]
+            for n in ("results", "objectives")
+            for e in ("", "_md", "_tex", "_html")
+        ),
+        *(out / TABLE[k] for k in ("efficiency", "efficiency_md", "efficiency_html")),
     ]
 
 
@@ -359,7 +367,8 @@ EFFICIENCY_CAPTION = (
 
 
 def write_efficiency(table: pd.DataFrame, out: Path, caption: str = EFFICIENCY_CAPTION) -> None:
-    """efficiency.csv (the numbers) and efficiency.md (formatted) under ``out``."""
+    """efficiency.csv (the numbers), efficiency.md (formatted) and efficiency.html (its view)
+    under ``out``."""
     table.to_csv(out / TABLE["efficiency"], index=False)
     shown = []
     for _, r in table.iterrows():
@@ -376,6 +385,8 @@ def write_efficiency(table: pd.DataFrame, out: Path, caption: str = EFFICIENCY_C
         row["not identified"] = r["not_identified"] if isinstance(r["not_identified"], str) else ""
         shown.append(row)
     (out / TABLE["efficiency_md"]).write_text(caption + "\n\n" + to_markdown(pd.DataFrame(shown)))
+    view = html_view(caption, pd.DataFrame(shown), out / TABLE["efficiency"])
+    (out / TABLE["efficiency_html"]).write_text(view)
 
 
 def _shown(r: pd.Series, q: str, signed: bool = False) -> str:

@@ -17,11 +17,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--efficiency", type=Path, help="efficiency.csv: a paragraph on efficiency")
     p.add_argument("--push", type=Path, help="tables/push.csv: a closing paragraph")
     p.add_argument("--out", type=Path, required=True, help="the reading (reStructuredText)")
+    p.add_argument("--view", type=Path, required=True, help="its HTML view (the report's item)")
 
 
 def run(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.compose import write_reading
 
-    print(
-        write_reading(a.effects, a.out, a.verdicts, a.calibration, a.coupling, a.push, a.efficiency)
+    written = write_reading(
+        a.effects, a.out, a.view, a.verdicts, a.calibration, a.coupling, a.push, a.efficiency
     )
+    for path in written:
+        print(path)
