@@ -160,6 +160,7 @@ def test_no_analysis_module_or_rule_spells_a_file_name_of_the_results_tree():
         layout.POOLED_READING_VIEW,
         layout.TOKEN_WEIGHTS_TABLE,
         layout.CALCULATIONS_SHEET,
+        layout.CALCULATIONS_VIEW,
         layout.CALCULATIONS_TABLE,
         *(name for f in figures for name in layout.figure_files(f)),
     }

@@ -392,7 +392,7 @@ def test_no_nan_reaches_a_sentence_or_a_shown_table(smoke_pipeline):
 def test_the_report_shows_its_tables_and_readings_as_rendered_pages(smoke_pipeline):
     """Every table of the report is its HTML view: a rendered table, its text rendered, and its
     CSV beside it to download, byte for byte; the reading is rendered too (no RST markup left).
-    Nothing the report shows is a raw CSV, RST or Markdown download but the conventions' sheet."""
+    Nothing the report shows is a raw CSV, RST or Markdown download."""
     items = report_items(smoke_pipeline.report)
     tables = {p: i for p, i in items.items() if "table" in (i["labels"] or {})}
     assert len(tables) >= 6, sorted(i["name"] for i in items.values())
@@ -411,7 +411,7 @@ def test_the_report_shows_its_tables_and_readings_as_rendered_pages(smoke_pipeli
     assert "system-message" not in page
     raw = {".csv", ".rst", ".md", ".txt"}
     downloads = [i["name"] for i in items.values() if Path(i["name"]).suffix in raw]
-    assert downloads == ["calculations.md"]
+    assert downloads == []
     assert (smoke_pipeline.exp / "figures" / READING).exists()
 
 

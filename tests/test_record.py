@@ -81,7 +81,7 @@ def test_batch_that_cannot_be_split_is_refused():
 
 
 def test_calculations_sheet_carries_the_worked_numbers(tmp_path):
-    md, csv_path, _ = write_sheet(tmp_path)
+    md, csv_path, _, view = write_sheet(tmp_path)
     text = md.read_text()
     assert "(1.7321, -0.5774, -0.5774, -0.5774)" in text
     assert "(1.5000, -0.5000, -0.5000, -0.5000)" in text
@@ -90,6 +90,10 @@ def test_calculations_sheet_carries_the_worked_numbers(tmp_path):
     assert "0.588800" in text and "0.832225" in text
     rows = list(csv.DictReader(csv_path.open()))
     assert len(rows) == text.count("\n| ") - text.count("| case |")
+    # the report's view: each section's table rendered, the same numbers, nothing left as markup
+    page = view.read_text()
+    assert page.count("<table") == text.count("\n## ") and "system-message" not in page
+    assert "(1.7321, -0.5774, -0.5774, -0.5774)" in page and "| case |" not in page
 
 
 def test_the_stages_expectations_are_computed_in_the_sheet(tmp_path):

@@ -154,6 +154,7 @@ PUSH_FIGURE = "push"
 # The worked-numbers sheet (calculations/), with the conventions' worked example of token weights:
 # its numbers there, its figure in figures/.
 CALCULATIONS_SHEET = "calculations.md"
+CALCULATIONS_VIEW = "calculations.html"  # the sheet's HTML view, the report's item
 CALCULATIONS_TABLE = "calculations.csv"
 TOKEN_WEIGHTS = "token_weights"
 TOKEN_WEIGHTS_TABLE = f"{TOKEN_WEIGHTS}.csv"

@@ -18,6 +18,7 @@ from grpo_ablation.design.records import draw_source, recorded_draws, study_reco
 from grpo_ablation.layout import (
     CALCULATIONS_SHEET,
     CALCULATIONS_TABLE,
+    CALCULATIONS_VIEW,
     LEDGER,
     MANIFEST,
     REGISTRATION,

@@ -78,13 +78,15 @@ rule calculations:
     input:
         code=sources("objective.calculations", root=SRC),
     output:
+        SHARED.calculations(CALCULATIONS_SHEET),
+        SHARED.calculations(CALCULATIONS_TABLE),
+        SHARED.calculations(TOKEN_WEIGHTS_TABLE),
+        # the report shows the sheet as its HTML view (each section's table rendered)
         report(
-            SHARED.calculations(CALCULATIONS_SHEET),
+            SHARED.calculations(CALCULATIONS_VIEW),
             caption="../report/calculations.rst",
             category="Conventions",
         ),
-        SHARED.calculations(CALCULATIONS_TABLE),
-        SHARED.calculations(TOKEN_WEIGHTS_TABLE),
     params:
         cli=CLI,
         out=folder(0),

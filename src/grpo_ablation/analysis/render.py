@@ -294,7 +294,13 @@ def rst_html(text: str) -> str:
     system message in the page, not as raw text."""
     from docutils.core import publish_parts
 
-    settings = {"_disable_config": True, "embed_stylesheet": False, "stylesheet_path": ""}
+    # no docutils.conf read; a lone heading stays in the body (not lifted to the document title)
+    settings = {
+        "_disable_config": True,
+        "doctitle_xform": False,
+        "embed_stylesheet": False,
+        "stylesheet_path": "",
+    }
     return publish_parts(text, writer="html5", settings_overrides=settings)["body"]
 
 

@@ -1,7 +1,8 @@
 """The worked numbers, computed by the library: ``grpo-ablation calculations OUT_DIR``.
 
-Writes the sheet (Markdown and CSV) so users see the conventions side by side, and the worked
-example's per-token weights under every aggregation, which the token-weight figure draws.
+Writes the sheet (Markdown, CSV and the HTML view the report shows) so users see the conventions
+side by side, and the worked example's per-token weights under every aggregation, which the
+token-weight figure draws.
 """
 
 from __future__ import annotations
@@ -11,7 +12,12 @@ from pathlib import Path
 
 import torch
 
-from grpo_ablation.layout import CALCULATIONS_SHEET, CALCULATIONS_TABLE, TOKEN_WEIGHTS_TABLE
+from grpo_ablation.layout import (
+    CALCULATIONS_SHEET,
+    CALCULATIONS_TABLE,
+    CALCULATIONS_VIEW,
+    TOKEN_WEIGHTS_TABLE,
+)
 from grpo_ablation.objective.conventions import AGGREGATIONS, RATIOS, SCALINGS
 from grpo_ablation.objective.formulas import (
     aggregate_loss,
@@ -276,7 +282,13 @@ def _write_csv(path: Path, rows: list[Row]) -> None:
         writer.writerows(rows)
 
 
-def write_sheet(out_dir: Path) -> tuple[Path, Path, Path]:
+def write_sheet(out_dir: Path) -> tuple[Path, Path, Path, Path]:
+    """The sheet (Markdown), its numbers (CSV), the worked example's token weights (CSV) and the
+    sheet's HTML view (one rendered table per section, the CSV to download)."""
+    import pandas as pd
+
+    from grpo_ablation.analysis.render import html_view, to_rst
+
     rows = worked_numbers()
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path = out_dir / CALCULATIONS_TABLE, out_dir / CALCULATIONS_SHEET
@@ -291,4 +303,14 @@ def write_sheet(out_dir: Path) -> tuple[Path, Path, Path]:
             lines += ["", f"## {section}", "", "| case | convention | value |", "|---|---|---|"]
         lines.append(f"| {row['case']} | {row['convention']} | {row['value']} |")
     md_path.write_text("\n".join(lines) + "\n")
-    return md_path, csv_path, weights_path
+    frame = pd.DataFrame(rows, dtype=str)
+    sections = [
+        f"{section}\n{'-' * len(section)}\n\n"
+        + to_rst(part[["case", "convention", "value"]].reset_index(drop=True))
+        for section, part in frame.groupby("section", sort=False)
+    ]
+    title = "Worked numbers (computed by grpo_ablation.objective.formulas)"
+    text = "\n".join([f"{title}\n{'=' * len(title)}\n", *sections])
+    view_path = out_dir / CALCULATIONS_VIEW
+    view_path.write_text(html_view(text, csv=csv_path))
+    return md_path, csv_path, weights_path, view_path
