@@ -456,8 +456,9 @@ def test_the_report_shows_the_pooled_verdict_table_and_reading_rendered(drawn):
     assert len(rows) == len(verdicts) + 1  # its header, then one row per hypothesis
     for row, (_, v) in zip(rows[1:], verdicts.iterrows(), strict=True):
         assert f">{v['id']}<" in row and f">{v['verdict']}<" in row
-    results = pooled[str(exp / "pooled/tables/results.html")]
-    assert results["mime_type"] == "text/html" and "<table>" in results["content"]
+    for name in ("results", "agreement", "efficiency"):  # every pooled table people read
+        shown = pooled[str(exp / f"pooled/tables/{name}.html")]
+        assert shown["mime_type"] == "text/html" and "<table>" in shown["content"], name
     reading = pooled[str(exp / "pooled" / POOLED_READING_VIEW)]
     text = page_text(reading["content"])
     assert "Across draws" in text and "**" not in text and "system-message" not in text

@@ -254,6 +254,8 @@ POOLED_FIRST = "0. reading and verdicts"
 REPORTED_POOLED = {
     "results_html": ("pooled_table", "results pooled over draws"),
     "hypotheses_html": ("pooled_hypotheses_table", "declared hypotheses and their verdicts"),
+    "agreement_html": ("pooled_agreement_table", "sign agreement over draws"),
+    "efficiency_html": ("pooled_efficiency_table", "compute efficiency pooled over draws"),
 }
 pooled_table_output = lambda key, path: (
     path if key not in REPORTED_POOLED else report(
