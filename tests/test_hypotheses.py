@@ -451,10 +451,9 @@ def test_design_json_declares_the_analysis_plan_and_the_analysis_reads_it(tmp_pa
     config = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     config["results_dir"] = str(tmp_path)
     design = Design.of(config)
-    out = tmp_path / "design.json"
-    design_command.run(
-        design_command.argparse.Namespace(config=json.dumps(design.sections), out=out)
-    )
+    out, sections = tmp_path / "design.json", tmp_path / "design_config.json"
+    sections.write_text(json.dumps(design.sections))
+    design_command.run(design_command.argparse.Namespace(config=sections, out=out))
     loaded = Design.load(out)
     rows = loaded.rows({})
     (entry,) = loaded.plan

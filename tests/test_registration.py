@@ -15,6 +15,8 @@ from grpo_ablation.design import registration as reg
 from grpo_ablation.design.ledger import Ledger, LedgerError
 from grpo_ablation.design.registration import check_registered
 
+ROOT = Path(__file__).resolve().parents[1]
+
 DRAWS = [12, 13, 14, 15]
 
 
@@ -240,3 +242,25 @@ def test_the_look_job_checks_its_design_against_the_registration(tmp_path):
     edited["hypotheses"]["constant_shortens_incorrect"]["minimum_effect"] = 0.5
     wrong = reg.design_differences(record, 0, open_, Design.of(edited).sections)
     assert wrong and "minimum_effect" in wrong[0]
+
+
+def test_a_look_after_the_gatekeeper_is_decided_plans_without_its_sd():
+    """config/study.yaml's look 2 withdraws its decided positive control, which declares a planning
+    SD of its own (power.sd.lr0_lowers_greedy): the SD leaves with it, and the design plans (a
+    look-2 draw was refused before any job with "power.sd names ['lr0_lowers_greedy']"). An SD
+    naming nothing at all is still refused."""
+    from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.axes import DesignError
+    from grpo_ablation.design.hypotheses import Plan
+
+    registered = json.loads((ROOT / "studies/study/registration.json").read_text())
+    gatekeeper = registered["gatekeeper"]
+    assert gatekeeper in registered["config"]["power"]["sd"]
+    still = set(registered["hypotheses"]) - {gatekeeper}
+    config = reg.expected_config(registered, 1, still)
+    design = Design.of(config)
+    assert gatekeeper not in design.sections["power"]["sd"]
+    assert Plan.of(design).units == registered["looks"][-1]
+    config["power"]["sd"]["lr0_lowers_greedyy"] = config["power"]["sd"][gatekeeper]
+    with pytest.raises(DesignError, match="lr0_lowers_greedyy"):
+        Plan.of(Design.of(config))

@@ -296,7 +296,19 @@ class Design:
         """The design of a (validated) config (``pipeline.check_design`` checks it whole)."""
         sections = {k: config[k] for k in SECTIONS if k in config}
         if "hypotheses" in sections:
-            sections["hypotheses"] = declared_hypotheses(sections["hypotheses"])
+            raw = sections["hypotheses"]
+            sections["hypotheses"] = declared_hypotheses(raw)
+            # A withdrawn hypothesis's own planning SD (power.sd.<id>) leaves with it: a study's
+            # later looks withdraw the decided ones, whose SDs would otherwise name no hypothesis.
+            withdrawn = {
+                h
+                for h, spec in (raw.items() if isinstance(raw, dict) else [])
+                if not spec.get("enabled", True)
+            }
+            power = sections.get("power") or {}
+            if withdrawn & set(power.get("sd") or {}):
+                sd = {k: v for k, v in power["sd"].items() if k not in withdrawn}
+                sections["power"] = {**power, "sd": sd}
         sections["draws"] = listed_draws(config.get("base_policy") or {})
         root = config.get("experiment") and Path(config.get("results_dir", "results"))
         return cls(sections, root / config["experiment"] if root else None)
