@@ -107,6 +107,12 @@ wildcard_constraints:
     draw=r"\d+",
 
 
+def write_text(path: str, text: str, log: str) -> None:
+    """A run directive's one line: ``text`` into ``path``, what it wrote into ``log``."""
+    Path(path).write_text(text)
+    Path(log).write_text(f"wrote {path} ({len(text)} characters)\n")
+
+
 def folder(key, up=1, of="output"):
     """A params function: the folder ``up`` levels above input/output ``key``."""
 

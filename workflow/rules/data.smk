@@ -107,8 +107,10 @@ rule design_config:
         SHARED.design_config(),
     params:
         config=verbatim(json.dumps(DESIGN.sections)),
+    log:
+        SHARED.log("design_config"),
     run:
-        Path(output[0]).write_text(params.config)
+        write_text(output[0], params.config, log[0])
 
 
 rule design:
