@@ -380,7 +380,7 @@ def verdict_rows(registered: dict[str, Any], entries: list[dict[str, Any]]) -> l
     prediction, Δ (mean over draws) with its repeated confidence interval and the coverage it has
     (1 − 2·level at the look), the decision, and the look and draws it rests on: the look that
     decided it, or the last look that judged it while it is open."""
-    from grpo_ablation.analysis.render import number
+    from grpo_ablation.analysis.render import interval
     from grpo_ablation.design.hypotheses import METRICS
 
     rows = []
@@ -401,9 +401,9 @@ def verdict_rows(registered: dict[str, Any], entries: list[dict[str, Any]]) -> l
             st, m = at["statistics"][name], h["metric"]
             low, high = st.get("rci", [math.nan, math.nan])
             coverage = 1 - 2 * at["levels"][name][0]
+            delta = interval(m, st["mean"], low, high, st["units"], signed=True)
             row |= {
-                "Δ [repeated CI]": f"{number(m, st['mean'], True)} [{number(m, low, True)}, "
-                f"{number(m, high, True)}] ({coverage:.1%})",
+                "Δ [repeated CI]": f"{delta} ({coverage:.1%})",
                 "verdict": (f"**{at['decisions'][name]}**" if decided else "open (continues)"),
                 "look": str(at["look"]),
                 "draws": f"{st['units']} ({_draws_span(at['draws'][: st['units']])})",
