@@ -60,7 +60,8 @@ def test_a_registration_records_the_design_and_opens_the_ledger(tmp_path):
     assert ledger.entries() == []
     check_registered(config)  # look 1 runs the registered config
     repriced = copy.deepcopy(config)
-    repriced["power"]["minutes_per_unit"] = 1.0  # a price measured again: not the design
+    # a price measured again, with where it was measured: not the design
+    repriced["power"].update(minutes_per_unit=1.0, runs_per_unit=3, minutes_source="a pilot")
     check_registered(repriced)
     reg.register(config, [])  # registering the same design again: nothing changes
 

@@ -205,17 +205,21 @@ def test_the_projects_studies_are_powered_over_their_sds_uncertainty_and_gate_on
 
 
 def test_a_study_of_fewer_runs_a_draw_is_priced_at_the_measured_draws_mean_run():
-    """config/study.yaml's 8.35 min were measured on draws of 13 runs; the study trains 8 a
-    draw (8 cells, no replicated reference), so a draw is priced at 8/13 of it."""
+    """A price measured on draws of 13 runs (config/study.yaml's first, 8.35 min, from the
+    default's protocol) prices the study's draws of 8 runs (8 cells, no replicated reference) at
+    8/13 of it; measured on the study's own draws of 8 runs, at the measurement itself."""
     from grpo_ablation.design.ablation import Design
     from grpo_ablation.design.hypotheses import Plan
     from grpo_ablation.design.schema import load_config
 
     root = Path(__file__).resolve().parents[1] / "config"
-    design = Design.of(load_config([root / "config.yaml", root / "study.yaml"]))
+    config = load_config([root / "config.yaml", root / "study.yaml"])
+    design = Design.of(config)
     runs = sum(len(design.seeds_of(path)) for path in design.all_cells())
-    assert runs == 8
-    assert Plan.of(design).minutes_per_unit == pytest.approx(8.35 * 8 / 13)
+    assert runs == 8 and config["power"]["runs_per_unit"] == 8
+    assert Plan.of(design).minutes_per_unit == config["power"]["minutes_per_unit"]
+    config["power"].update(minutes_per_unit=8.35, runs_per_unit=13)
+    assert Plan.of(Design.of(config)).minutes_per_unit == pytest.approx(8.35 * 8 / 13)
 
 
 def test_the_two_studies_share_no_draw_and_split_the_hypotheses():
@@ -307,14 +311,16 @@ def test_the_study_prices_each_look_by_the_stages_still_open():
 
 def test_the_plan_command_prices_the_studys_first_look(capsys):
     """`grpo-ablation plan` of config/study.yaml: the first look trains every cell of its 28
-    draws, 8 runs a draw at the measured draw's mean run (8.35 min for 13 runs)."""
+    draws, 8 runs a draw, at the price measured again on the study's own draws (6.3 min a draw
+    of 8 runs), and says where that price comes from after the registered source."""
     from grpo_ablation import cli
 
     root = Path(__file__).resolve().parents[1] / "config"
     cli.main(["plan", "--configfile", str(root / "config.yaml"), str(root / "study.yaml")])
     text = " ".join(capsys.readouterr().out.split())
-    assert f"its first look (28 draws, every cell) {28 * 8 * 8.35 / 13:.0f} min" in text
-    assert f"at most {112 * 8 * 8.35 / 13 / 60:.1f} h" in text
+    assert f"its first look (28 draws, every cell) {28 * 6.3:.0f} min" in text
+    assert f"at most {112 * 6.3 / 60:.1f} h" in text
+    assert "13 runs a draw; minutes measured again: this study's look-1 draws 36-39" in text
 
 
 def test_the_verdict_table_reads_each_hypothesis_at_the_look_that_decided_it():

@@ -405,6 +405,15 @@ def replication_factor(k: int, same_seed: float = 0.0, other_seed: float = 0.0) 
     return math.sqrt((1 + (1 + (k - 1) * r0) / k - 2 * (r1 + (k - 1) * r0) / k) / (2 * (1 - r1)))
 
 
+def price_source(section: dict[str, Any]) -> str:
+    """Where the ``power`` section's SDs and minutes come from: its ``source``, and the minutes'
+    own ``minutes_source`` where the price was measured again (a registered study's source is
+    fixed, its price is not)."""
+    source = " ".join(str(section.get("source", "")).split())
+    again = " ".join(str(section.get("minutes_source", "")).split())
+    return f"{source}; minutes measured again: {again}" if again else source
+
+
 @dataclass(frozen=True)
 class Plan:
     """The config's ``power`` section read against its design: the unit of replication, how many
@@ -469,7 +478,7 @@ class Plan:
             units,
             sd,
             minutes,
-            " ".join(str(section.get("source", "")).split()),
+            price_source(section),
             int(push.get("replicates", 0)) * max(1, len(design.draws))
             if push.get("enabled")
             else 0,

@@ -64,9 +64,9 @@ def ledger_file(config: dict[str, Any]) -> Path:
     return study_folder(config) / LEDGER
 
 
-# What a registration leaves out of the config: the look's draws, and the prices, which a study
-# may measure again without changing what it tests.
-PRICES = ("minutes_per_unit", "runs_per_unit", "minutes_per_push_replicate")
+# What a registration leaves out of the config: the look's draws, and the prices (with where they
+# were measured), which a study may measure again without changing what it tests.
+PRICES = ("minutes_per_unit", "runs_per_unit", "minutes_per_push_replicate", "minutes_source")
 
 
 def without_draws(config: dict[str, Any]) -> dict[str, Any]:
