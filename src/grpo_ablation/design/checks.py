@@ -140,9 +140,9 @@ def protocol_warnings(config: dict[str, Any]) -> list[str]:
 
 def objective_warnings(stage: str, vary: dict[str, Any], cfg: TrainingConfig) -> list[str]:
     """What a cell's objective does that its config does not say out loud: a CISPO weight capped
-    below 1 (TRL's cispo with epsilon_high unset caps at 0.2: the ratio drops out), and a stage
-    that varies the ratio on rollouts whose ratio is exactly 1 (μ = 1, no vLLM correction), where
-    every term gives the same gradient."""
+    below 1 (TRL's cispo with epsilon_high unset caps at epsilon, 0.2 by default: the ratio
+    drops out), and a stage that varies the ratio on rollouts whose ratio is exactly 1 (μ = 1, no
+    vLLM correction), where every term gives the same gradient."""
     out = []
     if cfg.ratio == "cispo" and cfg.cispo_cap < 1:
         out.append(

@@ -5,8 +5,9 @@ what a run optimises).
 Each field carries its help text and its constraints as metadata (TRL's ``GRPOConfig`` style).
 Everything else is derived from these declarations: the ``training`` section of the config schema
 (written into ``workflow/schemas/config.schema.yaml`` by ``grpo-ablation schema``, which
-``design/schema.py`` backs, and tested equal to it), the objective record (every field is recorded unless its declaration says
-why not: ``recorded``), the trainer's arguments (it receives the config) and the nominal budget.
+``design/schema.py`` backs, and tested equal to it), the objective record (every field is
+recorded unless its declaration says why not: ``recorded``), the trainer's arguments (it receives
+the config) and the nominal budget.
 
 Importable without torch: the DAG builds every run's config from it.
 """
@@ -80,9 +81,9 @@ class TrainingConfig:
     clip_delta: float = option(
         0.0,
         "ratio clipped: the dual clip (TRL's delta), the unclipped ratio also capped at "
-        "clip_delta, which bounds the term where A < 0 when clip_delta >= 1 + epsilon_high "
-        "(below it, A > 0 tokens with r > clip_delta are zeroed and A < 0 is capped at "
-        "1 + epsilon_high); 0 turns it off",
+        "clip_delta; at clip_delta >= 1 + clip_eps_high it caps the term only where A < 0 "
+        "(verl's clip_ratio_c), below that A > 0 tokens with r > clip_delta get no gradient "
+        "and A < 0 is capped at 1 + clip_eps_high instead; 0 turns it off",
         neutral=0.0,
         minimum=0,
     )
@@ -104,9 +105,9 @@ class TrainingConfig:
     cispo_cap: float = option(
         5.0,
         "ratio cispo: the cap of its weight min(r, cispo_cap) (TRL caps at epsilon_high itself, "
-        "at epsilon when unset, and recommends 5.0); below 1 the weight is the constant cap "
-        "wherever "
-        "r exceeds it, and the ratio drops out",
+        "at epsilon when unset, and recommends 5.0; verl's cispo clamps r to "
+        "[1 - clip_ratio_low, 1 + clip_ratio_high]); below 1 the weight is the constant cap "
+        "wherever r exceeds it, and the ratio drops out",
         neutral=5.0,
         exclusive_minimum=0,
     )

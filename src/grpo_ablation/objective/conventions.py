@@ -229,7 +229,9 @@ def log_ratio(logps: Tensor, old: Tensor, mask: Tensor, level: str) -> Tensor:
 def _clipped(logps: Tensor, old: Tensor, adv: Tensor, mask: Tensor, o: Any, _: Any) -> Tensor:
     r = log_ratio(logps, old, mask, o.ratio_level).exp()
     clipped = r.clamp(1 - o.clip_eps_low, 1 + o.clip_eps_high)
-    if o.clip_delta:  # dual clip (TRL's delta): r itself capped, which binds where A < 0
+    # dual clip (TRL's delta): r itself capped; only where A < 0 when delta >= 1 + eps_high,
+    # below that A > 0 loses its gradient past delta and A < 0 stops at 1 + eps_high
+    if o.clip_delta:
         r = r.clamp(max=o.clip_delta)
     return -(r * adv).minimum(clipped * adv)
 
