@@ -147,9 +147,10 @@ def test_bootstrap_sets_offline_and_the_pins_before_torch(offline):
 
 
 @pytest.mark.slow
-def test_no_job_command_line_carries_the_design_config(tmp_path):
-    """The design's config sections (the whole config: 8 kB for the default, 19 kB with the study)
-    reach the design job by file; printed inline, they were the longest line of `make run`."""
+def test_no_job_command_line_carries_config_as_json(tmp_path):
+    """Every job reads its config sections by file (the design's, task, compute, evaluation,
+    base_policy, push, prefetch): inline, the design's were `make run`'s longest line (8 kB for
+    the default, 19 kB with the study) and each training job's options 1.4 kB."""
     done = subprocess.run(
         [
             str(Path(sys.executable).with_name("snakemake")),
@@ -174,4 +175,54 @@ def test_no_job_command_line_carries_the_design_config(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     commands = [line for line in done.stdout.splitlines() if "grpo.py " in line]
     assert any(" design --config " in c for c in commands)
-    assert not [c[:120] for c in commands if '"hypotheses"' in c]
+    for kind in (" train ", " push ", " evaluate ", " base-policy ", " eval-tasks ", " splits "):
+        assert any(kind in c for c in commands), kind
+    assert not [c[:160] for c in commands if "{" in c]
+
+
+@pytest.mark.parametrize(
+    "configs",
+    [
+        ["config.yaml"],
+        ["config.yaml", "study.yaml"],
+        ["smoke.yaml"],
+        ["config.yaml", "trl_menu.yaml"],
+    ],
+)
+def test_a_job_derives_each_runs_options_as_the_dag_does(configs, tmp_path):
+    """`train --design-config <design_config.json> --cell --seed --draw` (what the rules pass) gives
+    every run of the design the TrainingConfig the DAG computes for it from the whole config,
+    through the file's JSON."""
+    import json
+
+    from grpo_ablation.commands import run_training
+    from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.schema import load_config
+
+    design = Design.of(load_config([ROOT / "config" / c for c in configs]))
+    written = tmp_path / "design_config.json"
+    written.write_text(json.dumps(design.sections))
+    train = COMMANDS["train"].parser()
+    runs = 0
+    for draw in design.draws or [None]:
+        for path in design.all_cells():
+            for seed in design.seeds_of(path):
+                argv = ["--base", "b", "--data", "d", "--out", "o", "--design-config", str(written)]
+                argv += ["--cell", path, "--seed", str(seed)]
+                a = train.parse_args(argv + ([] if draw is None else ["--draw", str(draw)]))
+                expected = design.training_config(design.parse_cell(path), seed, draw)
+                assert run_training(a) == expected, path
+                runs += 1
+    assert runs >= len(design.all_cells())
+
+
+def test_a_json_option_takes_the_json_or_a_file_and_names_a_bad_one(tmp_path, capsys):
+    evaluate = COMMANDS["evaluate"].parser()
+    section = tmp_path / "evaluation.json"
+    section.write_text('{"external_benchmarks": ["gsm8k"]}')
+    argv = ["--run", "r", "--tasks", "t", "--out", "o", "--evaluation"]
+    inline = evaluate.parse_args([*argv, '{"external_benchmarks": ["gsm8k"]}'])
+    assert evaluate.parse_args([*argv, str(section)]).evaluation == inline.evaluation
+    with pytest.raises(SystemExit):
+        evaluate.parse_args([*argv, str(tmp_path / "missing.json")])
+    assert "neither JSON nor a JSON file" in capsys.readouterr().err

@@ -310,6 +310,11 @@ class Tree:
         its command line they were its longest line, 8-19 kB)."""
         return self.at("design_config.json")
 
+    def config_section(self, name: str) -> str:
+        """One config section a job reads (task, compute, evaluation, ...), by file for the same
+        reason as ``design_config``."""
+        return self.at(f"config/{name}.json")
+
     def prefetch(self) -> str:
         return self.at("prefetch.json")
 

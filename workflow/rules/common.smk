@@ -1,7 +1,6 @@
 # Config validation, the design (stages, cells, seeds) and the paths every rule shares.
 import json
 import os
-from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 
@@ -104,6 +103,7 @@ SRC = Path(os.path.relpath((RULES_DIR / ".." / ".." / "src" / "grpo_ablation").r
 wildcard_constraints:
     cell=path_regex(),
     seed=r"\d+",
+    name=r"[a-z_]+",
     draw=r"\d+",
 
 
@@ -177,12 +177,31 @@ def training_json(wildcards):
     return json.dumps(cfg.rerun_identity(), sort_keys=True)
 
 
-def training_arguments(wildcards, output):
-    """Every training option as JSON: what the train job receives. A params function that takes
-    ``output`` is, for Snakemake, derived from the output path (here: the run it names), so it is
-    no rerun trigger: training_json is."""
-    cfg = run_training(wildcards.cell, wildcards.seed, draw_of(wildcards))
-    return json.dumps(asdict(cfg), sort_keys=True)
+def run_arguments(wildcards):
+    """The run a train or push job derives its training options for from the design config
+    (``grpo-ablation train --design-config``), as run_training does here."""
+    draw = draw_of(wildcards)
+    return f"--cell {wildcards.cell} --seed {wildcards.seed}" + (
+        "" if draw is None else f" --draw {draw}"
+    )
+
+
+# The config sections jobs read, each by file (written by config_section when it changes):
+# inline they made `make run` print command lines of kilobytes. A job's params keep the section
+# as its rerun trigger; its input is ancient(), so a file rewritten for another section's change
+# reruns no finished job. push.smk adds the push section.
+CONFIG_SECTIONS = {
+    "task": json.dumps(config["task"], sort_keys=True),
+    "compute": COMPUTE,
+    "evaluation": EVALUATION,
+    "base_policy": json.dumps(checks.draw_base_policy(config, None), sort_keys=True),
+    "prefetch": json.dumps({k: config.get(k) for k in checks.PREFETCH_SECTIONS}, sort_keys=True),
+}
+
+
+def section(name):
+    """The input of a job that reads config section ``name`` by file."""
+    return ancient(SHARED.config_section(name))
 
 
 def all_targets(wildcards):
@@ -200,6 +219,7 @@ def all_targets(wildcards):
 localrules:
     all,
     design_config,
+    config_section,
     design,
     prefetch,
     splits,

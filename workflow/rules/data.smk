@@ -4,24 +4,25 @@ from grpo_ablation.code import sources
 
 
 rule prefetch:
+    input:
+        config=section("prefetch"),
     output:
         PREFETCH,
     params:
         cli=CLI,
-        config=verbatim(
-            json.dumps({k: config.get(k) for k in checks.PREFETCH_SECTIONS}, sort_keys=True)
-        ),
+        config=verbatim(CONFIG_SECTIONS["prefetch"]),
     conda:
         CONDA_ENV
     log:
         SHARED.log("prefetch"),
     shell:
-        "python {params.cli} prefetch --config {params.config:q} --out {output} > {log} 2>&1"
+        "python {params.cli} prefetch --config {input.config} --out {output} > {log} 2>&1"
 
 
 rule splits:
     input:
         lambda wildcards: [PREFETCH] if NEEDS_PREFETCH else [],
+        task=section("task"),
     output:
         **{split: SHARED.split(split) for split in SPLITS},
         manifest=SHARED.data(MANIFEST),
@@ -29,7 +30,7 @@ rule splits:
         cli=CLI,
         task=TASK,
         out=folder("manifest"),
-        fetched=lambda wildcards, input: f"--prefetch {input[0]}" if input else "",
+        fetched=lambda wildcards, input: f"--prefetch {input[0]}" if NEEDS_PREFETCH else "",
     conda:
         CONDA_ENV
     log:
@@ -37,7 +38,7 @@ rule splits:
     benchmark:
         SHARED.benchmark("splits")
     shell:
-        "python {params.cli} splits --task {params.task:q} --out {params.out} {params.fetched}"
+        "python {params.cli} splits --task {input.task} --out {params.out} {params.fetched}"
         " > {log} 2>&1"
 
 
@@ -45,6 +46,9 @@ rule base_policy:
     input:
         train=rules.splits.output.train,
         validation=rules.splits.output.validation,
+        base=section("base_policy"),
+        task=section("task"),
+        compute=section("compute"),
     output:
         TREE.base_policy(),
     params:
@@ -53,6 +57,7 @@ rule base_policy:
         base=lambda wildcards: json.dumps(
             checks.draw_base_policy(config, draw_of(wildcards)), sort_keys=True
         ),
+        draw=lambda wildcards: "" if draw_of(wildcards) is None else f"--draw {draw_of(wildcards)}",
         task=TASK,
         compute=COMPUTE,
         data=folder("train", of="input"),
@@ -70,7 +75,8 @@ rule base_policy:
     benchmark:
         TREE.benchmark("base_policy")
     shell:
-        "python {params.cli} base-policy --base {params.base:q} --task {params.task:q} --compute {params.compute:q}"
+        "python {params.cli} base-policy --base {input.base} {params.draw} --task {input.task}"
+        " --compute {input.compute}"
         " --splits {params.data} --out {params.out} --threads {threads} > {log} 2>&1"
 
 
@@ -111,6 +117,19 @@ rule design_config:
         SHARED.log("design_config"),
     run:
         write_text(output[0], params.config, log[0])
+
+
+rule config_section:
+    # One config section as a file for the jobs that read it (CONFIG_SECTIONS, common.smk): the
+    # params are the rerun trigger (written again only when the section changes).
+    output:
+        SHARED.config_section("{name}"),
+    params:
+        text=lambda wildcards: CONFIG_SECTIONS[wildcards.name],
+    log:
+        SHARED.log("config_section_{name}"),
+    run:
+        write_text(output[0], params.text, log[0])
 
 
 rule design:

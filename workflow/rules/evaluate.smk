@@ -11,6 +11,8 @@ rule eval_tasks:
     input:
         test=rules.splits.output.test,
         validation=rules.splits.output.validation,
+        evaluation=section("evaluation"),
+        task=section("task"),
     output:
         test=SHARED.task_manifest("test"),
         validation=SHARED.task_manifest("validation"),
@@ -27,8 +29,8 @@ rule eval_tasks:
     benchmark:
         SHARED.benchmark("eval_tasks")
     shell:
-        "python {params.cli} eval-tasks --data {params.data} --tasks {params.tasks} --evaluation {params.evaluation:q}"
-        " --task {params.task:q} > {log} 2>&1"
+        "python {params.cli} eval-tasks --data {params.data} --tasks {params.tasks}"
+        " --evaluation {input.evaluation} --task {input.task} > {log} 2>&1"
 
 
 rule evaluate_base:
@@ -40,6 +42,7 @@ rule evaluate_base:
         base=rules.base_policy.output[0],
         tasks=rules.eval_tasks.output.test,
         validation_tasks=rules.eval_tasks.output.validation,
+        evaluation=section("evaluation"),
     output:
         test=TREE.base_summary("test"),
         validation=TREE.base_summary("validation"),
@@ -66,7 +69,7 @@ rule evaluate_base:
         TREE.benchmark("evaluate", "base")
     shell:
         "python {params.cli} evaluate --base {input.base} --tasks {params.tasks} --out {params.out}"
-        " --evaluation {params.evaluation:q} --threads {threads} {params.draw} > {log} 2>&1"
+        " --evaluation {input.evaluation} --threads {threads} {params.draw} > {log} 2>&1"
 
 
 rule evaluate:
@@ -76,6 +79,7 @@ rule evaluate:
         run=TREE.run_info("{cell}", "{seed}"),
         tasks=rules.eval_tasks.output.test,
         validation_tasks=rules.eval_tasks.output.validation,
+        evaluation=section("evaluation"),
     output:
         test=TREE.summary("{cell}", "{seed}", "test"),
         validation=TREE.summary("{cell}", "{seed}", "validation"),
@@ -105,7 +109,7 @@ rule evaluate:
         TREE.run_benchmark("evaluate", "{cell}", "{seed}")
     shell:
         "python {params.cli} evaluate --run {params.run} --tasks {params.tasks} --out {params.out}"
-        " --evaluation {params.evaluation:q} --threads {threads} > {log} 2>&1"
+        " --evaluation {input.evaluation} --threads {threads} > {log} 2>&1"
 
 
 checkpoint select:

@@ -12,6 +12,7 @@ PUSH_JSON = TREE.push(PUSH_CELL, SEEDS[0])
 PUSH_JUDGED = any(h.on_push for h in declared_hypotheses(DESIGN))
 # What the push job is told: the config's section and the choices its hypotheses compare.
 PUSH_PARAM = json.dumps({**PUSH, "hypothesis_choices": hypothesis_choices(DESIGN)}, sort_keys=True)
+CONFIG_SECTIONS["push"] = PUSH_PARAM
 PUSH_OUTPUTS = [
     *(TREE.table(name) for name in PUSH_TABLES),
     *(TREE.figure(name) for name in figure_files(PUSH_FIGURE)),
@@ -27,11 +28,15 @@ rule push:
         run=TREE.run_info("{cell}", "{seed}") if PUSH_NEEDS_RUN else [],
         base=rules.base_policy.output[0],
         train=rules.splits.output.train,
+        design_config=ancient(SHARED.design_config()),
+        task=section("task"),
+        push=section("push"),
     output:
         TREE.push("{cell}", "{seed}"),
     params:
         cli=CLI,
         training=training_json,
+        run_of=run_arguments,
         task=TASK,
         push=PUSH_PARAM,
         run=lambda wildcards, input: f"--run {Path(input.run).parent}" if input.run else "",
@@ -48,7 +53,8 @@ rule push:
         TREE.run_benchmark("push", "{cell}", "{seed}")
     shell:
         "python {params.cli} push --base {input.base} {params.run} --data {params.data}"
-        " --training {params.training:q} --task {params.task:q} --push {params.push:q}"
+        " --design-config {input.design_config} {params.run_of} --task {input.task}"
+        " --push {input.push}"
         " --threads {threads} --out {output} > {log} 2>&1"
 
 
@@ -59,11 +65,15 @@ rule push_pilot:
     input:
         base=rules.base_policy.output[0],
         train=rules.splits.output.train,
+        design_config=ancient(SHARED.design_config()),
+        task=section("task"),
+        push=section("push"),
     output:
         TREE.push("{cell}", "{seed}", "pilot"),
     params:
         cli=CLI,
         training=training_json,
+        run_of=run_arguments,
         task=TASK,
         push=PUSH_PARAM,
         data=folder("train", of="input"),
@@ -77,7 +87,8 @@ rule push_pilot:
         TREE.run_log("push_pilot", "{cell}", "{seed}"),
     shell:
         "python {params.cli} push --purpose pilot --base {input.base} --data {params.data}"
-        " --training {params.training:q} --task {params.task:q} --push {params.push:q}"
+        " --design-config {input.design_config} {params.run_of} --task {input.task}"
+        " --push {input.push}"
         " --threads {threads} --out {output} > {log} 2>&1"
 
 

@@ -7,12 +7,15 @@ rule train:
         base=rules.base_policy.output[0],
         train=rules.splits.output.train,
         manifest=rules.splits.output.manifest,
+        design_config=ancient(SHARED.design_config()),
+        task=section("task"),
+        compute=section("compute"),
     output:
         TREE.run_info("{cell}", "{seed}"),
     params:
         cli=CLI,
-        # Every option, for the job; computed from the output path, so not compared by Snakemake.
-        training=training_arguments,
+        # The job derives its options from the design config for its cell, seed and draw.
+        run=run_arguments,
         # The rerun trigger: the options less each at its declared neutral value (common.smk), so
         # an option added with the value that trains as before it existed retrains no finished run.
         options=training_json,
@@ -38,5 +41,6 @@ rule train:
         TREE.run_benchmark("train", "{cell}", "{seed}")
     shell:
         "python {params.cli} train --base {input.base} --data {params.data} --out {params.out}"
-        " --training {params.training:q} --task {params.task:q} --compute {params.compute:q}"
+        " --design-config {input.design_config} {params.run} --task {input.task}"
+        " --compute {input.compute}"
         " --threads {threads} --report-to {resources.report_to} > {log} 2>&1"

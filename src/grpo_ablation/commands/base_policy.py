@@ -6,17 +6,25 @@ import argparse
 import json
 from pathlib import Path
 
-from grpo_ablation.commands import threads_argument
+from grpo_ablation.commands import json_value, threads_argument
 from grpo_ablation.layout import BASE_INFO
 
 HELP = "build and warm-start the base policy (or name a hub model)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--base", required=True, help="base_policy config as JSON")
-    p.add_argument("--task", required=True, help="task config as JSON")
     p.add_argument(
-        "--compute", default="{}", help="the config's compute section as JSON (its keys optional)"
+        "--base", type=json_value, required=True, help="base_policy config as JSON or a file"
+    )
+    p.add_argument(
+        "--draw", type=int, help="the base-policy draw: the warm start's seed (base's own if not)"
+    )
+    p.add_argument("--task", type=json_value, required=True, help="task config as JSON or a file")
+    p.add_argument(
+        "--compute",
+        type=json_value,
+        default="{}",
+        help="the config's compute section as JSON or a file (its keys optional)",
     )
     p.add_argument("--splits", type=Path, required=True, help="the data/ folder of the splits")
     p.add_argument(
@@ -32,7 +40,10 @@ def run(a: argparse.Namespace) -> None:
     from grpo_ablation.tasks import get_task
 
     a.out.mkdir(parents=True, exist_ok=True)
-    base = json.loads(a.base)
+    # a draw's warm start takes the draw as its seed (design.checks.draw_base_policy)
+    base = {k: v for k, v in a.base.items() if k != "draws"}
+    if a.draw is not None:
+        base["seed"] = a.draw
     threads = base.get("num_threads")
     if threads and threads != a.threads:
         # The local warm start's weights depend on its thread count: the config's count wins.
@@ -42,9 +53,9 @@ def run(a: argparse.Namespace) -> None:
     bootstrap(threads=threads or a.threads)
     info = build_base_policy(
         base,
-        get_task(json.loads(a.task)),
+        get_task(a.task),
         a.splits,
         a.out / "model",
-        ComputeConfig.of(json.loads(a.compute)),
+        ComputeConfig.of(a.compute),
     )
     (a.out / BASE_INFO).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")

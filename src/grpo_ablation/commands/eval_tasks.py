@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from grpo_ablation.commands import json_value
 
 HELP = "write the lm-eval task YAMLs for test and validation"
 
@@ -12,15 +13,22 @@ HELP = "write the lm-eval task YAMLs for test and validation"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, required=True, help="the data/ folder of the splits")
     p.add_argument("--tasks", type=Path, required=True, help="where to write the lm-eval tasks")
-    p.add_argument("--evaluation", required=True, help="evaluation config as JSON")
-    p.add_argument("--task", required=True, help="task config as JSON (answer rule, chat template)")
+    p.add_argument(
+        "--evaluation", type=json_value, required=True, help="evaluation config as JSON or a file"
+    )
+    p.add_argument(
+        "--task",
+        type=json_value,
+        required=True,
+        help="task config as JSON or a file (answer rule, chat template)",
+    )
 
 
 def run(a: argparse.Namespace) -> None:
     from grpo_ablation.evaluation.task_folders import write_split_tasks
     from grpo_ablation.tasks import get_task
 
-    task, evaluation = get_task(json.loads(a.task)), json.loads(a.evaluation)
+    task, evaluation = get_task(a.task), a.evaluation
     exact = None
     if evaluation["sampled_metric"] == "exact":  # the local base's tokenizer, built as it builds it
         from grpo_ablation.evaluation.task_folders import exact_tokens

@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from grpo_ablation.commands import threads_argument
+from grpo_ablation.commands import json_value, threads_argument
 from grpo_ablation.evaluation.seeding import evaluation_seed
 from grpo_ablation.layout import RUN_INFO, Evaluation, checkpoint
 
@@ -24,7 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out", type=Path, required=True, help="the evaluation folder (a summary per split)"
     )
-    p.add_argument("--evaluation", required=True, help="evaluation config as JSON")
+    p.add_argument(
+        "--evaluation", type=json_value, required=True, help="evaluation config as JSON or a file"
+    )
     threads_argument(p)
     p.add_argument(
         "--draw", type=int, default=None, help="the base policy's draw (keys its evaluation seed)"
@@ -33,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def servable(a: argparse.Namespace) -> bool:
     """Not with external benchmarks: lm-eval's whole task index runs in a process of its own."""
-    return not json.loads(a.evaluation).get("external_benchmarks")
+    return not a.evaluation.get("external_benchmarks")
 
 
 def run(a: argparse.Namespace) -> None:
@@ -47,7 +49,7 @@ def run(a: argparse.Namespace) -> None:
     from grpo_ablation.process import bootstrap
 
     bootstrap(threads=a.threads)
-    ev = json.loads(a.evaluation)
+    ev = a.evaluation
     revision = None
     if a.base:
         info = json.loads(a.base.read_text())

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from grpo_ablation.commands import threads_argument
+from grpo_ablation.commands import json_value, run_training, threads_argument, training_arguments
 from grpo_ablation.layout import PUSH_PURPOSES, checkpoint, checkpoint_step
 
 HELP = "the push of every objective on the same samples"
@@ -23,9 +23,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="test",
         help="test (first training prompts, judged) or pilot (last ones, base policy: sizes it)",
     )
-    p.add_argument("--training", required=True, help="the run's training config as JSON")
-    p.add_argument("--task", required=True, help="task config as JSON")
-    p.add_argument("--push", required=True, help="the push section as JSON")
+    training_arguments(p)
+    p.add_argument("--task", type=json_value, required=True, help="task config as JSON or a file")
+    p.add_argument(
+        "--push", type=json_value, required=True, help="the push section as JSON or a file"
+    )
     threads_argument(p)
     p.add_argument("--out", type=Path, required=True, help="the push's record (push.json)")
 
@@ -36,7 +38,8 @@ def run(a: argparse.Namespace) -> None:
     from grpo_ablation.training.train import last_checkpoint
 
     bootstrap(threads=a.threads)
-    training, push = json.loads(a.training), json.loads(a.push)
+    # the options as the rules had passed them, each at its neutral value left out
+    training, push = a.training or run_training(a).rerun_identity(), a.push
     # A pilot plans the tests at the base policy; the test measures where the config says.
     steps = [0] if a.purpose == "pilot" else push.get("steps")
     if not steps or any(steps):
@@ -53,7 +56,7 @@ def run(a: argparse.Namespace) -> None:
     run_push(
         policies,
         a.data,
-        json.loads(a.task),
+        a.task,
         training,
         push,
         a.out,

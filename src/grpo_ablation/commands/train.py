@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from grpo_ablation.commands import threads_argument
+from grpo_ablation.commands import json_value, run_training, threads_argument, training_arguments
 
 HELP = "train one (cell, seed) run; resumes if interrupted"
 SERVED = True
@@ -24,10 +24,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--data", type=Path, required=True, help="the data/ folder of the splits")
     p.add_argument("--out", type=Path, required=True, help="the run's folder")
-    p.add_argument("--training", default="{}", help="TrainingConfig fields as JSON")
-    p.add_argument("--task", default="{}", help="task config as JSON (prompts and reward)")
+    training_arguments(p)
     p.add_argument(
-        "--compute", default="{}", help="the config's compute section as JSON (its keys optional)"
+        "--task",
+        type=json_value,
+        default="{}",
+        help="task config as JSON or a JSON file (prompts and reward)",
+    )
+    p.add_argument(
+        "--compute",
+        type=json_value,
+        default="{}",
+        help="the config's compute section as JSON or a JSON file (its keys optional)",
     )
     threads_argument(p)
     p.add_argument(
@@ -38,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def processes(a: argparse.Namespace) -> int:
     from grpo_ablation.design.options import ComputeConfig
 
-    return ComputeConfig.of(json.loads(a.compute)).processes_per_train_job
+    return ComputeConfig.of(a.compute).processes_per_train_job
 
 
 def servable(a: argparse.Namespace) -> bool:
@@ -48,14 +56,13 @@ def servable(a: argparse.Namespace) -> bool:
 
 def run(a: argparse.Namespace) -> None:
     """Train one (cell, seed) run; resumes from its newest checkpoint if interrupted."""
-    from grpo_ablation.design.options import ComputeConfig, TrainingConfig
+    from grpo_ablation.design.options import ComputeConfig
     from grpo_ablation.device import resolve_device
     from grpo_ablation.process import bootstrap
-    from grpo_ablation.settings import from_dict
     from grpo_ablation.training.launch import relaunch
     from grpo_ablation.training.train import train
 
-    compute = ComputeConfig.of(json.loads(a.compute))
+    compute = ComputeConfig.of(a.compute)
     # N > 1: this process becomes `accelerate launch` of the same command (N copies of it); the
     # job worker never serves such a job, so sys.argv is the job's own command line.
     relaunch(
@@ -72,8 +79,8 @@ def run(a: argparse.Namespace) -> None:
         info["model"],
         a.data,
         a.out,
-        from_dict(TrainingConfig, json.loads(a.training), "training"),
-        json.loads(a.task),
+        run_training(a),
+        a.task,
         compute=compute,
         revision=info.get("revision"),
         report_to=a.report_to,
