@@ -629,6 +629,51 @@ def test_the_overlap_check_fires_on_overlapping_text_and_names_it(tmp_path):
     assert [p.name for p in saving.save(fig, tmp_path / "apart")] == ["apart.png", "apart.pdf"]
 
 
+def test_a_legend_over_data_is_refused_when_saved(tmp_path):
+    """A legend keeps clear of the data (saving.save checks every figure): one laid over a line's
+    points, an error bar or a bar stops the job, naming the figure, the legend and what it covers,
+    and nothing is written. A reference line or span across the panel (axhline, axvspan) is not
+    data, and a legend below the panels covers nothing."""
+    import matplotlib.pyplot as plt
+
+    def panel():
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.plot([0, 1, 2], [0, 1, 2], "o-", label="the curve")
+        ax.set_title("a panel")
+        return fig, ax
+
+    fig, ax = panel()
+    ax.legend(loc="center")
+    with pytest.raises(saving.OverlapError) as caught:
+        saving.save(fig, tmp_path / "covered")
+    message = str(caught.value)
+    assert "covered" in message and "legend [the curve] over Line2D 'the curve'" in message
+    assert list(tmp_path.iterdir()) == []
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.errorbar([0.5], [0.5], yerr=[0.4], fmt="none", label="an error bar")
+    ax.set(xlim=(0, 1), ylim=(0, 1), title="error bars")
+    ax.legend(loc="center")
+    # the bar itself (a LineCollection), not only its point: here it has none (fmt="none")
+    assert [w.split()[0] for _, w in saving.legend_overlaps(fig)] == ["LineCollection"]
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.bar([0, 1], [1, 1], width=1.0, label="bars")
+    ax.set_title("bars")
+    ax.legend(loc="center")
+    assert saving.legend_overlaps(fig), "a legend over a bar covers it"
+    plt.close(fig)
+    fig, ax = panel()
+    ax.axhline(1.5, label="a reference")
+    ax.axvspan(0.1, 0.4, alpha=0.2)
+    ax.legend(loc="upper left")  # over the reference line and span, clear of the curve
+    assert saving.legend_overlaps(fig) == []
+    plt.close(fig)
+    fig, ax = panel()
+    fig.legend(loc="lower center")
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    assert [p.name for p in saving.save(fig, tmp_path / "below")] == ["below.png", "below.pdf"]
+
+
 def test_a_figure_without_a_title_is_not_saved(tmp_path):
     """A figure says what it shows: a suptitle, or its one panel's title; else nothing is written."""
     import matplotlib.pyplot as plt
