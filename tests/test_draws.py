@@ -37,6 +37,8 @@ from grpo_ablation.layout import (
     POOLED_READING,
     POOLED_READING_VIEW,
     POOLED_TABLES,
+    POOLED_VERDICTS,
+    POOLED_VERDICTS_LANDING,
     READING,
     READING_VIEW,
     RECORDS,
@@ -400,8 +402,10 @@ def test_the_report_opens_with_the_reading_pooled_over_draws(drawn):
     sizes = page["sizes"]
     assert len(sizes) >= len(STAGE_FIGURES) + 1 + 2  # identical images are embedded once
     assert all(w > 0 and h > 0 for w, h in sizes), sizes
-    for path in Tree(exp / "pooled").pooled_figures(["std_scaling"], True):
-        if path.endswith(".png"):
+    # (the landing page's compact figure: where it is shown, the first-screen test below)
+    landing = set(figures.pooled_landing_figures().values())
+    for path in figures.pooled_figures(["std_scaling"], True):
+        if path.endswith(".png") and path not in landing:
             height, width = plt.imread(path).shape[:2]
             assert [width, height] in sizes, path
 
@@ -427,6 +431,61 @@ def test_the_verdict_table_is_on_the_first_screen_of_the_report(drawn, width, he
     assert top >= 0 and bottom <= window, page["row"]
 
 
+# The landing page's figure: its box, whether it loaded, its natural size, and the window's height.
+LANDING_FIGURE = """
+const img = document.querySelector('.prose img');
+if (!img) return null;
+const box = img.getBoundingClientRect();
+return {top: box.top, bottom: box.bottom, width: box.width, complete: img.complete,
+        natural: [img.naturalWidth, img.naturalHeight], window: window.innerHeight};
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width, height", [(1280, 800), (1920, 1080)])
+def test_the_verdict_figure_is_on_the_first_screen_of_the_report(drawn, width, height):
+    """Beside the verdict table the landing page shows the verdicts' compact figure, whole within
+    the window as the report opens at common sizes: a loaded image, drawn at a size of its own,
+    and the compact figure's PNG (the tall one stays an item of the report, under 0. Pooled over
+    draws)."""
+    import matplotlib.pyplot as plt
+
+    _, exp = drawn
+    page = in_chromium(exp.parent / "report.html", {"figure": LANDING_FIGURE}, size=(width, height))
+    shown = page["figure"]
+    assert shown, "the landing page shows no figure"
+    assert shown["complete"] and shown["width"] > 0, shown
+    assert shown["top"] >= 0 and shown["bottom"] <= shown["window"], shown
+    landing = Tree(exp / "pooled").pooled_landing_figures()["verdicts_landing_png"]
+    rows, columns = plt.imread(landing).shape[:2]
+    assert shown["natural"] == [columns, rows], (shown, landing)
+
+
+@pytest.mark.slow
+def test_no_legend_of_the_drawn_figures_covers_data(drawn, tmp_path):
+    """saving.save refuses a figure whose legend covers a point, line, error bar, band or bar, so
+    the run itself would have failed on one; drawn again here from the fixture's tables, each
+    stage figure of a draw, the worked example and the pooled figures pass it, and legends were
+    there to check."""
+    from grpo_ablation.analysis import figures, pooled_figures, saving
+
+    _, exp = drawn
+    design = Design.load(exp / "design.json")
+    checked: dict[str, int] = {}
+
+    def check(fig, name):
+        assert saving.legend_overlaps(fig) == [], name
+        checked[name] = len(fig.legends) + sum(ax.get_legend() is not None for ax in fig.axes)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(saving, "check_legends", check)
+        figures.write_figures(design, design.draw_dir(0) / "tables", tmp_path / "draw")
+        figures.write_weight_figure(exp / "calculations/token_weights.csv", tmp_path)
+        pooled_figures.write_pooled_figures(design, exp / "pooled/tables", tmp_path / "pooled")
+    assert len(checked) == len(STAGE_FIGURES) + 1 + 3  # + the verdicts, compact, effects
+    assert sum(checked.values()) >= 5, checked
+
+
 def test_the_landing_page_cuts_the_reading_where_the_reading_says():
     """The report template spells the reading's landing-page mark again: the same line; and the
     names of the readings' views (the report's items), whose RST lies beside them."""
@@ -437,6 +496,9 @@ def test_the_landing_page_cuts_the_reading_where_the_reading_says():
         assert f'res.name == "{view}"' in template
         assert Path(view).with_suffix(Path(reading).suffix).name == reading
     assert 'with_suffix(".rst")' in template
+    # the compact verdicts figure, found beside the verdicts figure (the report's item)
+    assert f'{{% set figure = "{POOLED_VERDICTS_LANDING}.png" %}}' in template
+    assert f'item.name == "{POOLED_VERDICTS}.png"' in template
 
 
 @pytest.mark.slow

@@ -796,8 +796,10 @@ def test_a_hypothesis_without_a_policy_read_back_from_its_table_says_no_nan():
 
 
 def test_the_reading_opens_with_one_row_per_hypothesis_then_the_prose():
-    """The overview table: prediction, Δ with its 90% interval and units, verdict, and what the
-    design detects (the push example above: supported, t = 5.48 on 5 df, Holm p 0.0028)."""
+    """The overview table: prediction, Δ with its 90% interval and units, verdict, what the
+    design detects (the push example above: supported, t = 5.48 on 5 df, Holm p 0.0028), and
+    its scope: what the mean is over, a column since it differs by row (a push's replicates
+    beside the other hypotheses' seeds or draws)."""
     from docutils.core import publish_doctree
 
     config = config_with(push_spec())
@@ -819,7 +821,10 @@ def test_the_reading_opens_with_one_row_per_hypothesis_then_the_prose():
     assert cells[2] == "**SUPPORTED**"
     mde = table.iloc[0]["mde"]
     assert cells[3].strip() == f"≥ {render.number('push_incorrect_length', mde)}"
-    # valid reStructuredText: docutils builds a table of 2 rows of 5 cells, with no complaint
+    assert cells[4].strip() == hypotheses.SCOPE["replicate"]
+    assert overview.split("* - ``p``")[0].rstrip().endswith("- scope")
+    assert set(hypotheses.SCOPE) == {"seed", "draw", "replicate"}  # every unit a verdict has
+    # valid reStructuredText: docutils builds a table of 2 rows of 6 cells, with no complaint
     tree = publish_doctree(text, settings_overrides={"report_level": 2, "halt_level": 2})
     rows = [n for n in tree.findall() if n.tagname == "row"]
-    assert len(rows) == 2 and all(len(r.children) == 5 for r in rows)
+    assert len(rows) == 2 and all(len(r.children) == 6 for r in rows)

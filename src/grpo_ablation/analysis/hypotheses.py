@@ -378,11 +378,22 @@ def _policy(v: pd.Series) -> str:
     return policy if isinstance(policy, str) else ""
 
 
+# What a verdict's mean is over, by its unit: the population its units sample, so what the verdict
+# says beyond this run. The rest of a verdict's scope (task, model, split, training budget) is one
+# for all of them, the config's: said once beside the table, not in every row.
+SCOPE = {
+    "seed": "training seeds of this one base policy",
+    "draw": "base policies warm-started anew, with their seeds",
+    "replicate": "prompt batches at the named policy, no training",
+}
+
+
 def verdicts_overview(verdicts: pd.DataFrame, default_unit: str = "seed") -> str:
     """One row per declared hypothesis, what a reader needs first: its prediction, Δ with its
-    90% interval and units, the verdict, and what the design detects with 80% power from the SD
-    it observed (a reStructuredText list-table; the prose follows it)."""
-    head = ["hypothesis", "prediction", "Δ [90% interval]", "verdict", "detects (80%)"]
+    90% interval and units, the verdict, what the design detects with 80% power from the SD it
+    observed, and its scope: what the mean is over, hence what the verdict generalises to
+    (``SCOPE``; a reStructuredText list-table; the prose follows it)."""
+    head = ["hypothesis", "prediction", "Δ [90% interval]", "verdict", "detects (80%)", "scope"]
     rows = []
     for _, v in verdicts.iterrows():
         m = str(v["metric"])
@@ -401,6 +412,7 @@ def verdicts_overview(verdicts: pd.DataFrame, default_unit: str = "seed") -> str
                 f"{delta}, {n} {unit}{'' if n == 1 else 's'}",
                 f"**{str(v['verdict']).upper()}**",
                 _detects(v, short=True),
+                SCOPE[unit],
             ]
         )
     return list_table(head, rows)
@@ -467,16 +479,20 @@ def verdicts_reading(verdicts: pd.DataFrame, default_unit: str = "seed") -> str:
             "**Declared hypotheses**: none. The config declares no prediction (``hypotheses:``), "
             "so every contrast below is exploratory.\n\n" + LANDING_END + "\n"
         )
+    # Before LANDING_END only what the table needs to be read: the landing page fits a screen.
     lines = [
         f"**Declared hypotheses** ({len(verdicts)}, written in the config before the run; "
-        f"α = {ALPHA}, one Holm family of the support and refute tests of all of them, so that "
-        "any verdict of this run is wrong with probability at most α (within this run: a "
-        "hypothesis judged again in another run is a new test at its own α); the power of each "
-        f"test is computed at Holm's first step; Δ is cell minus reference {PAIRING[default_unit]} "
-        "(a push's: paired by replicate at the policy it names), mean [90% t interval]):",
+        f"α = {ALPHA}, Holm; Δ is cell minus reference {PAIRING[default_unit]}, mean [90% t "
+        "interval]):",
         "",
         verdicts_overview(verdicts, default_unit),
         LANDING_END,
+        "",
+        f"The verdicts: α = {ALPHA}, one Holm family of the support and refute tests of all of "
+        "them, so that any verdict of this run is wrong with probability at most α (within this "
+        "run: a hypothesis judged again in another run is a new test at its own α); the power of "
+        "each test is computed at Holm's first step; a push's Δ is paired by replicate at the "
+        "policy it names.",
         "",
         "Each in full:",
         "",

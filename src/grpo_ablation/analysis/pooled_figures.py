@@ -4,7 +4,8 @@
 - Per stage, the effect plot over draws (``figures.effects_figure`` given the draws): each
   contrast's pooled mean with its 95% t interval over draws (``effects.csv``) and each draw's mean
   over its seeds as a faint point (``draws.csv``), the draw being the unit.
-- Where the config declares hypotheses, the verdicts: each hypothesis's 90% interval over draws
+- Where the config declares hypotheses, the verdicts (and their compact version, which the
+  report's landing page shows beside the verdict table): each hypothesis's 90% interval over draws
   (``hypotheses.csv``: ``low90``/``high90``) against its margin ±m (equivalence) or its minimum
   effect δ in the predicted direction (directional), coloured by its verdict, with the minimum
   effect the design detects (``mde``) marked where it is known. The margin and δ are the
@@ -32,7 +33,13 @@ from grpo_ablation.analysis.render import largest_difference
 from grpo_ablation.analysis.saving import save
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.hypotheses import METRICS, Hypothesis, declared
-from grpo_ablation.layout import POOLED_STAGE_FIGURES, POOLED_TABLE, POOLED_VERDICTS, Tree
+from grpo_ablation.layout import (
+    POOLED_STAGE_FIGURES,
+    POOLED_TABLE,
+    POOLED_VERDICTS,
+    POOLED_VERDICTS_LANDING,
+    Tree,
+)
 
 VERDICT_COLOURS = {"supported": "#1a9641", "refuted": "#d7191c", "inconclusive": "#7f7f7f"}
 BOUND_COLOUR = "#2c7bb6"  # the margin or minimum effect, and the region the hypothesis predicts
@@ -57,79 +64,101 @@ def _row_title(v: pd.Series, unit: str) -> str:
     return head + "\n" + textwrap.fill(what, 100)
 
 
+def _verdict_row(ax: plt.Axes, v: pd.Series, h: Hypothesis) -> None:
+    """One hypothesis on its metric's own axis (see ``verdicts_figure``)."""
+    colour = VERDICT_COLOURS.get(v["verdict"], "black")
+    mean, low, high = (float(v[k]) for k in ("mean", "low90", "high90"))
+    mde = float(v["mde"]) if "mde" in v and _finite(v["mde"]) else math.nan
+    if h.kind == "equivalence":
+        bounds = [-h.margin, h.margin]
+        marks = [-mde, mde] if math.isfinite(mde) else []
+    else:
+        bounds = [h.direction * h.minimum_effect]
+        marks = [h.direction * mde] if math.isfinite(mde) else []
+    # The axis is the interval's, the bounds' and zero's, within the differences the metric
+    # can have (±1 on an accuracy): an MDE never sets it (a wide one squashed the interval to
+    # a few pixels); one outside it is marked at the edge with its value.
+    r = largest_difference(str(v["metric"]))
+    span = figures.fit_limits([0.0, mean, low, high, *bounds], pad=0.15)
+    lo, hi = span if span is not None else (-1.0, 1.0)
+    lo, hi = max(lo, -r), min(hi, r)
+    beyond = [m for m in marks if not lo <= m <= hi]
+    marks = [m for m in marks if lo <= m <= hi]
+    for m in beyond:
+        edge = hi if m > 0 else lo
+        ax.plot(edge, 0, marker=">" if m > 0 else "<", markersize=8, color=MDE_COLOUR)
+        ax.annotate(
+            f"MDE {m:+.3g}, off this axis",
+            (edge, 0),
+            xytext=(-4 if m > 0 else 4, 8),
+            textcoords="offset points",
+            ha="right" if m > 0 else "left",
+            fontsize=6.5,
+            color=MDE_COLOUR,
+        )
+    if h.kind == "equivalence":
+        ax.axvspan(-h.margin, h.margin, color=BOUND_COLOUR, alpha=0.1, linewidth=0)
+    elif h.direction > 0:
+        ax.axvspan(bounds[0], hi, color=BOUND_COLOUR, alpha=0.1, linewidth=0)
+    else:
+        ax.axvspan(lo, bounds[0], color=BOUND_COLOUR, alpha=0.1, linewidth=0)
+    for b in bounds:
+        ax.axvline(b, color=BOUND_COLOUR, linestyle="--", linewidth=1)
+    ax.axvline(0, color="black", linewidth=0.8)
+    for m in marks:
+        ax.plot(m, 0, marker="|", markersize=16, markeredgewidth=1.6, color=MDE_COLOUR)
+    if _finite(low, high):
+        ax.plot([low, high], [0, 0], color=colour, linewidth=4, solid_capstyle="butt")
+    if _finite(mean):
+        ax.plot(mean, 0, marker="o", markersize=7, color=colour, markeredgecolor="white")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(-1, 1)
+    ax.set_yticks([])
+    ax.grid(axis="y", visible=False)
+
+
 def verdicts_figure(
-    verdicts: pd.DataFrame, hypotheses: Mapping[str, Hypothesis], unit: str = "draw"
+    verdicts: pd.DataFrame,
+    hypotheses: Mapping[str, Hypothesis],
+    unit: str = "draw",
+    compact: bool = False,
 ) -> plt.Figure:
     """One row per declared hypothesis (the rows of ``hypotheses.verdicts_table``), each on its
     metric's own axis: the 90% interval of the mean difference (bar; point: the mean) coloured by
     the verdict, the margin ±m or the minimum effect δ (dashed) with the region the hypothesis
     predicts shaded, zero (solid), and the minimum detectable effect (``mde``, 80% power: for an
     equivalence the smallest margin it could show) as grey ticks where it is known, or as an
-    arrow at the edge with its value where it lies off the axis, which it never sets."""
+    arrow at the edge with its value where it lies off the axis, which it never sets.
+
+    ``compact``: the landing page's version, read beside the verdict table at about 500 px wide:
+    narrower, a row titled by the hypothesis and its verdict only (the table says the rest)."""
     figures._style()
     rows = len(verdicts)
-    height = 1.25 * rows + 0.9
-    fig, axes = plt.subplots(rows, 1, figsize=(7.5, height), squeeze=False)
+    width, per_row = (5.2, 0.75) if compact else (7.5, 1.25)
+    height = per_row * rows + 0.9
+    fig, axes = plt.subplots(rows, 1, figsize=(width, height), squeeze=False)
     for ax, (_, v) in zip(axes[:, 0], verdicts.iterrows(), strict=True):
-        h = hypotheses[v["id"]]
-        colour = VERDICT_COLOURS.get(v["verdict"], "black")
-        mean, low, high = (float(v[k]) for k in ("mean", "low90", "high90"))
-        mde = float(v["mde"]) if "mde" in v and _finite(v["mde"]) else math.nan
-        if h.kind == "equivalence":
-            bounds = [-h.margin, h.margin]
-            marks = [-mde, mde] if math.isfinite(mde) else []
-        else:
-            bounds = [h.direction * h.minimum_effect]
-            marks = [h.direction * mde] if math.isfinite(mde) else []
-        # The axis is the interval's, the bounds' and zero's, within the differences the metric
-        # can have (±1 on an accuracy): an MDE never sets it (a wide one squashed the interval to
-        # a few pixels); one outside it is marked at the edge with its value.
-        r = largest_difference(str(v["metric"]))
-        span = figures.fit_limits([0.0, mean, low, high, *bounds], pad=0.15)
-        lo, hi = span if span is not None else (-1.0, 1.0)
-        lo, hi = max(lo, -r), min(hi, r)
-        beyond = [m for m in marks if not lo <= m <= hi]
-        marks = [m for m in marks if lo <= m <= hi]
-        for m in beyond:
-            edge = hi if m > 0 else lo
-            ax.plot(edge, 0, marker=">" if m > 0 else "<", markersize=8, color=MDE_COLOUR)
-            ax.annotate(
-                f"MDE {m:+.3g}, off this axis",
-                (edge, 0),
-                xytext=(-4 if m > 0 else 4, 8),
-                textcoords="offset points",
-                ha="right" if m > 0 else "left",
-                fontsize=6.5,
-                color=MDE_COLOUR,
-            )
-        if h.kind == "equivalence":
-            ax.axvspan(-h.margin, h.margin, color=BOUND_COLOUR, alpha=0.1, linewidth=0)
-        elif h.direction > 0:
-            ax.axvspan(bounds[0], hi, color=BOUND_COLOUR, alpha=0.1, linewidth=0)
-        else:
-            ax.axvspan(lo, bounds[0], color=BOUND_COLOUR, alpha=0.1, linewidth=0)
-        for b in bounds:
-            ax.axvline(b, color=BOUND_COLOUR, linestyle="--", linewidth=1)
-        ax.axvline(0, color="black", linewidth=0.8)
-        for m in marks:
-            ax.plot(m, 0, marker="|", markersize=16, markeredgewidth=1.6, color=MDE_COLOUR)
-        if _finite(low, high):
-            ax.plot([low, high], [0, 0], color=colour, linewidth=4, solid_capstyle="butt")
-        if _finite(mean):
-            ax.plot(mean, 0, marker="o", markersize=7, color=colour, markeredgecolor="white")
-        ax.set_xlim(lo, hi)
-        ax.set_ylim(-1, 1)
-        ax.set_yticks([])
-        ax.grid(axis="y", visible=False)
-        ax.set_title(_row_title(v, unit), loc="left", fontsize=7.5, color="#222222")
+        _verdict_row(ax, v, hypotheses[v["id"]])
+        title = f"{v['id']}: {v['verdict']}" if compact else _row_title(v, unit)
+        ax.set_title(title, loc="left", fontsize=8 if compact else 7.5, color="#222222")
+    # the compact version's labels are short enough for three columns at its width
+    bound, region, detects = (
+        ("margin ±m or δ", "predicted region", "MDE (80% power)")
+        if compact
+        else (
+            "margin ±m or minimum effect δ",
+            "what the hypothesis predicts",
+            "minimum detectable effect (80% power)",
+        )
+    )
     handles = [
         *(Line2D([], [], color=c, linewidth=4, label=k) for k, c in VERDICT_COLOURS.items()),
-        Line2D([], [], color=BOUND_COLOUR, linestyle="--", label="margin ±m or minimum effect δ"),
-        Patch(color=BOUND_COLOUR, alpha=0.1, label="what the hypothesis predicts"),
+        Line2D([], [], color=BOUND_COLOUR, linestyle="--", label=bound),
+        Patch(color=BOUND_COLOUR, alpha=0.1, label=region),
     ]
     if "mde" in verdicts and verdicts["mde"].notna().any():
         mark = dict(color=MDE_COLOUR, marker="|", markersize=10, markeredgewidth=1.6, linestyle="")
-        handles.append(Line2D([], [], **mark, label="minimum detectable effect (80% power)"))
+        handles.append(Line2D([], [], **mark, label=detects))
     fig.legend(handles=handles, loc="lower center", ncol=3, frameon=False)
     legend = 0.2 * math.ceil(len(handles) / 3) + 0.15  # inches below the panels
     fig.tight_layout(rect=(0, legend / height, 1, 1), h_pad=1.2)
@@ -155,6 +184,11 @@ def write_pooled_figures(design: Design, tables: Path, out: Path) -> list[Path]:
             "the draws against its margin or minimum effect",
         )
         paths += save(fig, Path(tree.figure(POOLED_VERDICTS)))
+        fig = verdicts_figure(verdicts, hypotheses, compact=True)
+        figures.suptitle(
+            fig, f"The verdicts: each 90% interval over {draws} draws against its margin or δ"
+        )
+        paths += save(fig, Path(tree.figure(POOLED_VERDICTS_LANDING)))
     for stage in design.stage_names:
         of_stage = effects[effects["stage"] == stage]
         made = {
