@@ -149,8 +149,8 @@ def test_bootstrap_sets_offline_and_the_pins_before_torch(offline):
 @pytest.mark.slow
 def test_no_job_command_line_carries_config_as_json(tmp_path):
     """Every job reads its config sections by file (the design's, task, compute, evaluation,
-    base_policy, push, prefetch): inline, the design's were `make run`'s longest line (8 kB for
-    the default, 19 kB with the study) and each training job's options 1.4 kB."""
+    base_policy, push, prefetch, each run's options): inline, the design's were `make run`'s
+    longest line (8 kB for the default, 19 kB with the study) and each run's options 1.4 kB."""
     done = subprocess.run(
         [
             str(Path(sys.executable).with_name("snakemake")),
@@ -178,42 +178,6 @@ def test_no_job_command_line_carries_config_as_json(tmp_path):
     for kind in (" train ", " push ", " evaluate ", " base-policy ", " eval-tasks ", " splits "):
         assert any(kind in c for c in commands), kind
     assert not [c[:160] for c in commands if "{" in c]
-
-
-@pytest.mark.parametrize(
-    "configs",
-    [
-        ["config.yaml"],
-        ["config.yaml", "study.yaml"],
-        ["smoke.yaml"],
-        ["config.yaml", "trl_menu.yaml"],
-    ],
-)
-def test_a_job_derives_each_runs_options_as_the_dag_does(configs, tmp_path):
-    """`train --design-config <design_config.json> --cell --seed --draw` (what the rules pass) gives
-    every run of the design the TrainingConfig the DAG computes for it from the whole config,
-    through the file's JSON."""
-    import json
-
-    from grpo_ablation.commands import run_training
-    from grpo_ablation.design.ablation import Design
-    from grpo_ablation.design.schema import load_config
-
-    design = Design.of(load_config([ROOT / "config" / c for c in configs]))
-    written = tmp_path / "design_config.json"
-    written.write_text(json.dumps(design.sections))
-    train = COMMANDS["train"].parser()
-    runs = 0
-    for draw in design.draws or [None]:
-        for path in design.all_cells():
-            for seed in design.seeds_of(path):
-                argv = ["--base", "b", "--data", "d", "--out", "o", "--design-config", str(written)]
-                argv += ["--cell", path, "--seed", str(seed)]
-                a = train.parse_args(argv + ([] if draw is None else ["--draw", str(draw)]))
-                expected = design.training_config(design.parse_cell(path), seed, draw)
-                assert run_training(a) == expected, path
-                runs += 1
-    assert runs >= len(design.all_cells())
 
 
 def test_a_json_option_takes_the_json_or_a_file_and_names_a_bad_one(tmp_path, capsys):

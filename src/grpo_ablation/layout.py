@@ -385,6 +385,10 @@ class Tree:
     def run_info(self, cell: str, seed: Any) -> str:
         return f"{self.run(cell, seed)}/{RUN_INFO}"
 
+    def run_options(self, cell: str, seed: Any) -> str:
+        """A run's training options, which its train and push jobs read (``config_section``)."""
+        return self.at("config", "runs", f"{run_key(cell, seed)}.json")
+
     def objective(self, cell: str, seed: Any) -> str:
         return f"{self.run(cell, seed)}/{OBJECTIVE}"
 

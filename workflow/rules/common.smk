@@ -1,5 +1,6 @@
 # Config validation, the design (stages, cells, seeds) and the paths every rule shares.
 import json
+from dataclasses import asdict
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -177,19 +178,18 @@ def training_json(wildcards):
     return json.dumps(cfg.rerun_identity(), sort_keys=True)
 
 
-def run_arguments(wildcards):
-    """The run a train or push job derives its training options for from the design config
-    (``grpo-ablation train --design-config``), as run_training does here."""
-    draw = draw_of(wildcards)
-    return f"--cell {wildcards.cell} --seed {wildcards.seed}" + (
-        "" if draw is None else f" --draw {draw}"
-    )
+def training_arguments(wildcards, output):
+    """Every training option as JSON: what the run's options file holds. A params function that
+    takes ``output`` is, for Snakemake, derived from the output path (here: the run it names), so
+    it is no rerun trigger: training_json is."""
+    cfg = run_training(wildcards.cell, wildcards.seed, draw_of(wildcards))
+    return json.dumps(asdict(cfg), sort_keys=True)
 
 
-# The config sections jobs read, each by file (written by config_section when it changes):
-# inline they made `make run` print command lines of kilobytes. A job's params keep the section
-# as its rerun trigger; its input is ancient(), so a file rewritten for another section's change
-# reruns no finished job. push.smk adds the push section.
+# The config sections jobs read, each by file (written by config_section when it changes), as a
+# run's options are (run_options): inline they made `make run` print command lines of kilobytes.
+# A file is rewritten only when its section changes, which reruns what reads it, as the section
+# in those jobs' params did. push.smk adds the push section.
 CONFIG_SECTIONS = {
     "task": json.dumps(config["task"], sort_keys=True),
     "compute": COMPUTE,
@@ -201,7 +201,7 @@ CONFIG_SECTIONS = {
 
 def section(name):
     """The input of a job that reads config section ``name`` by file."""
-    return ancient(SHARED.config_section(name))
+    return SHARED.config_section(name)
 
 
 def all_targets(wildcards):
@@ -220,6 +220,7 @@ localrules:
     all,
     design_config,
     config_section,
+    run_options,
     design,
     prefetch,
     splits,

@@ -28,7 +28,7 @@ rule push:
         run=TREE.run_info("{cell}", "{seed}") if PUSH_NEEDS_RUN else [],
         base=rules.base_policy.output[0],
         train=rules.splits.output.train,
-        design_config=ancient(SHARED.design_config()),
+        options=TREE.run_options("{cell}", "{seed}"),
         task=section("task"),
         push=section("push"),
     output:
@@ -36,7 +36,6 @@ rule push:
     params:
         cli=CLI,
         training=training_json,
-        run_of=run_arguments,
         task=TASK,
         push=PUSH_PARAM,
         run=lambda wildcards, input: f"--run {Path(input.run).parent}" if input.run else "",
@@ -53,7 +52,7 @@ rule push:
         TREE.run_benchmark("push", "{cell}", "{seed}")
     shell:
         "python {params.cli} push --base {input.base} {params.run} --data {params.data}"
-        " --design-config {input.design_config} {params.run_of} --task {input.task}"
+        " --training {input.options} --task {input.task}"
         " --push {input.push}"
         " --threads {threads} --out {output} > {log} 2>&1"
 
@@ -65,7 +64,7 @@ rule push_pilot:
     input:
         base=rules.base_policy.output[0],
         train=rules.splits.output.train,
-        design_config=ancient(SHARED.design_config()),
+        options=TREE.run_options("{cell}", "{seed}"),
         task=section("task"),
         push=section("push"),
     output:
@@ -73,7 +72,6 @@ rule push_pilot:
     params:
         cli=CLI,
         training=training_json,
-        run_of=run_arguments,
         task=TASK,
         push=PUSH_PARAM,
         data=folder("train", of="input"),
@@ -87,7 +85,7 @@ rule push_pilot:
         TREE.run_log("push_pilot", "{cell}", "{seed}"),
     shell:
         "python {params.cli} push --purpose pilot --base {input.base} --data {params.data}"
-        " --design-config {input.design_config} {params.run_of} --task {input.task}"
+        " --training {input.options} --task {input.task}"
         " --push {input.push}"
         " --threads {threads} --out {output} > {log} 2>&1"
 

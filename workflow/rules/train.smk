@@ -2,20 +2,34 @@
 # checkpoints of a job that dies stay on disk and the rerun resumes from the newest one.
 
 
+rule run_options:
+    # One run's options as a file for its train and push jobs. The params are the rerun trigger:
+    # the options less each at its declared neutral value (common.smk), so an option added with
+    # the value that trains as before it existed rewrites no file and retrains no finished run.
+    output:
+        TREE.run_options("{cell}", "{seed}"),
+    params:
+        options=training_json,
+        # every option, for the job (derived from the output path: not compared by Snakemake)
+        training=training_arguments,
+    log:
+        TREE.run_log("run_options", "{cell}", "{seed}"),
+    run:
+        write_text(output[0], params.training, log[0])
+
+
 rule train:
     input:
         base=rules.base_policy.output[0],
         train=rules.splits.output.train,
         manifest=rules.splits.output.manifest,
-        design_config=ancient(SHARED.design_config()),
+        options=TREE.run_options("{cell}", "{seed}"),
         task=section("task"),
         compute=section("compute"),
     output:
         TREE.run_info("{cell}", "{seed}"),
     params:
         cli=CLI,
-        # The job derives its options from the design config for its cell, seed and draw.
-        run=run_arguments,
         # The rerun trigger: the options less each at its declared neutral value (common.smk), so
         # an option added with the value that trains as before it existed retrains no finished run.
         options=training_json,
@@ -41,6 +55,6 @@ rule train:
         TREE.run_benchmark("train", "{cell}", "{seed}")
     shell:
         "python {params.cli} train --base {input.base} --data {params.data} --out {params.out}"
-        " --design-config {input.design_config} {params.run} --task {input.task}"
+        " --training {input.options} --task {input.task}"
         " --compute {input.compute}"
         " --threads {threads} --report-to {resources.report_to} > {log} 2>&1"

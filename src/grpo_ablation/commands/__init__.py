@@ -23,7 +23,6 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from grpo_ablation.design.options import TrainingConfig
     from grpo_ablation.worker import Job
 
 
@@ -71,38 +70,6 @@ def json_value(text: str) -> Any:
     if not Path(text).is_file():
         raise argparse.ArgumentTypeError(f"neither JSON nor a JSON file: {text[:80]!r}")
     return json.loads(Path(text).read_text())
-
-
-def training_arguments(p: argparse.ArgumentParser) -> None:
-    """A run's training options: given (``--training``), or derived from the design as the DAG
-    derives them (``--design-config`` with ``--cell``, ``--seed`` and ``--draw``)."""
-    p.add_argument(
-        "--training", type=json_value, help="TrainingConfig fields as JSON (or a JSON file)"
-    )
-    p.add_argument(
-        "--design-config",
-        type=Path,
-        help="design_config.json: the options of the run --cell, --seed, --draw (for --training)",
-    )
-    p.add_argument(
-        "--cell", help="the run's cell path (std=.../agg=.../G=...), with --design-config"
-    )
-    p.add_argument("--seed", type=int, help="the run's seed, with --design-config")
-    p.add_argument("--draw", type=int, help="the run's base-policy draw, with --design-config")
-
-
-def run_training(a: argparse.Namespace) -> TrainingConfig:
-    """The run's TrainingConfig from ``training_arguments``."""
-    from grpo_ablation.design.ablation import Design
-    from grpo_ablation.design.options import TrainingConfig
-    from grpo_ablation.settings import from_dict
-
-    if a.design_config is None:
-        return from_dict(TrainingConfig, a.training or {}, "training")
-    if a.training is not None or a.cell is None or a.seed is None:
-        raise SystemExit("--design-config needs --cell and --seed, and excludes --training")
-    design = Design(json.loads(a.design_config.read_text()), None)
-    return design.training_config(design.parse_cell(a.cell), a.seed, a.draw)
 
 
 def design_argument(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from grpo_ablation.commands import json_value, run_training, threads_argument, training_arguments
+from grpo_ablation.commands import json_value, threads_argument
 from grpo_ablation.layout import PUSH_PURPOSES, checkpoint, checkpoint_step
 
 HELP = "the push of every objective on the same samples"
@@ -23,7 +23,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="test",
         help="test (first training prompts, judged) or pilot (last ones, base policy: sizes it)",
     )
-    training_arguments(p)
+    p.add_argument(
+        "--training",
+        type=json_value,
+        required=True,
+        help="the run's training config as JSON or a JSON file (the run's options file)",
+    )
     p.add_argument("--task", type=json_value, required=True, help="task config as JSON or a file")
     p.add_argument(
         "--push", type=json_value, required=True, help="the push section as JSON or a file"
@@ -38,8 +43,7 @@ def run(a: argparse.Namespace) -> None:
     from grpo_ablation.training.train import last_checkpoint
 
     bootstrap(threads=a.threads)
-    # the options as the rules had passed them, each at its neutral value left out
-    training, push = a.training or run_training(a).rerun_identity(), a.push
+    training, push = a.training, a.push
     # A pilot plans the tests at the base policy; the test measures where the config says.
     steps = [0] if a.purpose == "pilot" else push.get("steps")
     if not steps or any(steps):

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from grpo_ablation.commands import json_value, run_training, threads_argument, training_arguments
+from grpo_ablation.commands import json_value, threads_argument
 
 HELP = "train one (cell, seed) run; resumes if interrupted"
 SERVED = True
@@ -24,7 +24,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--data", type=Path, required=True, help="the data/ folder of the splits")
     p.add_argument("--out", type=Path, required=True, help="the run's folder")
-    training_arguments(p)
+    p.add_argument(
+        "--training",
+        type=json_value,
+        default="{}",
+        help="TrainingConfig fields as JSON or a JSON file (the run's options file)",
+    )
     p.add_argument(
         "--task",
         type=json_value,
@@ -56,9 +61,10 @@ def servable(a: argparse.Namespace) -> bool:
 
 def run(a: argparse.Namespace) -> None:
     """Train one (cell, seed) run; resumes from its newest checkpoint if interrupted."""
-    from grpo_ablation.design.options import ComputeConfig
+    from grpo_ablation.design.options import ComputeConfig, TrainingConfig
     from grpo_ablation.device import resolve_device
     from grpo_ablation.process import bootstrap
+    from grpo_ablation.settings import from_dict
     from grpo_ablation.training.launch import relaunch
     from grpo_ablation.training.train import train
 
@@ -79,7 +85,7 @@ def run(a: argparse.Namespace) -> None:
         info["model"],
         a.data,
         a.out,
-        run_training(a),
+        from_dict(TrainingConfig, a.training, "training"),
         a.task,
         compute=compute,
         revision=info.get("revision"),
