@@ -76,7 +76,8 @@ gpu-lock: setup
 # another way below transformers 5.19), the stop ids, the evaluation through lm-eval, and the
 # offline reads of pinned hub revisions (huggingface-hub 1.x there, 2.x in requirements.txt).
 GPU_PINS_VENV ?= .venv-gpu-pins
-GPU_PINS_TESTS := tests/test_trainer_conformance.py tests/test_stop_ids.py \
+GPU_PINS_TESTS := tests/test_trainer_conformance.py tests/test_loss_edges_conformance.py \
+	tests/test_stop_ids.py \
 	tests/test_evaluate.py tests/test_evaluation_seed.py tests/test_exact.py \
 	tests/test_source.py tests/test_hub_snapshots.py
 # It also runs the GPU check's CPU test in a venv that stands for a node with a site PyTorch, with
