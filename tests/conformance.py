@@ -114,6 +114,7 @@ def capture(
     stock: dict | None = None,
     prompts: list[str] = PROMPTS,
     is_mode: str | None = None,
+    max_completion_length: int = MAX_LEN,
     **objective,
 ) -> dict:
     """One generation batch and ``num_iterations`` optimizer steps on it (one, by default);
@@ -124,6 +125,8 @@ def capture(
     std_eps, aggregation). ``is_mode`` makes the generator return sampling log-probabilities
     (``fixed_sampling_logps``) and turns on TRL's vLLM importance-sampling correction in that
     mode, so TRL computes the ratio exactly as it does when vLLM generates.
+    ``max_completion_length``: L_max of both configs; the fixed completions stay at most MAX_LEN
+    tokens long whatever it is.
     """
     from accelerate import PartialState
     from datasets import Dataset
@@ -144,7 +147,7 @@ def capture(
         per_device_train_batch_size=batch // (ga * state.num_processes),
         gradient_accumulation_steps=ga,
         num_generations=G,
-        max_completion_length=MAX_LEN,
+        max_completion_length=max_completion_length,
         max_steps=mu,
         num_iterations=mu,
         learning_rate=lr,
@@ -191,7 +194,11 @@ def capture(
     else:
         cls = type("ProjectFixed", (_FixedGeneration, AblationGRPOTrainer), {})
         options = TrainingConfig(
-            group_size=G, max_completion_length=MAX_LEN, num_iterations=mu, beta=beta, **objective
+            group_size=G,
+            max_completion_length=max_completion_length,
+            num_iterations=mu,
+            beta=beta,
+            **objective,
         )
         trainer = cls(**common, run_dir=out_dir, options=options)
     if is_mode:

@@ -275,6 +275,28 @@ def test_update_epochs_match_stock_trl_step_by_step_with_the_ratio_clipped(
     assert clipped[0] == 0 and max(clipped[1:]) > 0, clipped
 
 
+def test_dr_grpo_divides_by_the_max_completion_length_not_the_longest_completion(
+    model_dir, tmp_path
+):
+    """Dr. GRPO's constant B·L_max takes L_max from the config: with L_max three tokens above
+    every completion of the batch (at most MAX_LEN tokens), the trainer's gradient is stock TRL's
+    dr_grpo at that L_max, and MAX_LEN / L_max times the one at L_max = MAX_LEN. A divisor taken
+    from the batch's longest completion passes wherever some completion reaches L_max, as in
+    every other test here."""
+    longer = MAX_LEN + 3
+    ours = {"std_scaling": "none", "std_eps": 1e-4, "aggregation": "constant"}
+    mine = capture(model_dir, tmp_path / "ours", max_completion_length=longer, **ours)
+    stock = capture(
+        model_dir,
+        tmp_path / "trl",
+        stock={"loss_type": "dr_grpo", "scale_rewards": "none"},
+        max_completion_length=longer,
+    )
+    assert_same(mine["grads"], stock["grads"])
+    at_max = reference_grads(model_dir, "none", 1e-4, "constant")
+    assert_same(mine["grads"], {k: v * MAX_LEN / longer for k, v in at_max.items()})
+
+
 # TRL's loss menu beyond the std and aggregation axes: each loss_type (and importance-sampling
 # level, cap, dual clip) as the project's cell, at TRL's normaliser (docs/design.md maps them).
 TRL_MENU = [
