@@ -12,7 +12,7 @@ CONFIG ?= config/config.yaml
 export PATH := $(abspath $(BIN)):$(PATH)
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: setup setup-smollm2 run test test-fast lint figures report bench smoke gpu-lock test-gpu-pins gpu-check gpu-wheels clean
+.PHONY: setup setup-smollm2 run test test-fast lint figures report bench smoke gpu-lock test-gpu-pins gpu-check gpu-wheels mutation clean
 
 setup: $(VENV)/.installed
 
@@ -59,6 +59,16 @@ lint: setup
 
 bench: setup
 	$(BIN)/python -m benchmarks.bench
+
+# Mutation testing of the objective (src/grpo_ablation/objective/) under its fast tests, as
+# [tool.mutmut] in pyproject.toml selects them; mutmut is installed into the venv on demand
+# (nothing else needs it). mutants/ is its work folder and cache: a second run reuses the
+# results of unchanged code. `$(BIN)/mutmut show NAME` prints a survivor's diff.
+MUTMUT := mutmut==3.8.1
+mutation: setup
+	$(PIP) $(MUTMUT) 2> >(grep -v "is ignored: it is neither" >&2)
+	$(BIN)/mutmut run --max-children $(CORES)
+	$(BIN)/mutmut results
 
 # The GPU nodes' pin set with vLLM (envs/gpu-vllm.in -> envs/gpu-vllm.lock.txt), resolved for
 # Python 3.13 on x86-64 Linux by uv (installed into the venv on demand; nothing else needs it).
@@ -153,4 +163,4 @@ gpu-check:
 	else echo "vLLM is not installed: the check ran without it"; fi
 
 clean:
-	rm -rf $(VENV) $(GPU_PINS_VENV) $(SITE_TORCH_VENV) .snakemake
+	rm -rf $(VENV) $(GPU_PINS_VENV) $(SITE_TORCH_VENV) .snakemake mutants
