@@ -198,3 +198,61 @@ def test_a_checkpoint_with_another_tokenizer_is_refused(evaluated: dict, tmp_pat
     (other / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="tokenizer has"):
         evaluate_checkpoints([(0, evaluated["model"])], other, tmp_path / "out")
+
+
+def test_the_fast_request_path_scores_as_lm_eval_to_the_bit(evaluated: dict, monkeypatch) -> None:
+    """The evaluation replaces lm-eval's per-request log-likelihood loop and remembers each
+    request's token ids (``model.batched_loglikelihoods``, ``model.remember_pairs``) only to
+    save time: evaluated again with lm-eval's own code, every results.json and samples.jsonl is
+    the same bytes (the exact task at T = 0.7, the bound at the last checkpoint included)."""
+    from grpo_ablation.evaluation import model as lm_model
+    from grpo_ablation.evaluation.evaluate import EvaluationOptions, evaluate_checkpoints
+
+    out = Path(evaluated["result"]["test"]).parent
+    monkeypatch.setattr(lm_model, "batched_loglikelihoods", lambda lm: None)
+    monkeypatch.setattr(lm_model, "remember_pairs", lambda lm: None)
+    monkeypatch.setattr(lm_model, "_PAIRS", {})
+    model = evaluated["model"]
+    evaluate_checkpoints(
+        [(0, model), (1, model)], out / "tasks", out / "lm_eval", EvaluationOptions(batch_size=8)
+    )
+    for step in (0, 1):
+        for name in ("results.json", "samples.jsonl"):
+            got = (out / "lm_eval" / f"step={step}" / name).read_bytes()
+            assert got == (out / "out" / f"step={step}" / name).read_bytes(), (step, name)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 8, 64])
+def test_batched_loglikelihoods_are_lm_evals_at_every_batch_size(
+    evaluated: dict, batch_size: int
+) -> None:
+    """Request by request, the replacement returns lm-eval's (log-probability, greedy) pairs:
+    the same floats, the same booleans, in the same order, whether a batch holds one request
+    or all of them, with requests lm-eval scores from another's row (one-token continuations
+    of the same context: the pad and the space after "9"), repeated ones and greedy ones among
+    them."""
+    from lm_eval.models.huggingface import HFLM
+
+    from grpo_ablation.evaluation.model import load_lm, ready_for_exact
+
+    tasks = Path(evaluated["result"]["test"]).parent / "tasks"
+    manifest = json.loads((tasks / "manifest.json").read_text())
+    lm, _ = load_lm(evaluated["model"], "cpu", batch_size, "float32")
+    ready_for_exact(lm, manifest, "hf", str(evaluated["model"]))
+    spec = evaluated["spec"]
+    requests = []
+    for prompt, gold in [("47+8=", "9"), ("1+2=", "90"), ("5+5=", "05"), ("47+8=", "9")]:
+        for _, text in continuations(gold, 6, spec["eos"], spec["empty"], spec["space"]):
+            requests.append(((prompt, text), *lm._encode_pair(prompt, text)))
+        # and the model's own greedy next two tokens, whose greedy flag is true
+        ids = lm.tok_encode(prompt)
+        for _ in range(2):
+            ids = [*ids, int(lm._model_call(torch.tensor([ids]))[0, -1].argmax())]
+        requests.append(((prompt, "greedy"), ids[:-2], ids[-2:]))
+    got = lm._loglikelihood_tokens(requests)
+    want = HFLM._loglikelihood_tokens(lm, requests, disable_tqdm=True)
+    assert len(got) == len(want) == len(requests)
+    for (lp, greedy), (lp_want, greedy_want) in zip(got, want, strict=True):
+        assert type(lp) is float and type(greedy) is bool
+        assert (lp, greedy) == (lp_want, greedy_want)
+    assert any(greedy for _, greedy in want)  # the comparison covers both booleans

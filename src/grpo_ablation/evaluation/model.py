@@ -71,6 +71,8 @@ def load_lm(
         **hub,
     )
     remember_tokens(lm)
+    remember_pairs(lm)
+    batched_loglikelihoods(lm)
     ignored = neutral_generation_config(lm.model)  # the protocol is ours, never the checkpoint's
     tok, gen = lm.tokenizer, lm.model.generation_config
     if tok.eos_token_id is None:
@@ -129,6 +131,114 @@ def remember_tokens(lm: Any) -> None:
         return list(ids)  # the caller's own list, as from the tokenizer
 
     lm.tok_encode = tok_encode
+
+
+def remember_pairs(lm: Any) -> None:
+    """Make ``lm._encode_pair`` (lm-eval's split of a log-likelihood request into context and
+    continuation ids) remember its result per (context, continuation), for every model of this
+    process with the same tokenizer: the exact task asks the same 2,195 pairs of each of a
+    run's 14 test-split policies, and each pair's two ``tok_encode`` calls still went through
+    the remembered ids above (103,168 calls in one study-protocol job, 2026-12-06). Keyed as
+    ``remember_tokens`` keys, which the pair's ids depend on only; the caller gets lists of its
+    own."""
+    backend = getattr(lm.tokenizer, "backend_tokenizer", None)
+    if backend is None or lm.backend != "causal":
+        return
+    tokenizer = (
+        type(lm.tokenizer).__name__,
+        hashlib.sha256(backend.to_str().encode()).hexdigest(),
+        getattr(lm.tokenizer, "split_special_tokens", None),
+        lm.add_bos_token,
+        lm.prefix_token_id,
+    )
+    encode_pair = lm._encode_pair
+
+    def remembered(context: str, continuation: str) -> tuple[list[int], list[int]]:
+        key = (tokenizer, context, continuation)
+        ids = _PAIRS.get(key)
+        if ids is None:
+            ids = encode_pair(context, continuation)
+            if len(_PAIRS) < _PAIRS_BUDGET:
+                _PAIRS[key] = (list(ids[0]), list(ids[1]))
+            return ids
+        return list(ids[0]), list(ids[1])
+
+    lm._encode_pair = remembered
+
+
+_PAIRS: dict[tuple[Any, ...], tuple[list[int], list[int]]] = {}
+_PAIRS_BUDGET = 1_000_000  # pairs remembered (a short pair ~0.5 KB): beyond it, encoded each time
+
+
+def batched_loglikelihoods(lm: Any) -> None:
+    """Replace HFLM's ``_loglikelihood_tokens`` by one that gives the same numbers bit for bit
+    with less Python work per request. lm-eval's runs ~10 tensor operations per request around
+    each batch's forward pass (a slice, an argmax, a new tensor, a comparison, a gather, a sum):
+    with the tokenization, 3.8 CPU s of a study-protocol run's 25.5 s evaluation job besides
+    15.8 s of forward passes, 2.9 s with this and ``remember_pairs`` (docs/measurements.md,
+    2026-12-06). Here the batches are lm-eval's own (its ``Collator``,
+    order, one-token-continuation groups and batch size), each built and forwarded as lm-eval
+    builds it (right-padded with zeros, ``log_softmax`` over the whole batch in the model's
+    dtype), so the forward pass and its log-probabilities are the same tensors; the argmax is
+    taken once a batch (per position, so the same indices), the continuation's log-probabilities
+    gathered once a batch (exact copies), and each request's sum is still ``sum()`` over its own
+    contiguous row of them, as lm-eval sums its gathered ``[1, n]`` tensor. Causal models with a
+    fixed batch size only (the evaluation's); anything else keeps lm-eval's."""
+    if lm.backend != "causal" or not isinstance(lm.batch_size, int):
+        return
+    import torch
+    import torch.nn.functional as F
+    from lm_eval.models.utils import Collator
+
+    def loglikelihood_tokens(
+        requests: list[tuple[tuple[str, str], list[int], list[int]]],
+        disable_tqdm: bool = False,
+        override_bs: int | None = None,
+    ) -> list[tuple[float, bool]]:
+        # lm-eval's order and groups (huggingface.py, _loglikelihood_tokens): longest first,
+        # requests whose context + continuation[:-1] agree scored from one row.
+        re_ord = Collator(
+            requests,
+            sort_fn=lambda req: (-len(req[1] + req[2]), tuple(req[1] + req[2])),
+            group_by="contexts" if lm.logits_cache else None,
+            group_fn=lambda req: req[-2] + req[-1][:-1],
+        )
+        res: list[tuple[float, bool]] = []
+        # properties lm-eval reads per request (max_length checks the config each time)
+        max_length, device = lm.max_length, lm.device
+        for chunk in re_ord.get_batched(n=lm.batch_size, batch_fn=None):
+            rows = []
+            for _, context_enc, continuation_enc in chunk:
+                assert len(context_enc) > 0 and 0 < len(continuation_enc) <= max_length
+                # truncated from the left as lm-eval does; its last token is never an input
+                rows.append((context_enc + continuation_enc)[-(max_length + 1) :][:-1])
+            width = max(len(r) for r in rows)
+            batch = torch.tensor(
+                [r + [0] * (width - len(r)) for r in rows], dtype=torch.long, device=device
+            )
+            logprobs = F.log_softmax(lm._model_call(batch), dim=-1, dtype=lm.softmax_dtype)
+            greedy = logprobs.argmax(dim=-1).tolist()
+            for (request_str, context_enc, cont), row, logp, best in zip(
+                chunk, rows, logprobs, greedy, strict=True
+            ):
+                end = len(row)
+                start = end - len(cont)
+                logits = logp[start:end].unsqueeze(0)
+                for string, cont_toks, _ in re_ord.get_cache(
+                    req_str=request_str, cxt_toks=context_enc, cont_toks=cont, logits=logits
+                ):
+                    n = len(cont_toks)
+                    # lm-eval: greedy match on the last n positions, log-probabilities gathered
+                    # from the first n (the same positions unless a group's splits differ)
+                    index = torch.tensor(cont_toks, dtype=torch.long, device=device)
+                    picked = logp[start : start + n].gather(1, index.unsqueeze(-1)).squeeze(-1)
+                    answer = (float(picked.sum()), best[start:end][-n:] == list(cont_toks))
+                    res.append(answer)
+                    if string is not None:
+                        lm.cache_hook.add_partial("loglikelihood", string, answer)
+        return re_ord.get_original(res)
+
+    lm._loglikelihood_tokens = loglikelihood_tokens
 
 
 # What a vLLM checkpoint's own generation config leaves unread (results.json records it).
@@ -326,10 +436,10 @@ def ready_for_exact(lm: Any, manifest: dict[str, Any], backend: str, ckpt: str) 
             f"checkpoint's tokenizer has {got}; write the tasks again for this tokenizer"
         )
     temperature = float(manifest["temperature"])
-    if backend != "hf":
+    if backend != "hf" or temperature == 1.0:
         if temperature != 1.0:
             raise ValueError("exact metric at temperature != 1 needs evaluation.backend hf")
-        return
+        return  # at T = 1 the logits are already the sampling distribution's (x / 1.0 == x)
     inner = lm._model_call  # HFLM's forward for log-likelihoods (generation does not use it)
 
     def tempered(*args: Any, **kwargs: Any) -> Any:
