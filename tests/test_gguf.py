@@ -65,16 +65,22 @@ def test_without_the_optional_packages_the_config_stops_before_any_job(monkeypat
         check_design(config)
 
 
-def _dry_run(tmp_path: Path, *args: str) -> str:
+def _dry_run(tmp_path: Path, *args: str, dry: bool = True) -> str:
     """``snakemake -n`` of the SmolLM2 preset with ``args`` (configs after it, targets), results
-    under ``tmp_path``: its output, the command having succeeded."""
+    under ``tmp_path``: its output, the command having succeeded (without ``-n`` where not
+    ``dry``)."""
     import os
     import subprocess
     import sys
 
     bin_dir = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [str(bin_dir / "snakemake"), "-n", "--config", f"results_dir={tmp_path}"]
+    cmd = [
+        str(bin_dir / "snakemake"),
+        *(["-n"] if dry else []),
+        "--config",
+        f"results_dir={tmp_path}",
+    ]
     cmd += ["--configfile", "config/smollm2.yaml", *args]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     out = done.stdout + done.stderr
@@ -96,14 +102,20 @@ def test_the_gpu_override_plans_the_full_size_through_the_slurm_profile(tmp_path
 
 @pytest.mark.slow
 def test_the_push_override_plans_the_push_at_the_base_policy(tmp_path):
+    import json
+
     target = f"{tmp_path}/smollm2/tables/push.csv"
     out = _dry_run(
         tmp_path, "config/smollm2_push.yaml", "--printshellcmds", "--cores", "2", "--", target
     )
-    push = out[out.index("rule push:") :]
-    assert '"parameters": "model\\\\.layers\\\\.(28|29)\\\\.|model\\\\.norm\\\\."' in push
-    assert '"steps": [0]' in push and '"replicates": 21' in push
+    # the push job reads its section from the file a local job writes (written here alone)
+    section = tmp_path / "smollm2/config/push.json"
+    assert f"--push {section}" in out[out.index("rule push:") :]
+    _dry_run(tmp_path, "config/smollm2_push.yaml", "--cores", "1", "--", str(section), dry=False)
+    push = json.loads(section.read_text())
+    assert push["parameters"] == r"model\.layers\.(28|29)\.|model\.norm\."
+    assert push["steps"] == [0] and push["replicates"] == 21
     # the declared push hypothesis tells the job which choices it compares
-    assert '"hypothesis_choices": ["sample/constant", "sample/sequence_mean"]' in push
+    assert push["hypothesis_choices"] == ["sample/constant", "sample/sequence_mean"]
     # only the base policy is measured, so no run is trained for it
     assert "rule train:" not in out
