@@ -15,6 +15,7 @@ reads the other ε, or the default, or ignores the ratio's level, gives another 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +205,36 @@ def test_each_edge_binds_exactly_past_it(model_dir, tmp_path, delta):
     for edge in (1 + EPS_HIGH, 1 - EPS_LOW, *((delta,) if delta else ())):
         near = mask & ((r - edge).abs() < 2 * EDGE)
         assert near.any() and clipped[near].any() and (~clipped[near]).any(), edge
+
+
+# VESPO's weight where each of TRL's clamps decides it: (token log-ratios, mask, vLLM IS ratio, A).
+VESPO_ROWS = [
+    ((25.0, -24.5, 0.3), (1, 1, 0), (1.0, 1.0, 1.0), 1.0),  # ±20 cancel: φ(1) = 1
+    ((-20.0, -5.0, 0.0), (1, 1, 1), (math.exp(25.0), 1.0, 1.0), -1.0),  # IS log 25 -> 20
+    ((18.52, 0.0, 0.0), (1, 0, 0), (1e-12, 1.0, 1.0), 0.5),  # IS log -27.6 -> log 1e-8
+    ((0.2, math.nan, 0.1), (1, 1, 1), (1.0, 1.0, 1.0), 1.0),  # NaN: weight 0
+    ((0.3, 0.2, 0.0), (1, 1, 1), (1.1, 1.0, 1.0), 0.0),  # A = 0 takes A >= 0's (k, λ)
+    ((-0.4, 0.1, 5.0), (1, 1, 0), (0.9, 1.2, 1.0), -0.7),  # the masked 5 counts nowhere
+]
+
+
+def test_vespos_weight_is_trls_at_the_clamps():
+    """TRL's ``get_gamma_weights`` against ``vespo_weight`` and the vespo term, with and without
+    the vLLM importance-sampling ratio, on VESPO_ROWS; without the IS ratio the second and third
+    rows' sums (-25, 18.52) meet the clamp of the whole log-ratio instead."""
+    from trl import GRPOTrainer
+
+    from grpo_ablation.objective.conventions import policy_ratio, ratio_options, vespo_weight
+
+    lr, mask, is_ratio, adv = (
+        torch.tensor(column, dtype=torch.float64) for column in zip(*VESPO_ROWS, strict=True)
+    )
+    adv = adv[:, None]
+    logps = -0.5 - torch.arange(lr.numel(), dtype=torch.float64).reshape(lr.shape) / 10
+    term = policy_ratio("vespo").loss
+    for ratio in (None, is_ratio):
+        theirs = GRPOTrainer.get_gamma_weights(adv, lr, mask, ratio)
+        assert theirs[0].item() == pytest.approx(1.0) and theirs[3].item() == 0.0
+        torch.testing.assert_close(vespo_weight(lr, mask, adv, ratio), theirs, rtol=1e-12, atol=0)
+        loss = term(logps, logps - lr, adv, mask, ratio_options(ratio="vespo"), ratio)
+        torch.testing.assert_close(loss, -theirs * adv * logps, rtol=1e-12, atol=0)

@@ -462,6 +462,31 @@ def test_how_each_term_weighs_a_token_whose_ratio_moved(name, r, a, weight):
     assert gradient_weight(name, r, a) == pytest.approx(weight, abs=5e-5)
 
 
+@pytest.mark.parametrize("name", ["clipped", "cispo", "sapo"])
+def test_at_the_token_level_each_token_has_its_own_ratios_weight(name):
+    """One completion of two tokens at ratios 1.3 and 0.7, A = 1: each token's gradient is the
+    one-token weight of its own ratio (GSPO's sequence ratio, sqrt(0.91), would weigh both
+    alike)."""
+    from grpo_ablation.objective.formulas import gradient_weight
+
+    ratios = torch.tensor([[1.3, 0.7]], dtype=torch.float64)
+    one = torch.ones(1, 1, dtype=torch.float64)
+    grad = _term_gradient(
+        name, ratios.log(), torch.zeros_like(ratios), one, torch.ones_like(ratios)
+    )
+    want = [gradient_weight(name, r, 1.0) for r in (1.3, 0.7)]
+    assert (-grad).flatten().tolist() == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize(("r", "weight"), [(1.4, 1.4), (1.6, 0.0)])
+def test_the_dual_clip_caps_the_ratio_where_a_is_negative(r, weight):
+    """δ = 1.5, A = −1, past 1 + 0.2: min(r A, 1.2 A) is r A, whose gradient the token keeps
+    below δ; past δ, r is capped at δ and the token has none."""
+    from grpo_ablation.objective.formulas import gradient_weight
+
+    assert gradient_weight("clipped", r, -1.0, clip_delta=1.5) == pytest.approx(weight, rel=1e-12)
+
+
 def test_the_terms_defaults_are_the_training_configs():
     from grpo_ablation.design.options import TrainingConfig
     from grpo_ablation.objective.conventions import ratio_options
