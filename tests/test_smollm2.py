@@ -23,10 +23,10 @@ def run(tmp_path_factory, smollm2_model) -> dict:
     root = tmp_path_factory.mktemp("smollm2")
     config = yaml.safe_load((ROOT / "config/smollm2.yaml").read_text())
     config |= {"results_dir": str(root / "results"), "seeds": [0]}
-    config["task"] |= {"dataset_path": str(root / "word_problems"), "n_validation": 8}
+    config["task"] |= {"dataset_path": str(root / "word_problems"), "n_validation": 4}
     config["task"]["n_test"] = config["word_problems"]["n_test"] = 12
     config["base_policy"]["name"] = str(smollm2_model)  # converted from the same file: kept
-    config["training"] |= {"max_steps": 2, "save_steps": 2, "max_completion_length": 64}
+    config["training"] |= {"max_steps": 2, "save_steps": 2, "max_completion_length": 32}
     config["stages"]["aggregation"]["enabled"] = False
     return run_config(root, config)
 
