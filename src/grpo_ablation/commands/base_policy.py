@@ -34,16 +34,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
+    from grpo_ablation.design.checks import draw_base_policy
     from grpo_ablation.design.options import ComputeConfig
     from grpo_ablation.policy.pretrained import build_base_policy
     from grpo_ablation.process import bootstrap
     from grpo_ablation.tasks import get_task
 
     a.out.mkdir(parents=True, exist_ok=True)
-    # a draw's warm start takes the draw as its seed (design.checks.draw_base_policy)
-    base = {k: v for k, v in a.base.items() if k != "draws"}
-    if a.draw is not None:
-        base["seed"] = a.draw
+    base = draw_base_policy({"base_policy": a.base}, a.draw)  # the draw is the warm start's seed
     threads = base.get("num_threads")
     if threads and threads != a.threads:
         # The local warm start's weights depend on its thread count: the config's count wins.
