@@ -21,15 +21,34 @@ include: "workflow/rules/push.smk"
 include: "workflow/rules/report.smk"
 
 
-# Before the first job: how many jobs, and how long they should take here, from the job times of
-# earlier runs on this machine (grpo_ablation.design.cost).
+# Before the first job: under SLURM, a run missing the partition or account its jobs need is
+# refused (grpo_ablation.design.slurm); then how many jobs, how long they should take here (the
+# job times of earlier runs on this machine) and the disk their checkpoints need
+# (grpo_ablation.design.cost).
 onstart:
+    jobs = list(workflow.dag.needrun_jobs())
+    if workflow.executor_plugin.name == "slurm":
+        gpu_jobs = sum(1 for job in jobs if not job.is_local and job.resources.get("gpu", 0))
+        no_account = workflow.executor_settings.no_account
+        problems = slurm_problems(config.get("slurm") or {}, gpu_jobs, no_account)
+        if problems:
+            raise WorkflowError(refusal(problems))
     planned = [
-        (cost.kind(job.benchmark) if job.benchmark else job.rule.name, job.threads)
-        for job in workflow.dag.needrun_jobs()
+        (cost.kind(job.benchmark) if job.benchmark else job.rule.name, job.threads) for job in jobs
     ]
     measured = cost.measured_seconds(Path(config.get("results_dir", "results")))
     print(cost.estimate(planned, measured, workflow.resource_settings.cores or 1).sentence())
+    runs = [job.wildcards for job in jobs if job.rule.name == "train"]
+    folder = os.path.expandvars(config.get("checkpoints_dir") or config["results_dir"])
+    print(
+        cost.checkpoint_disk(
+            [run_training(w.cell, w.seed, draw_of(w)).checkpoints for w in runs],
+            base_parameters() if runs else None,
+            config["compute"].get("keep_optimizer_state", "newest"),
+            folder,
+            free_bytes(folder),
+        )
+    )
 
 
 rule all:

@@ -25,6 +25,9 @@ PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 # What the node advertises (config_overrides): enough for the profile's largest request.
 CPUS, MEMORY_MB = 16, 131072
 GPU_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/urandom")
+# A second partition on the same node, not the default: a job lands in it only when asked to
+# (the config's slurm.cpu_partition), so the test sees where each job was sent.
+CPU_PARTITION = "cpu"
 
 
 def unavailable_reason() -> str | None:
@@ -90,6 +93,7 @@ GresTypes=gpu
 SlurmdParameters=config_overrides
 NodeName={self.node} CPUs={CPUS} RealMemory={MEMORY_MB} Gres=gpu:{len(GPU_FILES)} State=UNKNOWN
 PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
+PartitionName={CPU_PARTITION} Nodes={self.node} Default=NO MaxTime=INFINITE State=UP
 """)
         (ETC / "cgroup.conf").write_text(f"{MARKER}\nCgroupPlugin=cgroup/v1\n")
         gres = "".join(f"Name=gpu File={f}\n" for f in GPU_FILES)
@@ -112,7 +116,9 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
             state = subprocess.run(
                 ["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True
             )
-            if state.returncode == 0 and state.stdout.strip() in ("idle", "mixed", "allocated"):
+            # one line per partition the node is in
+            states = set(state.stdout.split())
+            if state.returncode == 0 and states and states <= {"idle", "mixed", "allocated"}:
                 break
             time.sleep(1)
         else:
@@ -126,10 +132,10 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
     def jobs(self) -> list[dict[str, str]]:
         """Jobs slurmctld still knows (squeue: no accounting database here)."""
         out = subprocess.run(
-            ["squeue", "-h", "-o", "%i|%T|%j|%k"], capture_output=True, text=True, check=True
+            ["squeue", "-h", "-o", "%i|%T|%P|%j|%k"], capture_output=True, text=True, check=True
         ).stdout
-        keys = ("id", "state", "name", "comment")
-        return [dict(zip(keys, line.split("|", 3), strict=True)) for line in out.splitlines()]
+        keys = ("id", "state", "partition", "name", "comment")
+        return [dict(zip(keys, line.split("|", 4), strict=True)) for line in out.splitlines()]
 
     def down(self) -> None:
         subprocess.run(["scancel", "--full", "--user=root"], capture_output=True)

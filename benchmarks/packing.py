@@ -45,7 +45,7 @@ def packed_evaluation(
 ) -> dict[str, Any]:
     """The evaluation jobs of a finished SLURM run, run again packed ``PACK`` to an allocation.
 
-    ``snakemake`` is the command that ran the experiment through ``--profile slurm`` (with
+    ``snakemake`` is the command that ran the experiment through ``--profile profiles/slurm`` (with
     ``--slurm-logdir logs``). Before: one sbatch per evaluation job, each paying its own start-up.
     After: one sbatch per pack, whose jobs share the allocation's job worker.
     """
@@ -92,7 +92,7 @@ def slurm_packing() -> dict[str, Any]:
         cmd = [
             str(Path(sys.executable).with_name("snakemake")),
             "--profile",
-            "slurm",
+            "profiles/slurm",
             "--configfile",
             str(ROOT / "config/smoke.yaml"),
             str(override),
@@ -104,6 +104,7 @@ def slurm_packing() -> dict[str, Any]:
             "--slurm-keep-successful-logs",
             "--slurm-logdir",
             str(logs),
+            "--slurm-no-account",  # no accounts on the local cluster
         ]
         env = {
             **os.environ,

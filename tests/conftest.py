@@ -259,10 +259,11 @@ def run_config(root: Path, config: dict, **options) -> dict:
 
     path = root / "config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    snakemake(path, timeout=1200, **options)
+    done = snakemake(path, timeout=1200, **options)
     snakemake(path, "--report", str(root / "report.html"), **options)
     exp = Path(config["results_dir"]) / config["experiment"]
     return {
+        "out": done.stdout + done.stderr,
         "config": config,
         "exp": exp,
         "root": root,

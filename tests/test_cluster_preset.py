@@ -30,12 +30,12 @@ def test_the_cluster_preset_dry_runs_through_the_slurm_profile_offline(tmp_path)
         "HF_DATASETS_OFFLINE": "1",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    # The literal command users type: `slurm` resolves to the repository's top-level profile link.
+    # The literal command users type (the profile by its path: test_slurm_routing.py).
     cmd = [
         str(SNAKEMAKE),
         "-n",
         "--profile",
-        "slurm",
+        "profiles/slurm",
         "--configfile",
         "config/cluster.yaml",
         "--config",
@@ -44,7 +44,7 @@ def test_the_cluster_preset_dry_runs_through_the_slurm_profile_offline(tmp_path)
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
-    assert "Using profile slurm " in out
+    assert "Using profile profiles/slurm " in out
     stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
     cells = 4 + 4 - 1  # stage 1 and stage 2 share the reference cell
     assert int(stats["train"]) == int(stats["evaluate"]) == cells * 3
@@ -64,11 +64,9 @@ def test_the_cluster_preset_dry_runs_through_the_slurm_profile_offline(tmp_path)
     assert not hf_home.exists() or not any(hf_home.rglob("*.safetensors")), "nothing downloaded"
 
 
-def test_the_slurm_profile_is_found_by_its_bare_name():
-    link = ROOT / "slurm"
-    assert link.is_dir() and (link / "config.yaml").exists()
-    text = (link / "config.yaml").read_text()
-    for knob in ("slurm_account", "slurm_partition", "slurm-status-command", "set-resources"):
+def test_the_slurm_profile_names_its_knobs():
+    text = (ROOT / "profiles/slurm/config.yaml").read_text()
+    for knob in ("gpu_partition", "slurm-no-account", "slurm-status-command", "set-resources"):
         assert knob in text, knob
 
 

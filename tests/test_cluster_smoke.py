@@ -32,6 +32,8 @@ def run(tmp_path_factory) -> dict:
     config["results_dir"] = str(root / "results")
     config["task"]["dataset_path"] = str(root / "hub/gsm8k")
     config["base_policy"]["name"] = str(root / "hub/qwen2-tiny")
+    # as on a cluster: the checkpoints on a scratch file system
+    config["checkpoints_dir"] = str(root / "scratch")
     return run_config(root, config, unset=OFFLINE)
 
 
@@ -134,6 +136,17 @@ def test_only_the_newest_checkpoint_keeps_optimizer_state(run):
             True
         ]
         assert [(f / "scheduler.pt").exists() for f in folders][-1]
+
+
+def test_the_checkpoints_went_to_the_scratch_folder_the_run_stated(run):
+    # stated before the first job: stage 1's runs (stage 2's come after its checkpoint), 2 each
+    scratch = run["root"] / "scratch"
+    assert f"Checkpoints of 4 planned training runs (8 in all) go to {scratch}" in run["out"]
+    for info in run["runs"]:
+        below = info.parent.relative_to(run["config"]["results_dir"])
+        assert (info.parent / "checkpoints").is_symlink()
+        assert (info.parent / "checkpoints").resolve() == (scratch / below / "checkpoints")
+        assert any((scratch / below / "checkpoints").glob("checkpoint-*/model.safetensors"))
 
 
 def test_a_job_told_to_use_cuda_on_a_machine_without_one_stops_with_the_reason(run, tmp_path):

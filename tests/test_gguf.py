@@ -92,7 +92,7 @@ def _dry_run(tmp_path: Path, *args: str, dry: bool = True) -> str:
 def test_the_gpu_override_plans_the_full_size_through_the_slurm_profile(tmp_path):
     import re
 
-    out = _dry_run(tmp_path, "config/smollm2_gpu.yaml", "--profile", "slurm")
+    out = _dry_run(tmp_path, "config/smollm2_gpu.yaml", "--profile", "profiles/slurm")
     stats = dict(re.findall(r"^(\w+)\s+(\d+)$", out, re.M))
     assert int(stats["train"]) == int(stats["evaluate"]) == 3 * 4  # 3 cells x 4 seeds
     train = re.search(r"rule train:.*?resources: ([^\n]*)", out, re.S).group(1)

@@ -119,6 +119,16 @@ def test_the_registration_refuses_every_change_with_its_key_named(tmp_path, chan
         check_registered(changed)
 
 
+def test_where_jobs_run_is_no_part_of_the_registration(tmp_path):
+    """A registered study may move to a cluster: its config's slurm section and checkpoints_dir
+    change no result, and configs without them register as they did before they existed."""
+    config = registered(tmp_path)
+    moved = copy.deepcopy(config)
+    moved["slurm"] = {"account": "a", "gpu_partition": "g", "cpu_partition": "c"}
+    moved["checkpoints_dir"] = "/scratch/$USER"
+    check_registered(moved)
+
+
 def test_a_later_look_may_only_withdraw_what_the_ledger_decided(tmp_path):
     """After look 1 decided the gatekeeper, look 2's config is the registered one with it
     withdrawn and the stages no open hypothesis needs left out (the override look 1 wrote);

@@ -16,13 +16,9 @@ from safetensors.torch import load_file
 from transformers import TrainerCallback
 
 from grpo_ablation.design.options import TrainingConfig
-from grpo_ablation.training import retention
-from grpo_ablation.training.retention import (
-    KeepOptimizerStateOfNewest,
-    adamw_bytes_per_param,
-    checkpoint_disk_bytes,
-    prune_optimizer_state,
-)
+from grpo_ablation.training import disk
+from grpo_ablation.training.disk import adamw_bytes_per_param, checkpoint_disk_bytes
+from grpo_ablation.training.retention import KeepOptimizerStateOfNewest, prune_optimizer_state
 from grpo_ablation.training.rollout_log import read_rollouts
 from grpo_ablation.training.train import train
 
@@ -196,7 +192,7 @@ def test_disk_estimate_on_worked_numbers():
     n = 494_032_768
     assert checkpoint_disk_bytes(n, 2, 4, 5, 21, "newest") == 294 * n == 145_245_633_792
     assert checkpoint_disk_bytes(n, 2, 4, 5, 21, "all") == 630 * n == 311_240_643_840
-    out = retention.disk_report(n, "bfloat16", None, checkpoints_per_run=5, runs=21)
+    out = disk.disk_report(n, "bfloat16", None, checkpoints_per_run=5, runs=21)
     assert (
         "newest: 145,245,633,792 B = 145.2 GB" in out
         and "all:    311,240,643,840 B = 311.2 GB" in out

@@ -18,7 +18,7 @@ import pytest
 from conftest import faults_env
 from test_slurm_threads import local_rules
 
-from benchmarks.local_slurm import Cluster, unavailable_reason
+from benchmarks.local_slurm import CPU_PARTITION, Cluster, unavailable_reason
 
 pytestmark = pytest.mark.slow
 
@@ -47,13 +47,15 @@ def _snakemake(results: Path, logs: Path) -> list[str]:
     override = results.parent / "one_seed.yaml"
     override.write_text(
         f"results_dir: {results}\nseeds: [0]\ncompute:\n  processes_per_train_job: 2\n"
+        # the smoke config asks for no GPU: every job to the CPU partition (not the default)
+        + f"slurm: {{cpu_partition: {CPU_PARTITION}}}\n"
         + "stages:\n"
         + "".join(f"  {stage}: {{enabled: false}}\n" for stage in off)
     )
     return [
         str(SNAKEMAKE),
         "--profile",
-        "slurm",
+        "profiles/slurm",
         "--configfile",
         "config/smoke.yaml",
         str(override),
@@ -65,6 +67,8 @@ def _snakemake(results: Path, logs: Path) -> list[str]:
         "--slurm-keep-successful-logs",
         "--slurm-logdir",
         str(logs),
+        # no accounts here (a SLURM run without slurm.account is refused otherwise)
+        "--slurm-no-account",
     ]
 
 
@@ -81,8 +85,10 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     slow = faults_env(env, GRPO_FAULT_STEP_SLEEP="2")
     first = _start(_snakemake(results, logs), slow)
     cancelled = saved = None
+    partitions = set()
     deadline = time.time() + 600
     while cancelled is None and first.poll() is None and time.time() < deadline:
+        partitions |= {job["partition"] for job in cluster.jobs()}
         for job in cluster.jobs():
             if job["state"] != "RUNNING" or "rule_train_wildcards_" not in job["comment"]:
                 continue
@@ -102,6 +108,7 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
         time.sleep(0.3)
     out, _ = first.communicate(timeout=900)
     assert cancelled is not None, f"no training job was seen between checkpoints:\n{out[-3000:]}"
+    assert partitions == {CPU_PARTITION}, partitions  # slurm.cpu_partition, not the default
 
     second = subprocess.run(
         _snakemake(results, logs),

@@ -2,6 +2,7 @@
 import json
 from dataclasses import asdict
 import os
+import shutil
 from functools import lru_cache
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from grpo_ablation.design import checks, cost
 from grpo_ablation.design.axes import path_regex
 from grpo_ablation.design.options import ComputeConfig
 from grpo_ablation.design.schema import config_problems
+from grpo_ablation.design.slurm import refusal, slurm_problems, slurm_resources
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.ledger import Ledger
 from grpo_ablation.design.records import draw_source, recorded_draws, study_records
@@ -87,6 +89,14 @@ SEEDS = DESIGN.seeds
 # the vLLM pin set where the config uses vLLM.
 CONDA_ENV = f"../../{checks.conda_env(config)}"
 THREADS = int(config["threads_per_job"])
+
+
+def slurm(gpus):
+    """A submitted job's partition and account under SLURM (config `slurm`), by whether it asks
+    for a GPU; nothing where the keys are empty (grpo_ablation.design.slurm)."""
+    return slurm_resources(config.get("slurm") or {}, gpus)
+
+
 # Paths into the checkout are relative to the working directory (the repository root, where
 # Snakemake runs and every job starts): params and inputs are rerun triggers, and an absolute
 # path made a copy of a finished run (cp -a, or a fresh clone beside the copied results/ and
@@ -202,6 +212,42 @@ CONFIG_SECTIONS = {
 def section(name):
     """The input of a job that reads config section ``name`` by file."""
     return SHARED.config_section(name)
+
+
+# GPUs of a training job: per process times the processes it starts.
+TRAIN_GPUS = config["resources"]["gpus_per_train_job"] * COMPUTE_OPTIONS.processes_per_train_job
+
+
+def checkpoints_of(wildcards):
+    """Where a run's checkpoints go: its path under results_dir, below config checkpoints_dir
+    (none: the run folder)."""
+    if not config.get("checkpoints_dir"):
+        return "none"
+    run = Path(TREE.run("{cell}", "{seed}").format(**dict(wildcards.items())))
+    below = run.relative_to(config["results_dir"])
+    return str(Path(config["checkpoints_dir"]) / below / "checkpoints")
+
+
+def base_parameters():
+    """The base policy's parameters where its weights are on disk (the prefetched or local model,
+    else a base policy built here before), else None: the size of each checkpoint."""
+    from grpo_ablation.training.disk import weights_parameters
+
+    folders = []
+    if Path(PREFETCH).exists():
+        model = json.loads(Path(PREFETCH).read_text()).get("model") or {}
+        folders.append(model.get("cache") or model.get("local") if isinstance(model, dict) else model)
+    for info in map(Path, per_draw([TREE.base_policy()])):
+        folders.append(json.loads(info.read_text()).get("model") if info.exists() else None)
+    return next(filter(None, (weights_parameters(Path(f)) for f in folders if f)), None)
+
+
+def free_bytes(folder):
+    """Free bytes of the file system ``folder`` is (or will be) on."""
+    path = Path(folder).absolute()
+    while not path.exists():
+        path = path.parent
+    return shutil.disk_usage(path).free
 
 
 def all_targets(wildcards):

@@ -64,10 +64,14 @@ rule base_policy:
         out=folder(0),
     # The local warm start's weights depend on its thread count: base_policy.num_threads.
     threads: config["base_policy"].get("num_threads", THREADS)
+    # A hub model that is not warm-started is only looked up (in the prefetched cache): no
+    # allocation for that.
+    localrule: checks.base_policy_lookup_only(config)
     resources:
         runtime=config["resources"]["base_policy_runtime"],
         mem_mb=config["resources"]["base_policy_mem_mb"],
         gpu=checks.base_policy_gpus(config),
+        **slurm(checks.base_policy_gpus(config)),
     conda:
         CONDA_ENV
     log:

@@ -61,6 +61,7 @@ rule evaluate_base:
         # With --resources eval_slots=1 the jobs of a packed allocation run one after another
         # (on its one GPU), sharing its job worker.
         eval_slots=1,
+        **slurm(config["resources"]["gpus_per_eval_job"]),
     conda:
         CONDA_ENV
     log:
@@ -101,6 +102,7 @@ rule evaluate:
         # With --resources eval_slots=1 the jobs of a packed allocation run one after another
         # (on its one GPU), sharing its job worker.
         eval_slots=1,
+        **slurm(config["resources"]["gpus_per_eval_job"]),
     conda:
         CONDA_ENV
     log:

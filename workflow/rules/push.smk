@@ -44,6 +44,7 @@ rule push:
     resources:
         runtime=config["resources"]["diagnostics_runtime"],
         mem_mb=config["resources"]["diagnostics_mem_mb"],
+        **slurm(0),
     conda:
         CONDA_ENV
     log:
@@ -79,6 +80,7 @@ rule push_pilot:
     resources:
         runtime=config["resources"]["diagnostics_runtime"],
         mem_mb=config["resources"]["diagnostics_mem_mb"],
+        **slurm(0),
     conda:
         CONDA_ENV
     log:

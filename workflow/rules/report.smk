@@ -58,6 +58,7 @@ rule diagnostics:
     resources:
         runtime=config["resources"]["diagnostics_runtime"],
         mem_mb=config["resources"]["diagnostics_mem_mb"],
+        **slurm(0),
     conda:
         CONDA_ENV
     log:

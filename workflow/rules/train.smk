@@ -42,11 +42,14 @@ rule train:
         runtime=config["resources"]["train_runtime"],
         mem_mb=config["resources"]["train_mem_mb"],
         # `gpu` is the resource the SLURM executor turns into --gpus.
-        gpu=config["resources"]["gpus_per_train_job"] * COMPUTE_OPTIONS.processes_per_train_job,
+        gpu=TRAIN_GPUS,
         # One machine: the launcher starts every process of a cell on the node it runs on.
         nodes=1,
         # A resource, not a param: params are rerun triggers, and tracking changes no result.
         report_to=",".join(config["tracking"]["report_to"]) or "none",
+        # where its checkpoints go (a resource too: moving them retrains nothing)
+        checkpoints=checkpoints_of,
+        **slurm(TRAIN_GPUS),
     conda:
         CONDA_ENV
     log:
@@ -57,4 +60,5 @@ rule train:
         "python {params.cli} train --base {input.base} --data {params.data} --out {params.out}"
         " --training {input.options} --task {input.task}"
         " --compute {input.compute}"
-        " --threads {threads} --report-to {resources.report_to} > {log} 2>&1"
+        " --threads {threads} --report-to {resources.report_to}"
+        " --checkpoints {resources.checkpoints:q} > {log} 2>&1"

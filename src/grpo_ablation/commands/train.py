@@ -46,6 +46,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--report-to", default="none", help="live trackers, e.g. tensorboard,wandb (or none)"
     )
+    p.add_argument(
+        "--checkpoints",
+        default="none",
+        help="a folder for the run's checkpoints ($VARS expanded; the run's checkpoints/ links "
+        "to it), or none: inside the run folder",
+    )
 
 
 def processes(a: argparse.Namespace) -> int:
@@ -66,9 +72,12 @@ def run(a: argparse.Namespace) -> None:
     from grpo_ablation.process import bootstrap
     from grpo_ablation.settings import from_dict
     from grpo_ablation.training.launch import relaunch
-    from grpo_ablation.training.train import train
+    from grpo_ablation.training.train import link_checkpoints, train
 
     compute = ComputeConfig.of(a.compute)
+    if a.checkpoints != "none":  # before the launcher starts several processes
+        where = link_checkpoints(a.out, Path(os.path.expandvars(a.checkpoints)))
+        print(f"checkpoints of {a.out} go to {where}")
     # N > 1: this process becomes `accelerate launch` of the same command (N copies of it); the
     # job worker never serves such a job, so sys.argv is the job's own command line.
     relaunch(

@@ -266,11 +266,17 @@ def needs_prefetch(config: dict[str, Any]) -> bool:
     )
 
 
+def base_policy_lookup_only(config: dict[str, Any]) -> bool:
+    """Whether the base_policy job only looks a hub model up (no warm start: nothing computed)."""
+    base = config["base_policy"]
+    return base.get("kind", "local") == "hub" and int(base.get("sft_steps", 0)) == 0
+
+
 def base_policy_gpus(config: dict[str, Any]) -> int:
     """GPUs of the base_policy job: one where it warm-starts a hub model on CUDA (the local
     character GPT-2 warm-starts on the CPU; a hub model with sft_steps 0 is only looked up)."""
-    base = config["base_policy"]
-    warm = base.get("kind", "local") == "hub" and int(base.get("sft_steps", 0)) > 0
+    hub = config["base_policy"].get("kind", "local") == "hub"
+    warm = hub and not base_policy_lookup_only(config)
     return int(warm and ComputeConfig.of(config.get("compute")).device == "cuda")
 
 

@@ -104,3 +104,40 @@ def _minutes(seconds: float) -> str:
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def checkpoint_disk(
+    checkpoints: list[int], n_params: int | None, policy: str, folder: str, free_bytes: int | None
+) -> str:
+    """What the planned runs' checkpoints (``checkpoints``: how many each run saves) need in
+    ``folder`` beside what its file system has free: weights and AdamW state in float32 (training
+    keeps its parameters in float32 whatever ``compute.dtype``), optimizer state kept as
+    ``compute.keep_optimizer_state`` (``policy``) says, at the peak while a save overlaps the
+    previous newest (``training.disk.checkpoint_disk_bytes``). ``n_params`` None: not on disk yet."""
+    if not checkpoints:
+        return "No training run planned: no checkpoints."
+    free = "" if free_bytes is None else f" ({free_bytes / 1e9:,.1f} GB free there)"
+    head = (
+        f"Checkpoints of {len(checkpoints)} planned training run"
+        f"{'' if len(checkpoints) == 1 else 's'} ({sum(checkpoints)} in all) go to {folder}{free}"
+    )
+    if n_params is None:
+        return f"{head}; their size is known once the base policy's weights are on disk."
+    from grpo_ablation.training.disk import (
+        DTYPE_BYTES,
+        adamw_bytes_per_param,
+        checkpoint_disk_bytes,
+    )
+
+    per_param = (DTYPE_BYTES["float32"], adamw_bytes_per_param("float32"))
+    sizes = [
+        sum(checkpoint_disk_bytes(n_params, *per_param, k, 1, policy, peak) for k in checkpoints)
+        for peak in (False, True)
+    ]
+    text = (
+        f"{head}: {sizes[0] / 1e9:,.1f} GB, {sizes[1] / 1e9:,.1f} GB at the peak "
+        f"({n_params:,} parameters in float32, optimizer state kept: {policy})."
+    )
+    if free_bytes is not None and sizes[1] > free_bytes:
+        text += " MORE THAN IS FREE: set checkpoints_dir to a larger file system (a scratch)."
+    return text

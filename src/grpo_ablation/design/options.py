@@ -260,6 +260,11 @@ class TrainingConfig:
         return sorted({*log, *late_steps(self.max_steps, self.late_points)})
 
     @property
+    def checkpoints(self) -> int:
+        """The checkpoints the run saves: every ``save_steps`` and the final step."""
+        return math.ceil(self.max_steps / self.save_steps)
+
+    @property
     def generation_batch_size(self) -> int:
         return self.prompts_per_step * self.group_size
 

@@ -67,12 +67,16 @@ def ledger_file(config: dict[str, Any]) -> Path:
 # What a registration leaves out of the config: the look's draws, and the prices (with where they
 # were measured), which a study may measure again without changing what it tests.
 PRICES = ("minutes_per_unit", "runs_per_unit", "minutes_per_push_replicate", "minutes_source")
+# Where jobs run and write their checkpoints, which changes no result: a study may move to a cluster.
+PLACEMENT = ("slurm", "checkpoints_dir")
 
 
 def without_draws(config: dict[str, Any]) -> dict[str, Any]:
-    """The config with the look's draws and the prices left out: what every look of the study
-    shares and the registration fixes."""
+    """The config with the look's draws, the prices and the placement left out: what every look
+    of the study shares and the registration fixes."""
     body = copy.deepcopy(config)
+    for key in PLACEMENT:
+        body.pop(key, None)
     (body.get("base_policy") or {}).pop("draws", None)
     for key in PRICES:
         (body.get("power") or {}).pop(key, None)

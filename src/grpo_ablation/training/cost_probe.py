@@ -60,9 +60,7 @@ def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
         paths.update(dict.fromkeys(c.path for c in design.cells(s, winners)))
     runs = [design.training_config(design.parse_cell(p), 0) for p in paths]
     steps = sum(r.max_steps for r in runs) / max(1, len(runs))
-    checkpoints = sum(
-        r.max_steps // r.save_steps + (r.max_steps % r.save_steps != 0) for r in runs
-    ) / max(1, len(runs))
+    checkpoints = sum(r.checkpoints for r in runs) / max(1, len(runs))
     cells = paths
     r, c = config["resources"], ComputeConfig.of(config["compute"])
     return {

@@ -70,6 +70,21 @@ def saved_checkpoints(run: Path) -> list[Path]:
     return [p for p in found if checkpoint_step(p) is not None]
 
 
+def link_checkpoints(run: Path, target: Path) -> Path:
+    """Make the run's checkpoints folder a link to ``target`` (config ``checkpoints_dir``) and
+    return where its checkpoints go. A run that already has the folder keeps it (checkpoints in it
+    stay where they are, and the run resumes from them); a link whose target is gone (a purged
+    scratch) gets the folder made again, and the run starts afresh."""
+    link = run / CHECKPOINTS
+    if not link.is_symlink() and not link.exists():
+        run.mkdir(parents=True, exist_ok=True)
+        target.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target.resolve(), target_is_directory=True)
+    elif link.is_symlink():
+        link.resolve().mkdir(parents=True, exist_ok=True)
+    return link.resolve()
+
+
 def checkpoint_dtypes(checkpoint: Path | None) -> list[str]:
     """The tensor dtypes stored in a checkpoint's safetensors weights (e.g. ["F32"])."""
     from safetensors import safe_open
@@ -441,7 +456,10 @@ def _read_json(path: Path) -> Any:
 def _clear_run(out: Path) -> None:
     for name in _RUN_STATE:
         path = out / name
-        if path.is_dir():
+        if path.is_symlink():  # the checkpoints folder elsewhere (link_checkpoints): emptied
+            shutil.rmtree(path.resolve(), ignore_errors=True)
+            path.resolve().mkdir(parents=True, exist_ok=True)
+        elif path.is_dir():
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
