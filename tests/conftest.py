@@ -199,6 +199,76 @@ measure();
 LANDING = "const d = document.querySelector('.prose'); return d ? d.textContent : '';"
 
 
+def landing_report(reading: str, config: dict, out: Path) -> Path:
+    """The report's landing page with no run: ``reading`` (a pooled reading, RST) in the files
+    the report template reads (workflow/report/workflow.rst: the reading's view, its RST beside
+    it), the template rendered by Jinja and docutils as ``snakemake --report`` renders it, in the
+    page of Snakemake's own HTML reporter (its viewer, scripts and styles) beside a rule graph of
+    the workflow's rules; no result items. Returns the page (``out``/report.html)."""
+    import urllib.parse
+    from types import SimpleNamespace
+
+    from docutils.core import publish_parts
+    from jinja2 import Environment
+    from snakemake.report import Category
+    from snakemake.report.html_reporter import Reporter, ReportSettings
+
+    from grpo_ablation.layout import POOLED_READING, POOLED_READING_VIEW
+
+    folder = out / "pooled"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / POOLED_READING).write_text(reading)
+    view = folder / POOLED_READING_VIEW
+    view.write_text("")
+    template = (ROOT / "workflow/report/workflow.rst").read_text()
+    # the report's categories the template links to, each holding the reading's view (the menu
+    # lists them), and the links as Snakemake appends them to the template
+    names = sorted(
+        {"".join(n) for n in re.findall(r"`([^`<]+)`_|\b([A-Z]\w+)_(?=[\s.,;])", template)}
+    )
+    item = SimpleNamespace(
+        path=view,
+        name=view.name,
+        filename=view.name,
+        labels={},
+        size=0,
+        caption="",
+        mime="text/html",
+        job=SimpleNamespace(rule=SimpleNamespace(name="pooled")),
+        wildcards="",
+        params="",
+        aux_files=[],
+    )
+    results = {Category(n): {Category("Other"): [item]} for n in names}
+    links = "".join(
+        f"\n.. _{n}: javascript:app.showCategory('{urllib.parse.quote(n)}')" for n in names
+    )
+    text = Environment(trim_blocks=True, lstrip_blocks=True).from_string(template + links)
+    rst = text.render(snakemake=SimpleNamespace(config=config), categories=results, files=[item])
+    description = publish_parts(rst, writer_name="html")["html_body"]
+
+    # the rule graph: every rule of the workflow, each needing all the rules before it (its
+    # widest: the graph's links bulge to the right by the distance they span)
+    rules = re.findall(
+        r"^(?:rule|checkpoint) (\w+):",
+        "\n".join(p.read_text() for p in [ROOT / "Snakefile", *(ROOT / "workflow").rglob("*.smk")]),
+        flags=re.M,
+    )
+
+    class Job:  # what Snakemake's rule graph reads of a job: its rule's name
+        def __init__(self, name: str) -> None:
+            self.rule = SimpleNamespace(name=name)
+
+    chain = [Job(n) for n in rules]
+    dag = SimpleNamespace(
+        toposorted=lambda: [[job] for job in chain],
+        dependencies={job: chain[:i] for i, job in enumerate(chain)},
+    )
+    page = out / "report.html"
+    Reporter({}, results, [], [], ReportSettings(path=page), description, dag, {}).render()
+    return page
+
+
 def report_items(report: Path) -> dict[str, dict]:
     """Every item of a Snakemake report, by its file's path: its name, labels, mime type and the
     file as the report embeds it (``content``, decoded from its data URI)."""
@@ -222,10 +292,14 @@ def page_text(page: str) -> str:
 
 def rendered(rst: str) -> list[str]:
     """A reading's paragraphs, list items and table cells as the browser shows them (inline
-    markup, bullets and directives gone, one space)."""
+    markup, bullets, directives, substitution references and raw HTML gone, one space)."""
     pieces: list[list[str]] = [[]]
+    raw = False  # within a raw directive's content (a drawing: no text of the reading's)
     for line in rst.replace("**", "").replace("``", "").splitlines():
-        text = line.strip()
+        text = re.sub(r"\|[^|\s][^|]*\|", "", line).strip()
+        if raw and (not text or line.startswith(" ")):
+            continue
+        raw = bool(re.match(r"\.\. (\|[^|]+\| )?raw::", line.strip()))
         if text.startswith(".. ") or re.match(r":[\w-]+:", text):
             continue  # a directive and its options show no text of their own
         item = re.match(r"(\* )?- ", text)

@@ -20,11 +20,12 @@ from test_design import default_config
 from test_stats import binomial_counts
 from test_tables_figures import effect_row
 
-from grpo_ablation.analysis import hypotheses, reading, render, stats, tables
+from grpo_ablation.analysis import hypotheses, marks, reading, render, stats, tables
 from grpo_ablation.design import checks
 from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, cell_label
 from grpo_ablation.design.axes import DesignError
+from grpo_ablation.layout import LANDING_END
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = list(range(6))
@@ -796,10 +797,10 @@ def test_a_hypothesis_without_a_policy_read_back_from_its_table_says_no_nan():
 
 
 def test_the_reading_opens_with_one_row_per_hypothesis_then_the_prose():
-    """The overview table: prediction, Δ with its 90% interval and units, verdict, what the
-    design detects (the push example above: supported, t = 5.48 on 5 df, Holm p 0.0028), and
-    its scope: what the mean is over, a column since it differs by row (a push's replicates
-    beside the other hypotheses' seeds or draws)."""
+    """The overview table: prediction, Δ with its 90% interval drawn and written, verdict, what
+    the design detects (the push example above: supported, t = 5.48 on 5 df, Holm p 0.0028),
+    and its scope: its units and what they sample, a column since it differs by row (a push's
+    replicates beside the other hypotheses' seeds or draws)."""
     from docutils.core import publish_doctree
 
     config = config_with(push_spec())
@@ -815,16 +816,81 @@ def test_the_reading_opens_with_one_row_per_hypothesis_then_the_prose():
     text = hypotheses.verdicts_reading(table, "draw")
     overview = hypotheses.verdicts_overview(table, "draw")
     assert text.index(overview) < text.index("Each in full:") < text.index("- ``p``: **SUPPORTED**")
-    cells = overview.split("* - ``p``")[1].split("\n     - ")[1:]
-    # mean −2, SD √0.8, t(0.95, 5 df) = 2.015: ±0.736
-    assert cells[1] == "-2 [-2.74, -1.26], 6 replicates"
+    cells = overview.split("* - ``p``")[1].split("\n\n")[0].split("\n     - ")[1:]
+    # one line each: no break within the prediction's relation or the interval
+    assert cells[0] == "push on the incorrect-completion length at the base policy: Δ\u00a0<\u00a00"
+    # mean −2, SD √0.8, t(0.95, 5 df) = 2.015: ±0.736; the drawing first
+    assert cells[1] == "|p marks| -2\u00a0[-2.74,\u00a0-1.26]"
     assert cells[2] == "**SUPPORTED**"
     mde = table.iloc[0]["mde"]
     assert cells[3].strip() == f"≥ {render.number('push_incorrect_length', mde)}"
-    assert cells[4].strip() == hypotheses.SCOPE["replicate"]
-    assert overview.split("* - ``p``")[0].rstrip().endswith("- scope")
+    assert cells[4].strip() == f"6 replicates: {hypotheses.SCOPE['replicate']}"
+    assert overview.split("* - ``p``")[0].rstrip().split("\n")[-1].endswith("- scope")
     assert set(hypotheses.SCOPE) == {"seed", "draw", "replicate"}  # every unit a verdict has
-    # valid reStructuredText: docutils builds a table of 2 rows of 6 cells, with no complaint
+    # valid reStructuredText: docutils builds a table of 2 rows of 6 cells, with no complaint,
+    # the row's drawing an SVG in its third cell, what the drawings show said under the table
     tree = publish_doctree(text, settings_overrides={"report_level": 2, "halt_level": 2})
     rows = [n for n in tree.findall() if n.tagname == "row"]
     assert len(rows) == 2 and all(len(r.children) == 6 for r in rows)
+    (drawing,) = [n for n in rows[1].children[2].findall() if n.tagname == "raw"]
+    assert drawing.astext().startswith('<svg class="verdict-mark"')
+    assert "<title>p, supported: Δ -2 [-2.74, -1.26];" in drawing.astext()
+    assert text.index(hypotheses.MARKS_KEY) < text.index(LANDING_END)
+    # a table written before the declarations were columns: its prediction in words, no drawing
+    older = hypotheses.verdicts_overview(table.drop(columns=["direction", "margin"]), "draw")
+    assert "raw::" not in older and hypotheses.MARKS_KEY not in older
+    assert "lower than the reference by more than 0" in older
+
+
+def test_a_verdicts_drawing_puts_each_mark_where_its_number_lies_on_the_metrics_axis():
+    """The verdict table's drawing of a row (``marks.mark_svg``), read back from its SVG: on the
+    axis of the interval, the bounds and zero, padded (``marks.axis``, the verdicts figure's
+    too), the predicted region between ±m, the dashed bounds, zero, the interval's bar and its
+    mean in the verdict's colour, the MDE's ticks at ±MDE; an MDE off the axis is an arrow at
+    its edge; a directional hypothesis's region runs from s·δ to the edge it predicts; a table
+    without the declarations (written before they were columns) has no drawing."""
+    import xml.etree.ElementTree as ET
+
+    row = {"id": "h", "kind": "equivalence", "metric": "greedy_final", "verdict": "supported"}
+    row |= {"direction": 0, "minimum_effect": 0.0, "margin": 0.02}
+    row |= {"mean": 0.005, "low90": -0.004, "high90": 0.014, "mde": 0.015, "title": "h"}
+    lo, hi = marks.axis("greedy_final", [0.005, -0.004, 0.014, -0.02, 0.02])
+    # the bounds set it: [-0.02, 0.02] padded by 15% of 0.04 on each side
+    assert (lo, hi) == pytest.approx((-0.026, 0.026))
+    width, pad = marks.MARK_WIDTH, 3.0
+
+    def x(value):
+        return pytest.approx(pad + (value - lo) / (hi - lo) * (width - 2 * pad), abs=0.06)
+
+    svg = ET.fromstring(marks.mark_svg(row))
+    ns = ""  # an inline SVG of HTML: no namespace
+    assert svg.find(f"{ns}title").text == "h"
+    region, bar = svg.findall(f"{ns}rect")
+    assert float(region.get("x")) == x(-0.02)
+    assert float(region.get("x")) + float(region.get("width")) == x(0.02)
+    assert region.get("fill") == marks.BOUND_COLOUR
+    lines = svg.findall(f"{ns}line")
+    dashed = [float(ln.get("x1")) for ln in lines if ln.get("stroke-dasharray")]
+    assert dashed == [x(-0.02), x(0.02)]
+    (zero,) = [float(ln.get("x1")) for ln in lines if ln.get("stroke") == "black"]
+    assert zero == x(0.0)
+    ticks = [float(ln.get("x1")) for ln in lines if ln.get("stroke") == marks.MDE_COLOUR]
+    assert ticks == [x(-0.015), x(0.015)]
+    assert float(bar.get("x")) == x(-0.004)
+    assert float(bar.get("x")) + float(bar.get("width")) == x(0.014)
+    assert bar.get("fill") == marks.VERDICT_COLOURS["supported"]
+    (dot,) = svg.findall(f"{ns}circle")
+    assert float(dot.get("cx")) == x(0.005)
+    # an MDE beyond the axis: arrows at both edges, no tick
+    wide = ET.fromstring(marks.mark_svg({**row, "mde": 0.5}))
+    assert len(wide.findall(f"{ns}path")) == 2
+    assert not [ln for ln in wide.findall(f"{ns}line") if ln.get("stroke") == marks.MDE_COLOUR]
+    # lower by more than δ = 0.01: the region from the axis's left edge to -δ
+    lower = {**row, "kind": "directional", "direction": -1, "minimum_effect": 0.01}
+    lower |= {"margin": math.nan, "mean": -0.03, "low90": -0.04, "high90": -0.02}
+    lo, hi = marks.axis("greedy_final", [-0.03, -0.04, -0.02, -0.01])
+    region = ET.fromstring(marks.mark_svg(lower)).findall(f"{ns}rect")[0]
+    assert float(region.get("x")) == pytest.approx(pad)
+    assert float(region.get("x")) + float(region.get("width")) == x(-0.01)
+    old = {k: v for k, v in row.items() if k not in ("direction", "minimum_effect", "margin")}
+    assert marks.mark_svg(old) == ""

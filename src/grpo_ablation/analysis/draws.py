@@ -310,6 +310,12 @@ def study_note(design: Design) -> str:
     )
 
 
+def pooled_opening(design: Design, verdicts: pd.DataFrame) -> str:
+    """The pooled reading's opening (the report's landing page up to ``LANDING_END``, then the
+    verdicts in full): the study's note, then the verdicts over draws."""
+    return study_note(design) + hypotheses.verdicts_reading(verdicts, UNIT)
+
+
 def write_pooled(design: Design, out: Path) -> list[Path]:
     """``out/tables/`` (``POOLED_TABLES``) and ``out/pooled_reading.{rst,html}``: the results
     table and the declared hypotheses' verdicts with the draw as the unit, each contrast per
@@ -356,7 +362,7 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
     view = render.html_view(caption, shown, folder / POOLED_TABLE["results"])
     (folder / POOLED_TABLE["results_html"]).write_text(view)
     verdicts.to_csv(folder / POOLED_TABLE["hypotheses"], index=False)
-    opening = study_note(design) + hypotheses.verdicts_reading(verdicts, UNIT)
+    opening = pooled_opening(design, verdicts)
     (folder / POOLED_TABLE["hypotheses_rst"]).write_text(opening + "\n" + render.to_rst(verdicts))
     view = render.html_view(opening, verdicts, folder / POOLED_TABLE["hypotheses"])
     (folder / POOLED_TABLE["hypotheses_html"]).write_text(view)

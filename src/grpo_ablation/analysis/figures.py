@@ -33,6 +33,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from grpo_ablation.analysis import STAGE_FIGURES, calibration, efficiency, loading, tables
+from grpo_ablation.analysis.render import fit_limits
 from grpo_ablation.analysis.saving import save
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.design.ablation import Design, cell_label
@@ -107,23 +108,6 @@ def smooth(frame: pd.DataFrame, columns: list[str], window: int, x: str = "step"
 
 def smoothing_label(window: int) -> str:
     return "unsmoothed" if window <= 1 else f"rolling mean over {window} steps"
-
-
-def fit_limits(
-    values: Iterable[float], pad: float = 0.08, floor: float | None = None
-) -> tuple[float, float] | None:
-    """Axis limits around the finite ``values``, padded by a fraction of their range (None when
-    there is none): the axis shows the data, not the width of a two-seed interval. ``floor``
-    (e.g. 0 for a fraction) keeps the axis from running far below what the quantity can be."""
-    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    if not xs:
-        return None
-    lo, hi = min(xs), max(xs)
-    margin = pad * (hi - lo) if hi > lo else max(abs(hi), 1.0) * 0.05
-    low, high = lo - margin, hi + margin
-    if floor is not None and lo >= floor:
-        low = max(low, floor - 0.02 * (high - floor))
-    return low, high
 
 
 def _no_data(ax, what: str = "") -> None:

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from grpo_ablation.analysis import marks
 from grpo_ablation.analysis.reading import PAIRING
 from grpo_ablation.analysis.render import html_view, largest_difference, list_table, number, to_rst
 from grpo_ablation.analysis.stats import (
@@ -77,6 +78,9 @@ VERDICT_COLUMNS = [
     "metric",
     "policy",
     "prediction",
+    # the declaration the prediction reads (design.hypotheses.Hypothesis): the drawing's bounds
+    # and predicted region
+    *marks.DECLARATION,
     "unit",
     "n",
     "mean",
@@ -254,8 +258,19 @@ def verdicts_table(
 ) -> pd.DataFrame:
     """One row per declared hypothesis, in declaration order (the columns of VERDICT_COLUMNS);
     ``push`` holds the push records (push.json, one per draw) a push hypothesis is judged on."""
-    compared = {h.id: contrast(h, rows, design) for h in hypotheses}
     diffs = differences(hypotheses, runs, rows, design, push)
+    return verdicts_of(hypotheses, diffs, rows, design, unit)
+
+
+def verdicts_of(
+    hypotheses: list[Hypothesis],
+    diffs: dict[str, list[float]],
+    rows: list[dict[str, str]],
+    design: Design,
+    unit: str = "seed",
+) -> pd.DataFrame:
+    """``verdicts_table`` from each hypothesis's per-unit paired differences (``differences``)."""
+    compared = {h.id: contrast(h, rows, design) for h in hypotheses}
     judged = judge(hypotheses, diffs)
     powers = power_columns(hypotheses, diffs, design, unit=unit)
     out = [
@@ -268,6 +283,9 @@ def verdicts_table(
             "metric": h.metric,
             "policy": h.policy,
             "prediction": h.prediction(),
+            "direction": h.direction,
+            "minimum_effect": h.minimum_effect,
+            "margin": h.margin,
             **judged[h.id],
             **powers[h.id],
             "source": h.source,
@@ -383,18 +401,45 @@ def _policy(v: pd.Series) -> str:
 # for all of them, the config's: said once beside the table, not in every row.
 SCOPE = {
     "seed": "training seeds of this one base policy",
-    "draw": "base policies warm-started anew, with their seeds",
-    "replicate": "prompt batches at the named policy, no training",
+    "draw": "new base policies, each with its seeds",
+    "replicate": "prompt batches at one policy, no training",
 }
 
 
+def _bound(v: pd.Series) -> str:
+    """A prediction as a relation of Δ (``Δ within ±0.020``, ``Δ < -0.10``), from the row's
+    declaration, rounded as the tables round the metric."""
+    m = str(v["metric"])
+    if v["kind"] == "equivalence":
+        return f"Δ within ±{_number(v['margin'], m, False)}"
+    s = 1 if v["direction"] > 0 else -1
+    bound = _number(s * v["minimum_effect"], m) if v["minimum_effect"] else "0"
+    return f"Δ {'>' if s > 0 else '<'} {bound}"
+
+
+def _unbroken(text: str) -> str:
+    """``text`` with no line break at its spaces (a relation or an interval reads whole)."""
+    return text.replace(" ", "\u00a0")
+
+
+# What each row's drawing shows (``marks.mark_svg``), said once under the table.
+MARKS_KEY = (
+    "Each row's drawing, on its metric's own axis: the 90% interval (bar) and mean (dot), "
+    "coloured by the verdict (green supported, red refuted, grey inconclusive); the region the "
+    "hypothesis predicts (shaded) from its margin or δ (dashed); zero (black); the minimum "
+    "detectable effect (grey ticks, an arrow at the edge where off the axis)."
+)
+
+
 def verdicts_overview(verdicts: pd.DataFrame, default_unit: str = "seed") -> str:
-    """One row per declared hypothesis, what a reader needs first: its prediction, Δ with its
-    90% interval and units, the verdict, what the design detects with 80% power from the SD it
-    observed, and its scope: what the mean is over, hence what the verdict generalises to
-    (``SCOPE``; a reStructuredText list-table; the prose follows it)."""
+    """One row per declared hypothesis, what a reader needs first, one or two lines each: its
+    prediction, Δ with its 90% interval drawn against the prediction (``marks``) and written, the
+    verdict, what the design detects with 80% power from the SD it observed, and its scope: the
+    units and what they sample, hence what the verdict generalises to (``SCOPE``). A
+    reStructuredText list-table, each row's drawing an inline SVG (a substitution defined under
+    the table, then ``MARKS_KEY``); the prose follows."""
     head = ["hypothesis", "prediction", "Δ [90% interval]", "verdict", "detects (80%)", "scope"]
-    rows = []
+    rows, drawn = [], []
     for _, v in verdicts.iterrows():
         m = str(v["metric"])
         unit = v["unit"] if v.get("unit") == "replicate" else default_unit
@@ -404,18 +449,31 @@ def verdicts_overview(verdicts: pd.DataFrame, default_unit: str = "seed") -> str
             if n >= 2 and math.isfinite(v["low90"])
             else "no interval"
         )
-        on = METRICS[m] + (f", {v['policy']} policy" if _policy(v) else "")
+        # the metric's name to its first parenthesis (the full name is the prose's)
+        what = METRICS[m].split(" (")[0] + (f" at the {v['policy']} policy" if _policy(v) else "")
+        # a table written before the declarations were columns: the prediction in words and
+        # no drawing
+        declared = all(k in v for k in marks.DECLARATION)
+        relation = _bound(v) if declared else str(v["prediction"])
+        predicted = f"{what}: {_unbroken(relation) if declared else relation}"
+        # the drawing's tooltip: its row in words, and what the design detects
+        title = f"{v['id']}, {v['verdict']}: Δ {delta}; {what}: {relation}; {_detects(v)}"
+        mark = marks.mark_svg({**v, "title": title}) if declared else ""
+        if mark:
+            drawn.append(f".. |{v['id']} marks| raw:: html\n\n   {mark}\n")
         rows.append(
             [
                 f"``{v['id']}``",
-                f"{v['cell']} {v['prediction']} ({on})",
-                f"{delta}, {n} {unit}{'' if n == 1 else 's'}",
+                predicted,
+                # the numbers wrap whole under the drawing where the row is narrow
+                (f"|{v['id']} marks| " if mark else "") + _unbroken(delta),
                 f"**{str(v['verdict']).upper()}**",
                 _detects(v, short=True),
-                SCOPE[unit],
+                f"{n} {unit}{'' if n == 1 else 's'}: {SCOPE[unit]}",
             ]
         )
-    return list_table(head, rows)
+    key = [MARKS_KEY, ""] if drawn else []
+    return "\n".join([list_table(head, rows, widths="23 22 17 10 8 20"), *drawn, *key])
 
 
 def _power_clause(v: pd.Series, unit: str) -> str:

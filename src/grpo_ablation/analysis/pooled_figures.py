@@ -28,8 +28,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from grpo_ablation.analysis import figures, loading
-from grpo_ablation.analysis.render import largest_difference
+from grpo_ablation.analysis import figures, loading, marks
+from grpo_ablation.analysis.marks import BOUND_COLOUR, MDE_COLOUR, VERDICT_COLOURS
 from grpo_ablation.analysis.saving import save
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.hypotheses import METRICS, Hypothesis, declared
@@ -40,10 +40,6 @@ from grpo_ablation.layout import (
     POOLED_VERDICTS_LANDING,
     Tree,
 )
-
-VERDICT_COLOURS = {"supported": "#1a9641", "refuted": "#d7191c", "inconclusive": "#7f7f7f"}
-BOUND_COLOUR = "#2c7bb6"  # the margin or minimum effect, and the region the hypothesis predicts
-MDE_COLOUR = "#555555"
 
 
 def _finite(*xs: float) -> bool:
@@ -65,25 +61,18 @@ def _row_title(v: pd.Series, unit: str) -> str:
 
 
 def _verdict_row(ax: plt.Axes, v: pd.Series, h: Hypothesis) -> None:
-    """One hypothesis on its metric's own axis (see ``verdicts_figure``)."""
+    """One hypothesis on its metric's own axis (see ``verdicts_figure``; the axis and the marks'
+    rules are ``marks``', shared with the verdict table's inline marks)."""
     colour = VERDICT_COLOURS.get(v["verdict"], "black")
     mean, low, high = (float(v[k]) for k in ("mean", "low90", "high90"))
     mde = float(v["mde"]) if "mde" in v and _finite(v["mde"]) else math.nan
-    if h.kind == "equivalence":
-        bounds = [-h.margin, h.margin]
-        marks = [-mde, mde] if math.isfinite(mde) else []
-    else:
-        bounds = [h.direction * h.minimum_effect]
-        marks = [h.direction * mde] if math.isfinite(mde) else []
-    # The axis is the interval's, the bounds' and zero's, within the differences the metric
-    # can have (±1 on an accuracy): an MDE never sets it (a wide one squashed the interval to
-    # a few pixels); one outside it is marked at the edge with its value.
-    r = largest_difference(str(v["metric"]))
-    span = figures.fit_limits([0.0, mean, low, high, *bounds], pad=0.15)
-    lo, hi = span if span is not None else (-1.0, 1.0)
-    lo, hi = max(lo, -r), min(hi, r)
-    beyond = [m for m in marks if not lo <= m <= hi]
-    marks = [m for m in marks if lo <= m <= hi]
+    bounds, side = marks.predicted(h.kind, h.direction, h.minimum_effect, h.margin)
+    lo, hi = marks.axis(str(v["metric"]), [mean, low, high, *bounds])
+    detects = marks.mde_marks(h.kind == "equivalence", side, mde)
+    beyond, within = (
+        [m for m in detects if not lo <= m <= hi],
+        [m for m in detects if lo <= m <= hi],
+    )
     for m in beyond:
         edge = hi if m > 0 else lo
         ax.plot(edge, 0, marker=">" if m > 0 else "<", markersize=8, color=MDE_COLOUR)
@@ -96,16 +85,11 @@ def _verdict_row(ax: plt.Axes, v: pd.Series, h: Hypothesis) -> None:
             fontsize=6.5,
             color=MDE_COLOUR,
         )
-    if h.kind == "equivalence":
-        ax.axvspan(-h.margin, h.margin, color=BOUND_COLOUR, alpha=0.1, linewidth=0)
-    elif h.direction > 0:
-        ax.axvspan(bounds[0], hi, color=BOUND_COLOUR, alpha=0.1, linewidth=0)
-    else:
-        ax.axvspan(lo, bounds[0], color=BOUND_COLOUR, alpha=0.1, linewidth=0)
+    ax.axvspan(*marks.region(bounds, side, lo, hi), color=BOUND_COLOUR, alpha=0.1, linewidth=0)
     for b in bounds:
         ax.axvline(b, color=BOUND_COLOUR, linestyle="--", linewidth=1)
     ax.axvline(0, color="black", linewidth=0.8)
-    for m in marks:
+    for m in within:
         ax.plot(m, 0, marker="|", markersize=16, markeredgewidth=1.6, color=MDE_COLOUR)
     if _finite(low, high):
         ax.plot([low, high], [0, 0], color=colour, linewidth=4, solid_capstyle="butt")

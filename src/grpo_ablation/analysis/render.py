@@ -22,7 +22,7 @@ import base64
 import html
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,23 @@ def largest_difference(name: str) -> float:
     """The largest difference two values of quantity ``name`` can have: 1 for an accuracy,
     fraction, share or rate, unbounded otherwise."""
     return 1.0 if kind_of(name) == ACCURACY else math.inf
+
+
+def fit_limits(
+    values: Iterable[float], pad: float = 0.08, floor: float | None = None
+) -> tuple[float, float] | None:
+    """Axis limits around the finite ``values``, padded by a fraction of their range (None when
+    there is none): the axis shows the data, not the width of a two-seed interval. ``floor``
+    (e.g. 0 for a fraction) keeps the axis from running far below what the quantity can be."""
+    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not xs:
+        return None
+    lo, hi = min(xs), max(xs)
+    margin = pad * (hi - lo) if hi > lo else max(abs(hi), 1.0) * 0.05
+    low, high = lo - margin, hi + margin
+    if floor is not None and lo >= floor:
+        low = max(low, floor - 0.02 * (high - floor))
+    return low, high
 
 
 def kind_of(name: str) -> str | None:
@@ -250,9 +267,16 @@ def to_latex(
     return "\n".join(lines) + "\n"
 
 
-def list_table(head: list[str], rows: list[list[str]]) -> str:
-    """A reStructuredText list-table of ``rows`` under ``head``, its cells as given (RST)."""
-    lines = [".. list-table::", "   :header-rows: 1", ""]
+def list_table(head: list[str], rows: list[list[str]], widths: str = "") -> str:
+    """A reStructuredText list-table of ``rows`` under ``head``, its cells as given (RST);
+    ``widths``: its option (``auto``: the browser sizes the columns to their text, not docutils's
+    equal shares)."""
+    lines = [
+        ".. list-table::",
+        "   :header-rows: 1",
+        *([f"   :widths: {widths}"] if widths else []),
+        "",
+    ]
     for row in [head, *rows]:
         lines += [f"   * - {row[0]}".rstrip(), *(f"     - {c}".rstrip() for c in row[1:])]
     return "\n".join(lines) + "\n"
