@@ -401,10 +401,8 @@ def test_the_report_opens_with_the_reading_pooled_over_draws(drawn):
     sizes = page["sizes"]
     assert len(sizes) >= len(STAGE_FIGURES) + 1 + 2  # identical images are embedded once
     assert all(w > 0 and h > 0 for w, h in sizes), sizes
-    # (the landing page's compact figure: where it is shown, the first-screen test below)
-    landing = set(figures.pooled_landing_figures().values())
     for path in figures.pooled_figures(["std_scaling"], True):
-        if path.endswith(".png") and path not in landing:
+        if path.endswith(".png"):
             height, width = plt.imread(path).shape[:2]
             assert [width, height] in sizes, path
 
@@ -549,7 +547,7 @@ def test_no_legend_of_the_drawn_figures_covers_data(drawn, tmp_path):
         figures.write_figures(design, design.draw_dir(0) / "tables", tmp_path / "draw")
         figures.write_weight_figure(exp / "calculations/token_weights.csv", tmp_path)
         pooled_figures.write_pooled_figures(design, exp / "pooled/tables", tmp_path / "pooled")
-    assert len(checked) == len(STAGE_FIGURES) + 1 + 3  # + the verdicts, compact, effects
+    assert len(checked) == len(STAGE_FIGURES) + 1 + 2  # + the verdicts, effects
     assert sum(checked.values()) >= 5, checked
 
 

@@ -132,12 +132,10 @@ def test_the_pooled_figures_are_declared_once_in_layout():
     tree = Tree("R/pooled")
     effects = ["R/pooled/figures/s/effects.png", "R/pooled/figures/s/effects.pdf"]
     verdicts = ["R/pooled/figures/verdicts.png", "R/pooled/figures/verdicts.pdf"]
-    landing = ["R/pooled/figures/verdicts_landing.png", "R/pooled/figures/verdicts_landing.pdf"]
-    assert tree.pooled_figures(["s"], True) == verdicts + landing + effects
+    assert tree.pooled_figures(["s"], True) == verdicts + effects
     assert tree.pooled_figures(["s"], False) == effects
     assert tree.pooled_stage_figures("s")["effects_png"] == effects[0]
     assert tree.pooled_verdict_figures()["verdicts_png"] == verdicts[0]
-    assert tree.pooled_landing_figures()["verdicts_landing_png"] == landing[0]
     rules = (ROOT / "workflow/rules/report.smk").read_text()
     assert "POOLED.pooled_figures(" in rules
 

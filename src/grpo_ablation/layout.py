@@ -129,12 +129,9 @@ STAGE_FIGURES = (
 FIGURE_FORMATS = ("png", "pdf")
 # What the pooled figures job draws in pooled/figures/ (``analysis.pooled_figures``): per stage its
 # effect plot over draws (figures/<stage>/<kind>.<format>) and, where the config declares
-# hypotheses, their verdicts (figures/verdicts.<format>) and the verdicts' compact version that
-# the report's landing page embeds beside the verdict table (figures/verdicts_landing.<format>;
-# workflow/report/workflow.rst spells its name again). The DAG declares the same.
+# hypotheses, their verdicts (figures/verdicts.<format>). The DAG declares the same.
 POOLED_STAGE_FIGURES = ("effects",)
 POOLED_VERDICTS = "verdicts"
-POOLED_VERDICTS_LANDING = "verdicts_landing"
 
 
 def figure_files(kind: str) -> list[str]:
@@ -357,22 +354,10 @@ class Tree:
         """In the pooled folder: the figure of the declared hypotheses' verdicts, by output key."""
         return {output_key(name): self.figure(name) for name in figure_files(POOLED_VERDICTS)}
 
-    def pooled_landing_figures(self) -> dict[str, str]:
-        """In the pooled folder: the verdicts' compact version for the landing page (not an item
-        of the report), by output key."""
-        return {
-            output_key(name): self.figure(name) for name in figure_files(POOLED_VERDICTS_LANDING)
-        }
-
     def pooled_figures(self, stages: list[str], hypotheses: bool) -> list[str]:
-        """In the pooled folder: every file of the pooled figures job, the verdicts and their
-        landing page version first (where ``hypotheses`` are declared), then each stage's
-        figures."""
-        verdicts = (
-            [*self.pooled_verdict_figures().values(), *self.pooled_landing_figures().values()]
-            if hypotheses
-            else []
-        )
+        """In the pooled folder: every file of the pooled figures job, the verdicts first (where
+        ``hypotheses`` are declared), then each stage's figures."""
+        verdicts = list(self.pooled_verdict_figures().values()) if hypotheses else []
         return verdicts + [p for s in stages for p in self.pooled_stage_figures(s).values()]
 
     # -- one draw --------------------------------------------------------------------------------

@@ -4,8 +4,7 @@
 - Per stage, the effect plot over draws (``figures.effects_figure`` given the draws): each
   contrast's pooled mean with its 95% t interval over draws (``effects.csv``) and each draw's mean
   over its seeds as a faint point (``draws.csv``), the draw being the unit.
-- Where the config declares hypotheses, the verdicts (and their compact version, which the
-  report's landing page shows beside the verdict table): each hypothesis's 90% interval over draws
+- Where the config declares hypotheses, the verdicts: each hypothesis's 90% interval over draws
   (``hypotheses.csv``: ``low90``/``high90``) against its margin ±m (equivalence) or its minimum
   effect δ in the predicted direction (directional), coloured by its verdict, with the minimum
   effect the design detects (``mde``) marked where it is known. The margin and δ are the
@@ -33,13 +32,7 @@ from grpo_ablation.analysis.marks import BOUND_COLOUR, MDE_COLOUR, VERDICT_COLOU
 from grpo_ablation.analysis.saving import save
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.hypotheses import METRICS, Hypothesis, declared
-from grpo_ablation.layout import (
-    POOLED_STAGE_FIGURES,
-    POOLED_TABLE,
-    POOLED_VERDICTS,
-    POOLED_VERDICTS_LANDING,
-    Tree,
-)
+from grpo_ablation.layout import POOLED_STAGE_FIGURES, POOLED_TABLE, POOLED_VERDICTS, Tree
 
 
 def _finite(*xs: float) -> bool:
@@ -102,47 +95,30 @@ def _verdict_row(ax: plt.Axes, v: pd.Series, h: Hypothesis) -> None:
 
 
 def verdicts_figure(
-    verdicts: pd.DataFrame,
-    hypotheses: Mapping[str, Hypothesis],
-    unit: str = "draw",
-    compact: bool = False,
+    verdicts: pd.DataFrame, hypotheses: Mapping[str, Hypothesis], unit: str = "draw"
 ) -> plt.Figure:
     """One row per declared hypothesis (the rows of ``hypotheses.verdicts_table``), each on its
     metric's own axis: the 90% interval of the mean difference (bar; point: the mean) coloured by
     the verdict, the margin ±m or the minimum effect δ (dashed) with the region the hypothesis
     predicts shaded, zero (solid), and the minimum detectable effect (``mde``, 80% power: for an
     equivalence the smallest margin it could show) as grey ticks where it is known, or as an
-    arrow at the edge with its value where it lies off the axis, which it never sets.
-
-    ``compact``: the landing page's version, read beside the verdict table at about 500 px wide:
-    narrower, a row titled by the hypothesis and its verdict only (the table says the rest)."""
+    arrow at the edge with its value where it lies off the axis, which it never sets (the
+    verdict table draws each row small and inline by the same rules: ``marks``)."""
     figures._style()
     rows = len(verdicts)
-    width, per_row = (5.2, 0.75) if compact else (7.5, 1.25)
-    height = per_row * rows + 0.9
-    fig, axes = plt.subplots(rows, 1, figsize=(width, height), squeeze=False)
+    height = 1.25 * rows + 0.9
+    fig, axes = plt.subplots(rows, 1, figsize=(7.5, height), squeeze=False)
     for ax, (_, v) in zip(axes[:, 0], verdicts.iterrows(), strict=True):
         _verdict_row(ax, v, hypotheses[v["id"]])
-        title = f"{v['id']}: {v['verdict']}" if compact else _row_title(v, unit)
-        ax.set_title(title, loc="left", fontsize=8 if compact else 7.5, color="#222222")
-    # the compact version's labels are short enough for three columns at its width
-    bound, region, detects = (
-        ("margin ±m or δ", "predicted region", "MDE (80% power)")
-        if compact
-        else (
-            "margin ±m or minimum effect δ",
-            "what the hypothesis predicts",
-            "minimum detectable effect (80% power)",
-        )
-    )
+        ax.set_title(_row_title(v, unit), loc="left", fontsize=7.5, color="#222222")
     handles = [
         *(Line2D([], [], color=c, linewidth=4, label=k) for k, c in VERDICT_COLOURS.items()),
-        Line2D([], [], color=BOUND_COLOUR, linestyle="--", label=bound),
-        Patch(color=BOUND_COLOUR, alpha=0.1, label=region),
+        Line2D([], [], color=BOUND_COLOUR, linestyle="--", label="margin ±m or minimum effect δ"),
+        Patch(color=BOUND_COLOUR, alpha=0.1, label="what the hypothesis predicts"),
     ]
     if "mde" in verdicts and verdicts["mde"].notna().any():
         mark = dict(color=MDE_COLOUR, marker="|", markersize=10, markeredgewidth=1.6, linestyle="")
-        handles.append(Line2D([], [], **mark, label=detects))
+        handles.append(Line2D([], [], **mark, label="minimum detectable effect (80% power)"))
     fig.legend(handles=handles, loc="lower center", ncol=3, frameon=False)
     legend = 0.2 * math.ceil(len(handles) / 3) + 0.15  # inches below the panels
     fig.tight_layout(rect=(0, legend / height, 1, 1), h_pad=1.2)
@@ -168,11 +144,6 @@ def write_pooled_figures(design: Design, tables: Path, out: Path) -> list[Path]:
             "the draws against its margin or minimum effect",
         )
         paths += save(fig, Path(tree.figure(POOLED_VERDICTS)))
-        fig = verdicts_figure(verdicts, hypotheses, compact=True)
-        figures.suptitle(
-            fig, f"The verdicts: each 90% interval over {draws} draws against its margin or δ"
-        )
-        paths += save(fig, Path(tree.figure(POOLED_VERDICTS_LANDING)))
     for stage in design.stage_names:
         of_stage = effects[effects["stage"] == stage]
         made = {
