@@ -465,9 +465,9 @@ def test_report_renders_in_headless_chromium_with_every_figure(smoke_pipeline, d
 
 
 def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
-    """compute.processes_per_train_job: 2 runs every training job as two processes (torchrun,
-    gloo) through the whole smoke DAG: each run's objective says so; the baseline cell has the
-    same prompts and budget as its one-process run, every group whole on one rank and logged once."""
+    """compute.processes_per_train_job: 2 runs every training job of the smoke DAG as two
+    processes (torchrun, gloo): each run's objective says so; the baseline cell has the same
+    prompts and budget as its one-process run, every group whole on one rank and logged once."""
     from conftest import snakemake
 
     from grpo_ablation.training.rollout_log import read_rollouts
@@ -478,17 +478,20 @@ def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
     config["stages"]["zero_variance"]["vary"]["zero_variance"] = ["keep", "filter"]
     path = tmp_path / "two.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    snakemake(path)
-    infos = sorted((tmp_path / "smoke/runs").rglob("run_info.json"))
     one_process = [
         p for p in smoke_pipeline.exp.glob("runs/**/run_info.json") if "zv=resample" not in str(p)
     ]
+    # Every training job, and one cell's evaluation; the rest of the DAG (every other evaluation,
+    # tables, figures) reads the same files as after one process and runs in the one-process DAG.
+    cell = "std=sample/agg=sequence_mean/G=4/seed=0"
+    summary = tmp_path / f"smoke/eval/{cell}/test/summary.json"
+    runs = [tmp_path / "smoke" / p.relative_to(smoke_pipeline.exp) for p in one_process]
+    snakemake(path, *map(str, [*runs, summary]), timeout=1800)
+    infos = sorted((tmp_path / "smoke/runs").rglob("run_info.json"))
     assert len(infos) == len(one_process)
     assert all(
         json.loads((i.parent / "objective.json").read_text())["num_processes"] == 2 for i in infos
     )
-    assert (tmp_path / "smoke/tables/results.csv").exists()
-    cell = "std=sample/agg=sequence_mean/G=4/seed=0"
     two, one = tmp_path / f"smoke/runs/{cell}", smoke_pipeline.exp / f"runs/{cell}"
     rows, ref = read_rollouts(two / "rollouts"), read_rollouts(one / "rollouts")
     assert set(rows["rank"]) == {0, 1}
@@ -508,9 +511,7 @@ def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
     both = rows[rows["step"] == 0].merge(ref[ref["step"] == 0], on=key, suffixes=("", "_one"))
     assert len(both) == (ref["step"] == 0).sum()
     assert (both["completion"] == both["completion_one"]).mean() >= 0.9
-    final = json.loads((tmp_path / f"smoke/eval/{cell}/test/summary.json").read_text())[
-        "checkpoints"
-    ][-1]
+    final = json.loads(summary.read_text())["checkpoints"][-1]
     assert 0 <= final["greedy_accuracy"] <= 1
 
 
