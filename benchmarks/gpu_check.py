@@ -11,10 +11,15 @@ key as Snakemake merges them: G = 8, 16 prompts a step, 128 tokens), in a work f
 
 ``figures`` (reported):
 - ``cost_probe``: ``grpo-ablation cost-probe``'s measurement in float32 and in bfloat16 (seconds
-  per training step, peak memory, the preset's projected GPU-hours, the jobs it would refuse). Its
+  of a steady training step, the first step's warm-up, a checkpoint save, peak memory, tokens per
+  second generated and scored-and-trained, the preset's projected GPU-hours, the jobs it would
+  refuse). Its
   built-in model is a random Qwen2 at SmolLM2-135M's shape (576 wide, 30 layers, 9 heads, 3 KV
   heads, 49,152 embedding rows): every completion runs to its cap, so a step's time and memory are
   the preset's upper bound, not its typical step.
+- ``cost_probe_cpu``: the same probe in float32 on the CPU for ``--cpu-reference-steps`` steps,
+  the reference the device's figures are read against (beside the checks' runs, not alone: an
+  upper bound of the CPU's time).
 - ``bf16_vs_fp32``: the step-0 loss, advantages, gradient norm and completions of one cell trained
   from one base policy in each precision.
 - ``device_vs_cpu``: the default's first ``--default-steps`` steps (``config/config.yaml``, the
@@ -430,6 +435,7 @@ def run_checks(
     steps: int,
     default_steps: int,
     default_sft_steps: int,
+    cpu_reference_steps: int = 2,
 ) -> None:
     """Every figure and check of the module docstring, in ``work``, into ``record``."""
     from grpo_ablation.design.ablation import Design
@@ -458,11 +464,16 @@ def run_checks(
         checks["cost_probe"] = {
             "passed": len(cal) == len(DTYPES) and all(c["passed"] for c in cal.values())
         }
+        runs = {}
+        if cpu_reference_steps:
+            reference = with_device(with_dtype(timing, "float32"), "cpu")
+            runs["cost_probe_cpu"] = pool.submit(
+                in_own_process, cost_probe, reference, cpu_reference_steps, work / "cost_probe_cpu"
+            )
 
         base_info = record.part(
             "checks_base", in_own_process, prepare_base, checked, work / "checks", None
         )
-        runs = {}
         if base_info is not None:
             runs |= {
                 f"runs_{d}": pool.submit(
@@ -484,7 +495,9 @@ def run_checks(
                 for name, d in {"device": device, "cpu": "cpu"}.items()
             }
         for name, future in runs.items():
-            record.part(name, future.result)
+            result = record.part(name, future.result)
+            if name == "cost_probe_cpu":
+                figures[name] = result
 
     if base_info is not None:
         checks["signal"] = record.part("signal", signal_check, fp32 / "reference") or {
@@ -575,6 +588,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--default-steps", type=int, default=DEFAULT_STEPS)
     parser.add_argument("--default-sft-steps", type=int, default=DEFAULT_SFT_STEPS)
     parser.add_argument(
+        "--cpu-reference-steps", type=int, default=2, help="the CPU probe's steps (0: none)"
+    )
+    parser.add_argument(
         "--work", type=Path, help="keep the check's runs here (default: a temp dir)"
     )
     parser.add_argument("--out", type=Path, default=Path("results/gpu_check.json"))
@@ -635,13 +651,37 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
         run_checks(
-            record, timing, checked, default, work, a.steps, a.default_steps, a.default_sft_steps
+            record,
+            timing,
+            checked,
+            default,
+            work,
+            a.steps,
+            a.default_steps,
+            a.default_sft_steps,
+            a.cpu_reference_steps,
         )
     record.data["seconds"]["all"] = time.perf_counter() - started
     record.save()
     print(table(record.data))
     print(f"{a.out}: {record.data['seconds']['all']:.0f} s in all")
     return 0 if record.data["passed"] else 1
+
+
+def probe_line(c: dict[str, Any]) -> str:
+    """One cost probe's figures: the steady step beside the warm-up and a save, the peak, the
+    tokens per second of generation and of the rest of the step, the preset's GPU-hours."""
+    m = c["measured"]
+
+    def rate(key: str) -> str:
+        return f"{m[key]:.0f}" if m.get(key) else "n/a"
+
+    return (
+        f"{m['train_step_s']:.3f} s (first step {m.get('train_warmup_s') or 0:.2f} s, save "
+        f"{m.get('train_save_s') or 0:.2f} s), peak {c['peak_memory_gib']:.2f} GiB "
+        f"({m['peak_memory_kind']}), tokens/s generation {rate('generation_tokens_per_s')} vs "
+        f"update {rate('update_tokens_per_s')}; preset {c['projected']['gpu_hours']:.1f} GPU-h"
+    )
 
 
 def table(record: dict[str, Any]) -> str:
@@ -656,15 +696,11 @@ def table(record: dict[str, Any]) -> str:
         ("transformers / TRL", f"{env['transformers']} / {env['trl']}"),
         ("vLLM", record["vllm_note"] or f"{env['vllm']}, used: {record['vllm']}"),
     ]
-    for dtype, c in f["cost_probe"].items():
-        m = c["measured"]
-        rows.append(
-            (
-                f"step s, peak GiB ({dtype})",
-                f"{m['train_step_s']:.3f} s, {c['peak_memory_gib']:.2f} GiB "
-                f"({m['peak_memory_kind']}); preset {c['projected']['gpu_hours']:.1f} GPU-h",
-            )
-        )
+    probes = {f"{env['device']}, {d}": c for d, c in f["cost_probe"].items()}
+    if f.get("cost_probe_cpu"):
+        probes["cpu reference, float32"] = f["cost_probe_cpu"]
+    for name, c in probes.items():
+        rows.append((f"steady step ({name})", probe_line(c)))
     p = f.get("bf16_vs_fp32")
     if p:
         rows.append(

@@ -17,6 +17,7 @@ from grpo_ablation.training.cost_probe import (
     over_limit,
     project,
 )
+from grpo_ablation.training.step_timing import step_times
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,9 +41,9 @@ def test_the_preset_dag_has_21_runs_of_5_checkpoints_on_one_gpu_each():
     assert dag_shape(drawn)["base_policies"] == draws and dag_shape(drawn)["runs"] == 13 * draws
 
 
-def test_the_projection_adds_up_the_jobs_of_the_dag():
+def test_the_projection_prices_the_steady_step_and_the_warm_up_and_saves_once_each():
     m = Measurement(
-        train_setup_s=60,
+        train_setup_s=40,
         train_step_s=10,
         sft_step_s=0,
         eval_checkpoint_s=100,
@@ -51,6 +52,8 @@ def test_the_projection_adds_up_the_jobs_of_the_dag():
         optimizer_bytes=4_000_000_000,
         peak_memory_bytes=0,
         peak_memory_kind="gpu",
+        train_warmup_s=25,
+        train_save_s=1,
     )
     shape = {
         "cells": 7,
@@ -62,8 +65,9 @@ def test_the_projection_adds_up_the_jobs_of_the_dag():
         "eval_gpus": 1,
     }
     p = project(m, shape)
-    train, evaluation, base_eval = 60 + 500 * 10, 5 * 100 + 20, 100 + 20  # 5060 s, 520 s, 120 s
-    assert p["train_run_s"] == train and p["eval_run_s"] == evaluation
+    # set-up, the first step, 499 steady steps, 5 saves: 40 + 25 + 4990 + 5 = 5060 s
+    train, evaluation, base_eval = 40 + 25 + 499 * 10 + 5 * 1, 5 * 100 + 20, 100 + 20
+    assert p["train_run_s"] == train == 5060 and p["eval_run_s"] == evaluation
     assert p["job_hours"] == pytest.approx((base_eval + 21 * (train + evaluation)) / 3600)
     assert p["gpu_hours"] == pytest.approx((base_eval + 21 * (2 * train + evaluation)) / 3600)
     assert p["wall_hours_critical_path"] == pytest.approx((train + evaluation) / 3600)
@@ -79,6 +83,68 @@ def test_the_projection_adds_up_the_jobs_of_the_dag():
     ]
 
 
+def test_a_record_written_before_the_split_reads_and_projects_as_it_did():
+    """Its ``measured`` has no warm-up or save: train_step_s was the whole trainer.train() over
+    the steps, priced as before (set-up + steps x step)."""
+    old = {
+        "train_setup_s": 60.0,
+        "train_step_s": 10.0,
+        "sft_step_s": 0.0,
+        "eval_checkpoint_s": 100.0,
+        "eval_validation_s": 20.0,
+        "weights_bytes": 1,
+        "optimizer_bytes": 1,
+        "peak_memory_bytes": 0,
+        "peak_memory_kind": "gpu",
+        "train_peak_gpu_bytes": None,
+        "gpu_total_bytes": None,
+    }
+    shape = {"runs": 1, "max_steps": 500, "checkpoints_per_run": 5, "sft_steps": 0}
+    p = project(Measurement(**old), shape | {"train_gpus": 1, "eval_gpus": 1})
+    assert p["train_run_s"] == 60 + 500 * 10
+
+
+def test_step_times_split_the_first_step_and_the_saves_from_the_steady_step():
+    times = step_times(
+        [9.0, 2.0, 3.0, 1.0],
+        [0.5, 1.5],
+        generation_s=[5.0, 1.0, 2.0, 0.5],
+        generated=[100, 100, 200, 50],
+        updated=[400, 400, 600, 100],
+    )
+    assert (times.warmup_s, times.step_s, times.save_s) == (9.0, 2.0, 1.0)
+    # over the steady steps: 350 positions in 3.5 s of generate, 1,100 in the other 2.5 s
+    assert times.generation_tokens_per_s == 100.0 and times.update_tokens_per_s == 440.0
+    alone = step_times([4.0], [])
+    assert (alone.warmup_s, alone.step_s, alone.save_s) == (4.0, 4.0, 0.0)
+    assert alone.generation_tokens_per_s is None and alone.update_tokens_per_s is None
+
+
+def test_the_step_timer_marks_steps_saves_and_the_generate_inside_them():
+    """The trainer's events in order (on_step_end, then on_save after the step's logging), and a
+    model whose generate returns 2 rows of a 3-token prompt and 5 new tokens."""
+    import torch
+
+    from grpo_ablation.training.step_timing import StepTimer
+
+    class Model:
+        def generate(self, input_ids, **kw):
+            return torch.zeros(2, input_ids.shape[1] + 5)
+
+    model, timer = Model(), StepTimer()
+    timer.on_train_begin(None, None, None, model=model)
+    for step in range(3):
+        timer.on_step_begin(None, None, None)
+        model.generate(input_ids=torch.zeros(2, 3))
+        timer.on_step_end(None, None, None)
+        if step == 1:
+            timer.on_save(None, None, None)
+    assert len(timer.steps_s) == 3 and len(timer.saves_s) == 1
+    assert timer.generated == [10, 10, 10] and timer.updated == [16, 16, 16]
+    assert all(0 < g <= s for g, s in zip(timer.generation_s, timer.steps_s, strict=True))
+    assert timer.times().generation_tokens_per_s > 0
+
+
 @pytest.mark.slow
 def test_probing_the_cost_of_the_cluster_shaped_config_on_cpu(tmp_path):
     from grpo_ablation.training.cost_probe import probe_cost
@@ -92,6 +158,8 @@ def test_probing_the_cost_of_the_cluster_shaped_config_on_cpu(tmp_path):
     record = json.loads((tmp_path / "cost_probe.json").read_text())
     m, p = record["measured"], record["projection"]
     assert m["train_step_s"] > 0 and m["eval_checkpoint_s"] > 0 and m["sft_step_s"] > 0
+    assert m["train_warmup_s"] > 0 and m["train_save_s"] > 0 and m["train_setup_s"] > 0
+    assert m["generation_tokens_per_s"] > 0 and m["update_tokens_per_s"] > 0
     assert m["weights_bytes"] > 100_000 and m["optimizer_bytes"] > m["weights_bytes"]
     assert m["peak_memory_kind"] == "host RSS" and m["peak_memory_bytes"] > 100 * 2**20
     assert record["dag"]["runs"] == 6 and p["gpu_hours"] == 0  # CPU config: no GPU requested

@@ -81,6 +81,7 @@ def test_the_gpu_check_passes_on_cpu_with_a_signal_and_the_device_equal_to_the_c
     out = tmp_path / "check.json"
     cmd = [sys.executable, "-m", "benchmarks.gpu_check", "--cpu", "--configfile", str(path)]
     cmd += ["--steps", "2", "--default-sft-steps", "100", "--default-steps", "2"]
+    cmd += ["--cpu-reference-steps", "1"]  # the reference's path, at its least
     cmd += ["--work", str(tmp_path / "work"), "--out", str(out)]
     wheels = os.environ.get("SITE_TORCH_WHEELS")  # the venv that stands for a site-torch node
     if wheels:  # the folder installed by the check itself, with no index, as on the node
@@ -104,7 +105,12 @@ def test_the_gpu_check_passes_on_cpu_with_a_signal_and_the_device_equal_to_the_c
         resume = checks["kill_and_resume"][dtype]
         assert resume["killed_after_checkpoint"] == 1 and resume["max_abs_weight_update"] > 0
         assert checks["same_step_zero"][dtype]["completions"] > 0
-        assert figures["cost_probe"][dtype]["measured"]["peak_memory_kind"] == "host RSS"
+        measured = figures["cost_probe"][dtype]["measured"]
+        assert measured["peak_memory_kind"] == "host RSS"
+        assert measured["train_warmup_s"] > 0 and measured["generation_tokens_per_s"] > 0
+    # the CPU reference beside the device's figures, in the record and the table
+    assert figures["cost_probe_cpu"]["measured"]["train_step_s"] > 0
+    assert "| steady step (cpu reference, float32) | " in done.stdout
     assert checks["kill_and_resume"]["float32"]["max_abs_weight_difference"] == 0.0
     precision = figures["bf16_vs_fp32"]
     assert precision["grad_norm"]["float32"] > 0 and precision["grad_norm"]["bfloat16"] > 0

@@ -51,7 +51,14 @@ def test_the_cost_probe_trains_in_a_process_of_its_own_and_keeps_the_larger_peak
         return {
             "sft_step_s": 0.5,
             "wall_s": 10.0,
-            "runtime_s": 4.0,
+            "timed_s": 4.0,
+            "times": {
+                "warmup_s": 1.5,
+                "step_s": 2.0,
+                "save_s": 0.5,
+                "generation_tokens_per_s": None,
+                "update_tokens_per_s": None,
+            },
             "checkpoint": str(ckpt),
             "peak": PeakMemory(host_rss_bytes=2**50, gpu_allocated_bytes=None),
             "gpu_total_bytes": None,
@@ -67,6 +74,7 @@ def test_the_cost_probe_trains_in_a_process_of_its_own_and_keeps_the_larger_peak
     assert ran == [(cost_probe.train_steps, (config, 2, tmp_path))]
     assert evaluated == [[(2, ckpt)], [(2, ckpt)]]  # test, then validation
     assert (m.train_step_s, m.train_setup_s, m.sft_step_s) == (2.0, 6.0, 0.5)
+    assert (m.train_warmup_s, m.train_save_s) == (1.5, 0.5)
     assert (m.weights_bytes, m.optimizer_bytes) == (1000, 3000)
     assert m.peak_memory_kind == "host RSS" and m.peak_memory_bytes == 2**50  # the child's
     assert m.train_peak_gpu_bytes is None and m.gpu_total_bytes is None  # no GPU plan on CPU

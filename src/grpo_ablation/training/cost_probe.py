@@ -4,8 +4,9 @@
 
 runs, on this machine and with the config's model, task, device and precision, the base policy (a
 few warm-start steps if it has any), ``--steps`` training steps of the reference cell, and one
-evaluation of the resulting checkpoint on the test split (and on validation), then prints seconds
-per training step, peak memory (GPU, or host RSS on CPU), checkpoint size, and the projection of
+evaluation of the resulting checkpoint on the test split (and on validation), then prints the
+seconds of a steady training step beside the first step's warm-up and a checkpoint save's
+(``grpo_ablation.training.step_timing``), peak memory (GPU, or host RSS on CPU), checkpoint size, and the projection of
 the whole DAG as configured: job-hours, GPU-hours (jobs weighted by the GPUs they request), the
 wall time one job at a time and along the critical path (base -> one run -> its evaluation, with as
 many GPUs as jobs), and the disk the checkpoints take. On a GPU node it is the first thing to run;
@@ -35,8 +36,8 @@ from grpo_ablation.process import in_own_process
 class Measurement:
     """What one cost probe measured on this machine."""
 
-    train_setup_s: float  # model load, trainer set-up, first-step overheads (wall - steps x step)
-    train_step_s: float  # seconds per optimizer step of the reference cell
+    train_setup_s: float  # model load, trainer set-up: the run's wall less its steps and saves
+    train_step_s: float  # seconds per steady optimizer step of the reference cell (after the first)
     sft_step_s: float  # seconds per warm-start step of the base policy (0 when it has none)
     eval_checkpoint_s: float  # one checkpoint evaluated on the test split
     eval_validation_s: float  # the final checkpoint evaluated on the validation split
@@ -46,6 +47,16 @@ class Measurement:
     peak_memory_kind: str  # "gpu" (torch.cuda.max_memory_allocated) or "host RSS"
     train_peak_gpu_bytes: int | None = None  # the training process's peak on the GPU alone
     gpu_total_bytes: int | None = None  # the probe's GPU's memory (None on CPU)
+    # The first step's seconds and a checkpoint save's. None: a record written before they were
+    # timed apart, whose train_step_s is the whole trainer.train() over the steps (its
+    # projection stays what it was).
+    train_warmup_s: float | None = None
+    train_save_s: float | None = None
+    # Over the steady steps, where generate runs in the training process (None with vLLM):
+    # completion positions decoded per second of generate, and sequence positions scored and
+    # trained per second of the rest of the step.
+    generation_tokens_per_s: float | None = None
+    update_tokens_per_s: float | None = None
 
 
 def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +91,7 @@ def project(m: Measurement, shape: dict[str, Any]) -> dict[str, Any]:
     """The DAG's cost from one probe (pure arithmetic, so a test can check it)."""
     bases = shape.get("base_policies", 1)
     base_s = shape["sft_steps"] * m.sft_step_s
-    train_s = m.train_setup_s + shape["max_steps"] * m.train_step_s
+    train_s = train_seconds(m, shape["max_steps"], shape["checkpoints_per_run"])
     # Every checkpoint on test, the final one on validation; the base policy once on both.
     eval_s = shape["checkpoints_per_run"] * m.eval_checkpoint_s + m.eval_validation_s
     base_eval_s = m.eval_checkpoint_s + m.eval_validation_s
@@ -102,6 +113,15 @@ def project(m: Measurement, shape: dict[str, Any]) -> dict[str, Any]:
         "wall_hours_critical_path": (base_s + max(base_eval_s, train_s + eval_s)) / 3600,
         "checkpoint_disk_bytes": disk,
     }
+
+
+def train_seconds(m: Measurement, steps: float, checkpoints: float) -> float:
+    """One run's projected seconds: its set-up, the first step's warm-up, the steady steps after
+    it and its checkpoint saves (an older record: set-up and steps at its mean step)."""
+    if m.train_warmup_s is None or m.train_save_s is None:
+        return m.train_setup_s + steps * m.train_step_s
+    steady = max(0.0, steps - 1) * m.train_step_s
+    return m.train_setup_s + m.train_warmup_s + steady + checkpoints * m.train_save_s
 
 
 # Each rule submitted as a job, the projection of one such job, and its requested runtime.
@@ -222,9 +242,14 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     # vLLM each checkpoint's evaluation has a process of its own, not measured here).
     peaks = [trained["peak"], peak_memory()]
     on_gpu = device == "cuda"
+    times = trained["times"]
     return Measurement(
-        train_setup_s=max(0.0, trained["wall_s"] - trained["runtime_s"]),
-        train_step_s=trained["runtime_s"] / steps,
+        train_setup_s=max(0.0, trained["wall_s"] - trained["timed_s"]),
+        train_step_s=times["step_s"],
+        train_warmup_s=times["warmup_s"],
+        train_save_s=times["save_s"],
+        generation_tokens_per_s=times["generation_tokens_per_s"],
+        update_tokens_per_s=times["update_tokens_per_s"],
         sft_step_s=trained["sft_step_s"],
         eval_checkpoint_s=durations[0],
         eval_validation_s=durations[1],
@@ -242,8 +267,10 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
 def train_steps(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any]:
     """What the probe's training process runs: the base policy (its warm start cut to ``steps``)
     into ``work/base``, then ``steps`` steps of the reference cell into ``work/run`` (the task's
-    splits already in ``work/data``). Its timings, last checkpoint and peak memory."""
+    splits already in ``work/data``). Its timings (the training's steps and saves apart), last
+    checkpoint and peak memory."""
     from grpo_ablation.device import gpu_total_bytes, peak_memory
+    from grpo_ablation.training.step_timing import StepTimer
     from grpo_ablation.training.train import last_checkpoint, train
 
     compute = ComputeConfig.of(config["compute"])
@@ -258,17 +285,29 @@ def train_steps(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any
         design.training_config(design.baseline(), seed=0),
         max_steps=steps,
         save_steps=steps,
+        # No curve snapshots: one would land in its step's time (they are not priced).
+        curve_points=0,
+        late_points=0,
     )
     # Retention "newest" whatever the config says: the estimate prices one optimizer state.
     compute = replace(compute, keep_optimizer_state="newest")
+    timer = StepTimer()
     started = time.perf_counter()
-    summary = train(
-        model, work / "data", work / "run", cfg, config["task"], compute=compute, revision=revision
+    train(
+        model,
+        work / "data",
+        work / "run",
+        cfg,
+        config["task"],
+        callbacks=[timer],
+        compute=compute,
+        revision=revision,
     )
     return {
         "sft_step_s": sft_step_s,
         "wall_s": time.perf_counter() - started,
-        "runtime_s": float(summary["budget"]["wall_time_s"]),  # trainer.train() alone
+        "times": asdict(timer.times()),  # the steps and saves split (step_timing.StepTimes)
+        "timed_s": sum(timer.steps_s) + sum(timer.saves_s),
         "checkpoint": str(last_checkpoint(work / "run")),
         "peak": peak_memory(),
         "gpu_total_bytes": gpu_total_bytes(),
@@ -325,7 +364,16 @@ def report(m: Measurement, shape: dict[str, Any], p: dict[str, Any], refused: li
     gib = 1024**3
     return "\n".join(
         [
-            f"seconds per training step        {m.train_step_s:.3f}  (set-up {m.train_setup_s:.1f} s per run)",
+            f"seconds per training step        {m.train_step_s:.3f} steady  (first step "
+            f"{m.train_warmup_s or 0:.2f} s, a checkpoint save {m.train_save_s or 0:.2f} s, set-up "
+            f"{m.train_setup_s:.1f} s per run)",
+            "tokens per second                "
+            + (
+                f"{m.generation_tokens_per_s:.0f} generated, {m.update_tokens_per_s or 0:.0f} "
+                "scored and trained"
+                if m.generation_tokens_per_s
+                else "not timed (generation outside the training process)"
+            ),
             f"seconds per warm-start step      {m.sft_step_s:.3f}",
             f"evaluation of one checkpoint     {m.eval_checkpoint_s:.1f} s on test, "
             f"{m.eval_validation_s:.1f} s on validation",
