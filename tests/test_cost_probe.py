@@ -212,6 +212,9 @@ def test_the_memory_plan_moves_vllms_share_with_the_card_and_names_the_knobs():
         "training.gradient_accumulation_steps: 2 (micro-batches of 16 completions, not 32" in line
     )
     assert "training.vllm_gpu_memory_utilization below 0.3" in line
+    assert "training.scoring_batch_size: 16 (logits of 16 completions per forward pass" in line
+    scored = replace(colocated, scoring_batch_size=4)
+    assert "training.scoring_batch_size: 2 (" in memory_plan(m, scored, compute, 40)[0]
     # Without vLLM the 45 GiB peak is the training's alone: it fits 80 (72) but not 48 (43.2).
     alone = replace(m, train_peak_gpu_bytes=45 * gib)
     plain = replace(colocated, generation_backend="transformers")

@@ -470,6 +470,45 @@ def test_accumulation_steps_do_not_change_the_gradient(model_dir, tmp_path, mode
     assert_same(four["grads"], one["grads"])
 
 
+@pytest.mark.parametrize("rows", [1, 3])
+def test_scoring_in_smaller_passes_keeps_every_log_probability_on_the_cpu(
+    model_dir, tmp_path, monkeypatch, rows
+):
+    """training.scoring_batch_size cuts every scoring pass into passes of ``rows`` completions:
+    the loss's, and TRL's old-policy (three update epochs) and reference-policy (a KL term) ones.
+    On the CPU each row's log-probabilities do not depend on the rows beside it, so the passes
+    without a gradient and the first step's loss are the one-pass run's bit for bit. The
+    gradient is not: each pass's graph adds its share to the weights' gradient, in another order
+    than one pass's matmul (a relative 6e-7 here), so it is held to 1e-5 of the largest."""
+    from trl import GRPOTrainer
+
+    asked, scored = [], []
+    score = GRPOTrainer._get_per_token_logps_and_entropies
+
+    def spy(self, model, input_ids, *a, **kw):
+        asked.append(kw.get("batch_size"))
+        out = score(self, model, input_ids, *a, **kw)
+        if not torch.is_grad_enabled():
+            scored.append(out[0])
+        return out
+
+    monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", spy)
+    common = dict(std_eps=1e-4, num_iterations=3, learning_rate=0.05, beta=0.04)
+    one = capture(model_dir, tmp_path / "one", **common)
+    assert set(asked) == {None, 16}  # the loss's pass: every row; TRL's: the micro-batch
+    one_scored = list(scored)
+    asked.clear(), scored.clear()
+    split = capture(model_dir, tmp_path / "split", scoring_batch_size=rows, **common)
+    assert asked and set(asked) == {rows}
+    assert len(one_scored) == len(scored) == 2  # old and reference policy, at generation
+    assert all(torch.equal(a, b) for a, b in zip(one_scored, scored, strict=True))
+    losses = [[r["loss"] for r in run["log"] if "loss" in r] for run in (one, split)]
+    assert losses[0][0] == losses[1][0]
+    assert len(one["steps"]) == len(split["steps"]) == 3
+    for a, b in zip(one["steps"], split["steps"], strict=True):
+        assert_same(b, a, tol=1e-5)
+
+
 @pytest.mark.slow  # starts processes of its own
 def test_two_processes_give_the_gradient_of_one(model_dir, tmp_path):
     objectives = [

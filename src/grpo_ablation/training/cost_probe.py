@@ -184,6 +184,13 @@ def memory_plan(
             f"training.gradient_accumulation_steps: {more} (micro-batches of {micro // 2} "
             f"completions, not {micro}; the same objective)"
         )
+    scoring = min(training.scoring_batch_size or micro, micro)
+    if scoring > 1:  # the scoring passes' logits, fewer completions at a time
+        knobs.append(
+            f"training.scoring_batch_size: {scoring // 2} (logits of {scoring // 2} completions "
+            f"per forward pass, not {scoring}; the same log-probabilities, the gradient "
+            "to rounding)"
+        )
     if share:
         knobs.append(
             f"training.vllm_gpu_memory_utilization below {share} (a smaller KV cache for the "

@@ -336,6 +336,11 @@ class AblationGRPOTrainer(GRPOTrainer):
         # (GPT-2) sees a shorter prompt at shifted positions, unlike in `generate`, which derives
         # positions from the attention mask. Give the scoring pass the positions of sampling.
         inner = self._unwrapped(model)
+        rows = self.options.scoring_batch_size
+        if rows:
+            # At most ``rows`` completions per forward pass (TRL's generation-time passes ask for
+            # the micro-batch; the loss's pass, for every row it is given).
+            kwargs["batch_size"] = min(kwargs.get("batch_size") or input_ids.size(0), rows)
         handle = inner.register_forward_pre_hook(_positions_from_mask, with_kwargs=True)
         try:
             return super()._get_per_token_logps_and_entropies(
