@@ -202,6 +202,43 @@ def test_the_processor_draws_the_same_tokens_whatever_its_blocks(horizon):
         ids = torch.cat([ids, ids[:, :1]], dim=1)
 
 
+@pytest.mark.parametrize(
+    ("rows", "vocab", "temperature", "horizon", "blocks"),
+    [
+        (6, 81, 0.7, 30, [(0, 30), (30, 16)]),  # the horizon's, then blocks of 16 past it
+        (3, 1000, 1.0, None, [(0, 16), (16, 16), (32, 16)]),
+        (2, 49_152, 1.3, 12, [(0, 12), (12, 16), (28, 16)]),
+        (5, 3, 0.5, 2000, [(0, 1024)]),  # at most 1024 positions a copy
+    ],
+)
+def test_the_device_path_draws_the_host_paths_tokens_with_one_copy_of_row_words(
+    monkeypatch, rows, vocab, temperature, horizon, blocks
+):
+    # Other devices hash in int32 tensors where the scores are, their rows' words copied from the
+    # host once for a block of positions (not at every token). Run here on the CPU, that path
+    # must give the numpy path's scores bit for bit, past the horizon too.
+    from grpo_ablation import keyed_sampling
+
+    keys = [completion_key("device", i) for i in range(rows)]
+    torch.manual_seed(1)
+    scores = torch.randn(40, rows, vocab) * 4
+    copies = []
+    real = keyed_sampling.device_row_words
+    monkeypatch.setattr(
+        keyed_sampling,
+        "device_row_words",
+        lambda *a: copies.append(a[1:3]) or real(*a),
+    )
+    host = KeyedGumbel(keys, temperature, horizon=horizon)
+    device = KeyedGumbel(keys, temperature, horizon=horizon)
+    device.host_hashed = ()
+    ids = torch.zeros(rows, 3, dtype=torch.long)
+    for position in range(40):
+        assert torch.equal(device(ids, scores[position]), host(ids, scores[position]))
+        ids = torch.cat([ids, ids[:, :1]], dim=1)
+    assert copies == blocks  # (first position, positions) of each copy from the host
+
+
 def test_training_keys_name_prompt_slot_and_occurrence():
     keys = training_keys(0, 5, ["p", "p", "q", "q"], group_size=2, offset=0)
     assert len(set(keys)) == 4

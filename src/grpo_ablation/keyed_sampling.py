@@ -14,8 +14,9 @@ shifts every later draw, and cells decouple for reasons that have nothing to do 
 objectives.
 
 The uniforms come from a 32-bit integer hash (lowbias32, by C. Wellons) computed in exact integer
-arithmetic (uint32 numpy arrays on the CPU, several positions at once; int64 tensors on other
-devices), so one key gives the same noise on any device: u = (h + 1/2) / 2^32, which truncates
+arithmetic (uint32 numpy arrays on the CPU, several positions at once; int32 tensors on other
+devices, whose two's-complement products wrap as uint32's do), so one key gives the same noise on
+any device: u = (h + 1/2) / 2^32, which truncates
 the Gumbel variable to [-3.13, 22.87] (each tail has probability about 1e-10). A hash is a
 bijection of 32-bit words, so the noises of one token's vocabulary entries are distinct. A
 (key, position) enters through two 32-bit words, so two positions share their whole noise
@@ -56,31 +57,38 @@ def completion_key(*parts: Any) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little") >> 1
 
 
-def _mul32_(x: torch.Tensor, m: int) -> torch.Tensor:
-    # x = (x * m) mod 2^32 in place, without leaving int64 (x < 2^32): m's 16-bit halves keep
-    # every product under 2^48.
-    high = x * (m >> 16)
-    high &= 0xFFFF
-    high <<= 16
-    x *= m & 0xFFFF
-    x += high
-    x &= _M32
-    return x
+def _signed(word: int) -> int:
+    """A 32-bit word as the int32 that holds its bits (two's complement)."""
+    word &= _M32
+    return word - (1 << 32) if word >> 31 else word
+
+
+def _shifted_xor_(x: torch.Tensor, shift: int) -> None:
+    # x ^= x >> shift as on uint32: int32's shift copies the sign bit, which the mask clears.
+    high = x >> shift
+    high &= _M32 >> shift
+    x ^= high
 
 
 def _hash32_(x: torch.Tensor) -> torch.Tensor:
-    """lowbias32 in place on an int64 tensor of 32-bit words."""
-    x ^= x >> 16
-    _mul32_(x, 0x7FEB352D)
-    x ^= x >> 15
-    _mul32_(x, 0x846CA68B)
-    x ^= x >> 16
+    """lowbias32 in place on an int32 tensor of 32-bit words: its products wrap mod 2^32 (two's
+    complement), so the words are uint32's, with one kernel a product where int64 took six."""
+    _shifted_xor_(x, 16)
+    x *= _signed(0x7FEB352D)
+    _shifted_xor_(x, 15)
+    x *= _signed(0x846CA68B)
+    _shifted_xor_(x, 16)
     return x
 
 
+def _int32(words: torch.Tensor) -> torch.Tensor:
+    """Integer tensors of 32-bit words (int64 values in [0, 2^32), or any int32) as int32."""
+    return words if words.dtype == torch.int32 else (words & _M32).to(torch.int32)
+
+
 def hash32(x: torch.Tensor) -> torch.Tensor:
-    """lowbias32 on int64 tensors holding 32-bit words (a bijection of [0, 2^32))."""
-    return _hash32_(x & _M32)
+    """lowbias32 on int64 tensors holding 32-bit words (a bijection of [0, 2^32)), as int64."""
+    return _hash32_(_int32(x)).to(torch.int64) & _M32
 
 
 def hash32_int(x: int) -> int:
@@ -139,7 +147,7 @@ def _columns(vocab: int, device: torch.device) -> torch.Tensor:
     key = (vocab, device)
     col = _COLUMNS.get(key)
     if col is None:
-        col = _COLUMNS[key] = hash32(torch.arange(vocab, dtype=torch.int64, device=device))
+        col = _COLUMNS[key] = _hash32_(torch.arange(vocab, dtype=torch.int32, device=device))
     return col
 
 
@@ -153,12 +161,12 @@ def hash_block(keys: list[int], start: int, count: int, vocab: int) -> np.ndarra
 
 
 def _from_hash(h: torch.Tensor) -> torch.Tensor:
-    """u = (h + 1/2) / 2^32 in float64 (exact: h has 32 bits, so any order of operations and
-    any library gives these very numbers)."""
-    u = h.double()
-    u += 0.5
-    u /= 2.0**32
-    return u
+    """u = (h + 1/2) / 2^32 in float64 from int32 words h (exact: u has 33 significant bits, so
+    any order of operations and any library gives these very numbers; float32's 24 would not).
+    With the sign bit flipped, an int32 word is the uint32 one less 2^31, so u is that plus
+    2^31 + 1/2, times 2^-32 (a power of two: exact)."""
+    h ^= _signed(1 << 31)
+    return h.double().add_(2.0**31 + 0.5).mul_(2.0**-32)
 
 
 def _from_hash_np(h: np.ndarray) -> np.ndarray:
@@ -175,15 +183,24 @@ def uniforms(keys: list[int], position: int, vocab: int, device: Any = "cpu") ->
     device = torch.device(device)
     if device.type == "cpu":
         return torch.from_numpy(_from_hash_np(hash_block(keys, position, 1, vocab)[0]))
-    first, second = row_words(keys, position, 1)
-    words = torch.from_numpy(np.concatenate([first, second]).astype(np.int64)).to(device)
-    return noise(words[0], words[1], vocab)
+    words = device_row_words(keys, position, 1, device)
+    return noise(words[0, 0], words[1, 0], vocab)
+
+
+def device_row_words(keys: list[int], start: int, count: int, device: Any) -> torch.Tensor:
+    """``row_words`` as one int32 tensor (2, count, len(keys)) on ``device``: one copy from the
+    host for ``count`` positions."""
+    first, second = row_words(keys, start, count)
+    return torch.from_numpy(np.stack([first, second]).view(np.int32)).to(device)
 
 
 def noise(first: torch.Tensor, second: torch.Tensor, vocab: int) -> torch.Tensor:
-    """u[row, v] from a row's two 32-bit words: two rows share their noise vector only if both
-    words agree (2^-64 per pair), and within a row v -> u is one-to-one (hash32 is a bijection)."""
-    h = hash32(first[:, None] ^ _columns(vocab, first.device)[None, :])
+    """u[row, v] from a row's two 32-bit words (int32, or int64 in [0, 2^32)): two rows share
+    their noise vector only if both words agree (2^-64 per pair), and within a row v -> u is
+    one-to-one (hash32 is a bijection). On the words' device, with no copy to or from the host."""
+    first, second = _int32(first), _int32(second)
+    h = first[:, None] ^ _columns(vocab, first.device)[None, :]
+    _hash32_(h)
     h ^= second[:, None]
     return _from_hash(_hash32_(h))
 
@@ -226,6 +243,8 @@ def gumbel_choice(
 _BLOCK_WORDS = 1 << 20
 _MAX_BLOCK = 64
 _UNBOUNDED_BLOCK = 16
+# Other devices take the rows' two words of this many positions in one copy (8 bytes a row each).
+_ROW_WORDS_BLOCK = 1024
 
 
 class KeyedGumbel:
@@ -238,11 +257,16 @@ class KeyedGumbel:
     positions whose noise the CPU hashes together: the draws are the same without it.
     """
 
+    # Devices whose noise numpy hashes on the host, blocks of positions at once; on any other the
+    # tensors hash it where the scores are (a test sets it empty to run that path on the CPU).
+    host_hashed: tuple[str, ...] = ("cpu",)
+
     def __init__(self, keys: list[int], temperature: float, horizon: int | None = None) -> None:
         self.keys, self.temperature = list(keys), float(temperature)
         self.horizon = horizon
         self.start: int | None = None
         self._block: tuple[int, int, torch.Tensor] | None = None  # first position, vocab, -g
+        self._words: tuple[int, torch.Tensor] | None = None  # first position, device_row_words
         self._work: torch.Tensor | None = None  # _gumbel_argmax's
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
@@ -253,15 +277,33 @@ class KeyedGumbel:
         if self.start is None:
             self.start = input_ids.shape[1]
         position, vocab = input_ids.shape[1] - self.start, scores.shape[-1]
-        if scores.device.type == "cpu":
+        if scores.device.type in self.host_hashed:
             minus_gumbel = self._noise(position, vocab)
         else:
-            minus_gumbel = _minus_gumbel(uniforms(self.keys, position, vocab, scores.device))
+            minus_gumbel = self._device_noise(position, vocab, scores.device)
         work = self._work
         if work is None or work.shape != scores.shape or work.device != scores.device:
             work = self._work = torch.empty_like(minus_gumbel)
         choice = _gumbel_argmax(scores, minus_gumbel, self.temperature, work)
         return torch.full_like(scores, -torch.inf).scatter_(1, choice[:, None], 0.0)
+
+    def _device_noise(self, position: int, vocab: int, device: torch.device) -> torch.Tensor:
+        """This position's log(-log u) hashed on ``device``. The rows' words come from the host
+        once for a block of positions (the horizon's, up to _ROW_WORDS_BLOCK), so a token waits on
+        no copy; the hash runs in int32, the narrowest type whose products wrap exactly, and the
+        uniforms in float64, the narrowest that holds them."""
+        words = self._words
+        if (
+            words is None
+            or words[1].device != device
+            or not 0 <= position - words[0] < len(words[1][0])
+        ):
+            within = self.horizon and position < self.horizon
+            left = self.horizon - position if within else _UNBOUNDED_BLOCK
+            count = min(left, _ROW_WORDS_BLOCK)
+            words = self._words = (position, device_row_words(self.keys, position, count, device))
+        j = position - words[0]
+        return _minus_gumbel(noise(words[1][0, j], words[1][1, j], vocab))
 
     def _noise(self, position: int, vocab: int) -> torch.Tensor:
         """This position's log(-log u) (rows x vocab), from the block of positions hashed and
