@@ -222,3 +222,19 @@ def test_the_record_names_the_policy_term_the_baseline_and_the_length_controls()
     text = ObjectiveRecord.from_dict(old).describe()
     assert "the PPO clipped-ratio term min(r A, clip(r, 1-0.2, 1+0.2) A), r = pi_theta" in text
     assert "leave-one-out" not in text
+
+
+def test_tf32_is_recorded_stated_and_kept_out_of_the_compute_sections_identity_when_off():
+    from grpo_ablation.design.options import ComputeConfig
+
+    on = ObjectiveRecord.from_config(TrainingConfig(), 1, tf32=True)
+    off = ObjectiveRecord.from_config(TrainingConfig(), 1)
+    assert on.tf32 and "float32 matrix products in TF32" in on.describe()
+    assert not off.tf32 and "TF32" not in off.describe()
+    assert ObjectiveRecord.from_dict(json.loads(on.to_json())).tf32
+    before = json.loads(off.to_json())
+    del before["tf32"]  # a record written before the option: IEEE float32
+    assert not ObjectiveRecord.from_dict(before).tf32
+    # the compute section's file (the jobs' rerun trigger) leaves it out at its neutral value
+    assert "tf32" not in ComputeConfig().section_identity()
+    assert ComputeConfig(tf32=True).section_identity()["tf32"] is True

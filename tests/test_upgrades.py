@@ -122,6 +122,21 @@ def test_an_option_added_at_its_neutral_value_retrains_no_finished_run(smoke_pip
     assert "entropy_bonus" in (copy / "workflow/schemas/config.schema.yaml").read_text()
 
 
+def test_a_compute_option_added_at_its_neutral_value_reruns_no_job(smoke_pipeline, tmp_path):
+    """The same for the compute section, which every train and evaluation job reads by file:
+    the file holds the section less its options at their neutral values."""
+    declaration = (
+        "    made_up_switch: bool = option(\n"
+        '        False, "a made-up option: false runs as before it existed", neutral=False\n'
+        "    )\n"
+    )
+    anchor = "    gradient_checkpointing: bool = option("
+    copy = checkout_copy(tmp_path, lambda text: text.replace(anchor, declaration + anchor, 1))
+    assert planned(copy, smoke_pipeline) == {}
+    probe = "from grpo_ablation.design.options import ComputeConfig as C; print(C().made_up_switch)"
+    assert python(copy, "-c", probe).strip() == "False"
+
+
 def test_a_changed_default_retrains_the_runs_it_changes(smoke_pipeline, tmp_path):
     """The default of an existing option changes (the std's epsilon, which no stage varies): every
     finished run trains with it, so every run is planned again."""

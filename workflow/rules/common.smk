@@ -71,7 +71,7 @@ TREE, SHARED = Tree(EXP), Tree(ROOT)
 # What evaluation jobs need: the evaluation section, with training's generation length (one
 # answer protocol) and the compute section's device and precision.
 EVALUATION = json.dumps(checks.evaluation_config(config), sort_keys=True)
-COMPUTE = json.dumps(config["compute"], sort_keys=True)
+COMPUTE = json.dumps(ComputeConfig.of(config["compute"]).section_identity(), sort_keys=True)
 COMPUTE_OPTIONS = ComputeConfig.of(config["compute"])
 def verbatim(text: str):
     """A params value passed as it is: Snakemake reads a plain string as a wildcard pattern, and a

@@ -385,9 +385,22 @@ class ComputeConfig:
         "true): less memory for long completions on a large model, at the cost of a second "
         "forward pass; it changes no number (tested on the CPU default), only time and memory",
     )
+    tf32: bool = option(
+        False,
+        "float32 matrix products on a GPU in TF32 (inputs rounded to 10-bit mantissas, sums in "
+        "float32; faster from Ampere on, and other numbers); false keeps them IEEE float32. The "
+        "CPU has none: there it changes nothing. The objective record states which ran",
+        neutral=False,
+    )
 
     def __post_init__(self) -> None:
         check_options(self, "compute")
+
+    def section_identity(self) -> dict[str, Any]:
+        """The section as the jobs that read it see it (their rerun trigger): every field less
+        each option at its declared ``neutral`` value, so adding one retrains and re-evaluates
+        nothing (``settings.identity``)."""
+        return identity(self)
 
     @classmethod
     def of(cls, section: dict[str, Any] | None) -> ComputeConfig:

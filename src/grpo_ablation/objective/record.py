@@ -65,6 +65,8 @@ class ObjectiveRecord:
     # and by which tokens enter the loss): where the LM head's logits are computed, and the
     # tokens selected (TRL's top_entropy_quantile; the project's loss applies no entropy mask).
     lm_head_precision: str = "float32"
+    # float32 matrix products in TF32 (compute.tf32, on a GPU); a record from before: IEEE.
+    tf32: bool = False
     token_selection: str = "every unmasked token (TRL's top_entropy_quantile 1.0: no entropy mask)"
     completion_mask: str = "tokens after the first eos are masked; padding is masked"
     empty_completion_rule: str = EMPTY_COMPLETION_RULE
@@ -106,9 +108,10 @@ class ObjectiveRecord:
         answer_rule: str = "not recorded",
         base_model: dict[str, Any] | None = None,
         dtype: str = "float32",
+        tf32: bool = False,
     ) -> ObjectiveRecord:
         """The record of a run of ``cfg`` (a ``TrainingConfig``) on ``num_processes`` processes
-        at the compute precision ``dtype``."""
+        at the compute precision ``dtype``, its float32 matrix products in TF32 or not."""
         vllm = cfg.generation_backend == "vllm"
         return cls(
             options=cfg.recorded_options(),
@@ -126,6 +129,7 @@ class ObjectiveRecord:
             lm_head_precision="float32"
             if dtype == "float32"
             else f"{dtype} under autocast (weights held in float32; no float32 LM head)",
+            tf32=tf32,
         )
 
     @property
@@ -188,7 +192,8 @@ class ObjectiveRecord:
             f"Loss: {self.policy_term}, {kl}, {length_aggregation(self.aggregation).sentence} "
             f"(per-token weight 1/({self.normaliser}); empty completions {self.empty_completion_rule}). "
             f"{zero_variance_rule(self.zero_variance).sentence.format(batches=self.max_generation_batches)} "
-            f"{trunc} {clipping} The LM head's logits are computed in {self.lm_head_precision}; "
+            f"{trunc} {clipping} The LM head's logits are computed in {self.lm_head_precision}"
+            f"{', float32 matrix products in TF32' if self.tf32 else ''}; "
             f"the loss takes {self.token_selection}. Each generation step samples G={self.group_size} completions for each of "
             f"{self.prompts_per_step} prompts (B={self.generation_batch_size}) of at most "
             f"{self.max_completion_length} tokens, and takes {self.num_iterations} optimizer step(s) "

@@ -143,6 +143,9 @@ def _build_args(
         data_seed=cfg.seed,
         use_cpu=use_cpu,
         bf16=compute.dtype == "bfloat16",
+        # Set either way on a GPU (a job worker's process may have run another job before);
+        # None leaves the CPU, which has no TF32, as it is.
+        tf32=None if use_cpu else compute.tf32,
         # Said explicitly: TRL 1.16 turns it on by default, a second forward pass per step.
         gradient_checkpointing=compute.gradient_checkpointing,
         report_to=report_to or "none",
@@ -282,7 +285,12 @@ def train(
     state = PartialState(cpu=device == "cpu")
     run = RunInputs(model_dir, revision, data_dir, task_config, cfg, state.num_processes)
     record = ObjectiveRecord.from_config(
-        cfg, run.num_processes, task.answer_rule, base_model=run.base_model(), dtype=compute.dtype
+        cfg,
+        run.num_processes,
+        task.answer_rule,
+        base_model=run.base_model(),
+        dtype=compute.dtype,
+        tf32=compute.tf32 and device != "cpu",
     )
     _claim_folder(out, run, record, state)
     if reward_func is None:
