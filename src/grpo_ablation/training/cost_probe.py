@@ -6,8 +6,8 @@ runs, on this machine and with the config's model, task, device and precision, t
 few warm-start steps if it has any), ``--steps`` training steps of the reference cell, and one
 evaluation of the resulting checkpoint on the test split (and on validation), then prints the
 seconds of a steady training step beside the first step's warm-up and a checkpoint save's
-(``grpo_ablation.training.step_timing``), peak memory (GPU, or host RSS on CPU), checkpoint size, and the projection of
-the whole DAG as configured: job-hours, GPU-hours (jobs weighted by the GPUs they request), the
+(``grpo_ablation.training.step_timing``), peak memory (GPU, or host RSS on CPU), checkpoint size,
+and the projection of the whole DAG as configured: job-hours, GPU-hours (jobs weighted by the GPUs they request), the
 wall time one job at a time and along the critical path (base -> one run -> its evaluation, with as
 many GPUs as jobs), and the disk the checkpoints take. On a GPU node it is the first thing to run;
 ``--out`` keeps the numbers as JSON. Hub content must be in the cache (run the prefetch rule first);
