@@ -230,9 +230,9 @@ def texts(rows) -> list[tuple]:
 
 
 def metrics(run: Path) -> list[dict[str, Any]]:
-    from grpo_ablation.layout import METRICS
+    from grpo_ablation.layout import METRICS_LOG
 
-    return [json.loads(line) for line in (run / METRICS).read_text().splitlines()]
+    return [json.loads(line) for line in (run / METRICS_LOG).read_text().splitlines()]
 
 
 def weight_difference(a: Path, b: Path) -> float:

@@ -91,7 +91,7 @@ def test_the_files_the_jobs_write_are_named_only_in_layout():
 
     names = [
         *(layout.RUN_INFO, layout.OBJECTIVE, layout.OBJECTIVE_TEXT, layout.BUDGET),
-        *(layout.METRICS, layout.ROLLOUTS, layout.CURVE_POLICIES, layout.CHECKPOINT_PREFIX),
+        *(layout.METRICS_LOG, layout.ROLLOUTS, layout.CURVE_POLICIES, layout.CHECKPOINT_PREFIX),
         *(layout.RUN_IDENTITY, layout.WALL_TIME),
         *(layout.STEPS, layout.SUMMARY, layout.CALIBRATION, layout.CURVE, layout.MANIFEST),
         *(layout.STEP_RESULTS, layout.STEP_SAMPLES, layout.STEP_TIMING, layout.STEP_DONE),

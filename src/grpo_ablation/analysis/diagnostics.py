@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from grpo_ablation.layout import BUDGET, METRICS, OBJECTIVE, ROLLOUTS, STEPS, SUMMARY
+from grpo_ablation.layout import BUDGET, METRICS_LOG, OBJECTIVE, ROLLOUTS, STEPS, SUMMARY
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 from grpo_ablation.objective.formulas import (
     clip_factor,
@@ -279,7 +279,9 @@ def run_diagnostics(run: Path) -> pd.DataFrame:
     from grpo_ablation.training.rollout_log import read_rollouts
 
     objective = json.loads((run / OBJECTIVE).read_text())
-    return step_diagnostics(read_rollouts(run / ROLLOUTS), read_metrics(run / METRICS), objective)
+    return step_diagnostics(
+        read_rollouts(run / ROLLOUTS), read_metrics(run / METRICS_LOG), objective
+    )
 
 
 def _clean(value: Any) -> Any:

@@ -24,7 +24,7 @@ from grpo_ablation.layout import (
     CHECKPOINTS,
     CURVE_POLICIES,
     MANIFEST,
-    METRICS,
+    METRICS_LOG,
     ROLLOUTS,
     RUN_IDENTITY,
     RUN_INFO,
@@ -370,7 +370,7 @@ def _resume_point(out: Path, state: Any) -> Path | None:
 
 
 def _remove_logs(out: Path) -> None:
-    for stale in (METRICS, ROLLOUTS, CURVE_POLICIES):
+    for stale in (METRICS_LOG, ROLLOUTS, CURVE_POLICIES):
         path = out / stale
         if path.exists():
             shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -383,7 +383,7 @@ def _cut_logs_back(out: Path, step: int, state: Any) -> None:
     from grpo_ablation.training.snapshots import snapshots
 
     if state.is_main_process:
-        _truncate_jsonl(out / METRICS, step)
+        _truncate_jsonl(out / METRICS_LOG, step)
         # Checkpoints newer than the resume point are incomplete: never take them for done.
         for partial in saved_checkpoints(out):
             if checkpoint_step(partial) > step:
@@ -444,7 +444,7 @@ def _run_trainer(trainer: Any, resume: Path | None, max_steps: int) -> float:
 # What a run folder holds from training (objective.json and run_identity.json are rewritten).
 _RUN_STATE = (
     CHECKPOINTS,
-    METRICS,
+    METRICS_LOG,
     ROLLOUTS,
     CURVE_POLICIES,
     WALL_TIME,

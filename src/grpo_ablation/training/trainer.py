@@ -44,7 +44,7 @@ from grpo_ablation.keyed_sampling import (
     stream_seeds,
     training_keys,
 )
-from grpo_ablation.layout import METRICS, ROLLOUTS
+from grpo_ablation.layout import METRICS_LOG, ROLLOUTS
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES, log_ratio, policy_ratio
 from grpo_ablation.objective.formulas import (
     completion_coefficients,
@@ -303,7 +303,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         self._keys: list[int] | None = None
         self.run_dir = Path(run_dir)
         self.rollout_log = RolloutLog(self.run_dir / ROLLOUTS, self.accelerator.process_index)
-        self.metrics_path = self.run_dir / METRICS
+        self.metrics_path = self.run_dir / METRICS_LOG
         self._captured: dict[str, Any] = {}
 
     def _vllm_one_engine_per_process(self) -> bool:
