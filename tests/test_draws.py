@@ -28,10 +28,11 @@ from conftest import (
 from scipy import stats as scipy_stats
 
 from grpo_ablation.analysis import draws, hypotheses, loading, tables
-from grpo_ablation.analysis.tables import PAIRED, results_table
+from grpo_ablation.analysis.tables import results_table
 from grpo_ablation.design import checks
 from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, DesignError, run_seed
+from grpo_ablation.design.quantities import EFFECTS, PAIRED
 from grpo_ablation.layout import (
     LANDING_END,
     NEXT_LOOK,
@@ -236,11 +237,11 @@ def test_with_two_seeds_a_draw_the_reading_tests_the_draw_by_cell_interaction():
         math.sqrt(0.02)
     )
     agreement = draws.consistency(tables.effects_table(table), within)
-    assert len(agreement) == len(tables.EFFECTS) and (agreement["seeds_per_draw"] == 2).all()
+    assert len(agreement) == len(EFFECTS) and (agreement["seeds_per_draw"] == 2).all()
     assert agreement["interaction_p"].to_numpy() == pytest.approx(scipy_stats.f.sf(3.2, 1, 2))
     text = draws.consistency_reading(agreement)
     assert "Draw × cell interaction" in text
-    assert f"0 of {len(tables.EFFECTS)} contrasts at α = 0.05, 0.25 expected by chance" in text
+    assert f"0 of {len(EFFECTS)} contrasts at α = 0.05, 0.25 expected by chance" in text
     assert "cannot separate" not in text and "would not carry" not in text
 
 

@@ -109,6 +109,7 @@ def _results_and_runs():
     """A results table of one stage (reference and one cell) over three seeds, and its runs:
     the cell's fits identified on seeds 0-2, the reference's on 0-1 (seed 2: no saturation)."""
     from grpo_ablation.analysis import tables
+    from grpo_ablation.design import quantities
 
     runs = []
     for cell, shift in (("ref", 0.0), ("other", 0.05)):
@@ -132,7 +133,7 @@ def _results_and_runs():
                 }
             )
     runs = pd.DataFrame(runs)
-    for q in tables.PAIRED:
+    for q in quantities.PAIRED:
         if q not in runs:
             runs[q] = 0.5
     return tables.results_table(runs, {"greedy": 0.5, "sampled": 0.5}), runs
@@ -200,11 +201,13 @@ def test_the_late_window_holds_evenly_spaced_points_fixed_by_the_config():
 
 
 def test_the_fit_parameters_are_the_outcome_dependent_quantities():
-    from grpo_ablation.analysis import tables
+    from grpo_ablation.design import quantities
 
     assert OUTCOME_DEPENDENT == FIT_PARAMETERS == ("efficiency_A", "efficiency_log10_C_mid")
-    assert "efficiency_late" in tables.PAIRED and "efficiency_late" in tables.RUN_QUANTITIES
-    assert "efficiency_late" not in OUTCOME_DEPENDENT and "efficiency_late" not in tables.EFFECTS
+    assert "efficiency_late" in quantities.PAIRED and "efficiency_late" in quantities.RUN_QUANTITIES
+    assert (
+        "efficiency_late" not in OUTCOME_DEPENDENT and "efficiency_late" not in quantities.EFFECTS
+    )
 
 
 def test_an_asymptote_beyond_the_metrics_range_ends_on_its_bound():

@@ -21,7 +21,7 @@ from test_stats import binomial_counts
 from test_tables_figures import effect_row
 
 from grpo_ablation.analysis import hypotheses, marks, reading, render, stats, tables
-from grpo_ablation.design import checks
+from grpo_ablation.design import checks, quantities
 from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, cell_label
 from grpo_ablation.design.axes import DesignError
@@ -299,7 +299,7 @@ def test_the_interaction_of_a_recipe_is_its_difference_minus_the_two_single_chan
             "reference": grpo,
             "singles": singles[c],
             "seed": s,
-            **{q: v[s] for q in tables.RUN_QUANTITIES + tuple(tables.PAIRED)},
+            **{q: v[s] for q in quantities.RUN_QUANTITIES + tuple(quantities.PAIRED)},
         }
         for c, v in values.items()
         for s in range(3)
@@ -423,7 +423,7 @@ def test_the_defaults_contrasts_are_counted_once_each():
         for r in rows
         if r["cell"] != r["reference"]
         for suffix in ("", *(("_interaction",) if r["singles"] else ()))
-        for q in tables.EFFECTS
+        for q in quantities.EFFECTS
     ]
     kinds = [roles.get(k, "exploratory").split(" ")[0] for k in keys]
     assert len(keys) == 90

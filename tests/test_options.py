@@ -59,6 +59,12 @@ def test_the_schema_section_is_the_dataclass(section):
         assert spec["description"] == fields[name].metadata["help"]
 
 
+def test_the_schemas_metric_list_is_written_from_the_registries():
+    # Up to date: else run `grpo-ablation schema` (a metric added to design/quantities.py).
+    text = schema.SCHEMA.read_text()
+    assert schema.file_section(text, schema.METRIC) == schema.section_text(schema.METRIC)
+
+
 def test_a_missing_compute_key_takes_the_declared_default_everywhere():
     # the train command, the base policy and the DAG's checks read the section through one class
     assert ComputeConfig.of({}) == ComputeConfig()
@@ -196,13 +202,8 @@ def test_the_schemas_hand_written_choices_are_the_registries():
     names every metric a hypothesis may take and no other (the fit's parameters are refused)."""
     from grpo_ablation.analysis.sequential import SPENDING
     from grpo_ablation.design.ablation import SELECTION_METRICS
-    from grpo_ablation.design.hypotheses import (
-        DIRECTIONS,
-        KINDS,
-        METRICS,
-        OUTCOME_DEPENDENT,
-        PUSH_POLICIES,
-    )
+    from grpo_ablation.design.hypotheses import DIRECTIONS, KINDS, METRICS, PUSH_POLICIES
+    from grpo_ablation.design.quantities import OUTCOME_DEPENDENT
     from grpo_ablation.sampling import SAMPLERS
 
     props = yaml.safe_load(schema.SCHEMA.read_text())["properties"]

@@ -21,8 +21,9 @@ import yaml
 from conftest import IMAGE_SIZES, LANDING, in_chromium, jobs, page_text, rendered, report_items
 
 from grpo_ablation.analysis import STAGE_FIGURES
-from grpo_ablation.analysis.tables import BASE_LABEL, EFFECTS
+from grpo_ablation.analysis.tables import BASE_LABEL
 from grpo_ablation.design.ablation import Design, read_winners, reference_of
+from grpo_ablation.design.quantities import EFFECTS
 from grpo_ablation.layout import LANDING_END, READING, READING_VIEW, TABLES, Tree
 
 pytestmark = pytest.mark.slow

@@ -35,7 +35,8 @@ def test_what_the_default_can_detect_is_what_plan_computes():
     """The README's "detect an accuracy effect only beyond A-B" is the plan's range of minimum
     detectable effects over the default's accuracy hypotheses, to the printed digit."""
     from grpo_ablation.design.ablation import Design
-    from grpo_ablation.design.hypotheses import PAIRED, plan_rows
+    from grpo_ablation.design.hypotheses import plan_rows
+    from grpo_ablation.design.quantities import PAIRED
     from grpo_ablation.design.schema import load_config
 
     rows = plan_rows(Design.of(load_config(ROOT / "config/config.yaml")))

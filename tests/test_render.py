@@ -10,8 +10,8 @@ import pandas as pd
 
 from grpo_ablation.analysis import calibration, render
 from grpo_ablation.analysis.render import ACCURACY, COUNT, LENGTH, LOG10, OTHER, P_VALUE, STATISTIC
-from grpo_ablation.analysis.tables import RUN_QUANTITIES
-from grpo_ablation.design.hypotheses import PAIRED, PLAN_COLUMNS
+from grpo_ablation.design.hypotheses import PLAN_COLUMNS
+from grpo_ablation.design.quantities import PAIRED, RUN_QUANTITIES
 from grpo_ablation.objective.formulas import mixed_group_probability
 
 

@@ -22,6 +22,7 @@ from grpo_ablation.analysis import (
 from grpo_ablation.design import checks
 from grpo_ablation.design.ablation import Design, cell_label
 from grpo_ablation.design.hypotheses import contrast_roles, declared
+from grpo_ablation.design.quantities import EFFECTS
 from grpo_ablation.layout import FIGURE_FORMATS, POOLED_TABLE, TABLE, Tree
 from grpo_ablation.objective.calculations import worked_weights, write_sheet
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES
@@ -393,7 +394,7 @@ def test_effects_are_the_results_tables_paired_differences():
     runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.75]})
     table = tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
     effects = tables.effects_table(table)
-    assert list(effects["quantity"].unique()) == list(tables.EFFECTS)
+    assert list(effects["quantity"].unique()) == list(EFFECTS)
     rows = table.set_index("cell")
     for _, e in effects.iterrows():
         for stat in ("mean", "low", "high", "n"):
@@ -449,7 +450,7 @@ def effect_row(
         "reference": REF,
         "is_reference": cell == REF,
         "quantity": quantity,
-        "metric": tables.EFFECTS[quantity],
+        "metric": EFFECTS[quantity],
         "mean": mean,
         "low": low,
         "high": high,
@@ -508,7 +509,7 @@ def test_effects_figure_draws_each_contrast_at_its_mean_with_a_zero_line():
     palette = figures.cell_palette([REF, OTHER])
     fig = figures.effects_figure(effects, palette)
     # titles wrap at word boundaries only, so neighbouring panels' titles never meet
-    assert [" ".join(ax.get_title().split()) for ax in fig.axes] == list(tables.EFFECTS.values())
+    assert [" ".join(ax.get_title().split()) for ax in fig.axes] == list(EFFECTS.values())
     greedy = effects[(effects["cell"] == OTHER) & (effects["quantity"] == "greedy_final")].iloc[0]
     xs = [x for line in fig.axes[0].get_lines() for x in line.get_xdata()]
     assert greedy["mean"] in xs and greedy["low"] in xs and greedy["high"] in xs
@@ -713,7 +714,7 @@ def test_the_effect_plot_is_legible_at_the_width_a_report_shows_it():
 
     effects = synthetic_effects()
     fig = figures.effects_figure(effects, figures.cell_palette([REF, OTHER]))
-    assert len(fig.axes) == len(tables.EFFECTS)
+    assert len(fig.axes) == len(EFFECTS)
     fig.canvas.draw()
     width = fig.get_figwidth()
     texts = [

@@ -31,14 +31,8 @@ import pandas as pd
 from grpo_ablation.analysis import efficiency, hypotheses, loading, reading, render, tables
 from grpo_ablation.analysis.stats import paired_differences, paired_interval, sample_sd
 from grpo_ablation.design.ablation import Design, cell_label, read_winners
-from grpo_ablation.design.hypotheses import (
-    EXPLORATORY,
-    OUTCOME_DEPENDENT,
-    PAIRED,
-    REPEAT,
-    declared,
-    planned_roles,
-)
+from grpo_ablation.design.hypotheses import EXPLORATORY, REPEAT, declared, planned_roles
+from grpo_ablation.design.quantities import EFFECTS, OUTCOME_DEPENDENT, PAIRED
 from grpo_ablation.design.records import draw_source
 from grpo_ablation.layout import (
     POOLED_READING,
@@ -118,7 +112,7 @@ def base_means(design: Design) -> dict[str, float]:
 
 
 def per_draw_contrasts(runs: pd.DataFrame) -> pd.DataFrame:
-    """Each contrast of ``tables.EFFECTS`` within each draw: mean [95% t interval] over its seeds
+    """Each contrast of ``EFFECTS`` within each draw: mean [95% t interval] over its seeds
     (undefined with one seed) and the standard deviation of its seeds' paired differences (NaN
     with one), one row per (stage, cell, quantity, draw)."""
     out = []
@@ -129,7 +123,7 @@ def per_draw_contrasts(runs: pd.DataFrame) -> pd.DataFrame:
                 continue
             ref = of[of["cell"] == ref_path].set_index("seed")
             mine = of_cell.set_index("seed")
-            for q in tables.EFFECTS:
+            for q in EFFECTS:
                 iv = paired_interval(mine[q].to_dict(), ref[q].to_dict())
                 diffs = paired_differences(mine[q].to_dict(), ref[q].to_dict()).values()
                 finite = [d for d in diffs if math.isfinite(d)]
@@ -198,7 +192,7 @@ def consistency(effects: pd.DataFrame, within: pd.DataFrame) -> pd.DataFrame:
     role = effects["role"] if "role" in effects else pd.Series(EXPLORATORY, effects.index)
     diffs = effects[
         ~effects["is_reference"].astype(bool)
-        & effects["quantity"].isin(tables.EFFECTS)
+        & effects["quantity"].isin(EFFECTS)
         # each comparison of the same runs once (the stage that first makes it)
         & ~role.fillna(EXPLORATORY).str.startswith(REPEAT)
     ]

@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_ablation.analysis.stats import Interval
-from grpo_ablation.design.hypotheses import OUTCOME_DEPENDENT
 from grpo_ablation.design.options import in_late_window
+from grpo_ablation.design.quantities import OUTCOME_DEPENDENT
 
 FIT, NOT_IDENTIFIED, FAILED = "fit", "not identified", "failed"
 # The fit's box for the steepness B: a fit that ends on it is not identified (its standard error
@@ -205,7 +205,7 @@ CONTRASTS = {
 }
 # The contrasts that need a fit (defined for identified fits only); the AUC and the late accuracy
 # need none.
-# (outcome-dependent: ``design.hypotheses.OUTCOME_DEPENDENT``, which no declared hypothesis may use).
+# (outcome-dependent: ``design.quantities.OUTCOME_DEPENDENT``, which no declared hypothesis may use).
 FIT_PARAMETERS = OUTCOME_DEPENDENT
 
 

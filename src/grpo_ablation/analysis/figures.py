@@ -37,6 +37,7 @@ from grpo_ablation.analysis.render import fit_limits
 from grpo_ablation.analysis.saving import save
 from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.design.ablation import Design, cell_label
+from grpo_ablation.design.quantities import EFFECTS
 from grpo_ablation.layout import TABLE, TOKEN_WEIGHTS, figure_files
 from grpo_ablation.objective.conventions import AGGREGATIONS, GROUP_CATEGORIES
 
@@ -242,14 +243,14 @@ def effects_note(effects: pd.DataFrame, draws: pd.DataFrame | None = None) -> st
 
 
 def effects_figure(effects: pd.DataFrame, palette, draws: pd.DataFrame | None = None) -> plt.Figure:
-    """One panel per quantity of ``tables.EFFECTS``: each cell's mean paired difference to the
+    """One panel per quantity of ``EFFECTS``: each cell's mean paired difference to the
     stage's reference (point) with its 95% t interval (bar), against a zero line. The reference
     is drawn as a hollow marker at 0 (its difference to itself), so every cell has its row. Pooled
     over base-policy draws, ``draws`` (the pooled job's ``draws.csv``: each contrast's mean within
     each draw) adds each draw's mean as a faint point; the note under the panels says once over
     how many seeds or draws the points and bars are."""
     _style()
-    metrics = [q for q in tables.EFFECTS if q in set(effects["quantity"])] or list(tables.EFFECTS)
+    metrics = [q for q in EFFECTS if q in set(effects["quantity"])] or list(EFFECTS)
     cells = list(dict.fromkeys(effects["cell"]))
     # Panels in rows of EFFECT_COLUMNS, not one row of five: the report shows a figure at the
     # page's width, where a 16-inch row printed its labels at about 6 px.
@@ -306,7 +307,7 @@ def effects_figure(effects: pd.DataFrame, palette, draws: pd.DataFrame | None = 
         span = fit_limits(shown, pad=0.12)
         if span is not None:
             ax.set_xlim(*span)
-        ax.set_title(wrap(tables.EFFECTS.get(q, q)), fontsize=9)
+        ax.set_title(wrap(EFFECTS.get(q, q)), fontsize=9)
         ax.set_xlabel("difference to reference")
         ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
     axes[0][0].set_yticks(range(len(cells)), ylabels)

@@ -1,10 +1,11 @@
 """Frames rendered as Markdown and LaTeX tables, every number rounded to what it measures.
 
-One rule says how a number is shown, from the name of what it holds (``RULES``, first match
-wins): a column's name (``greedy_final_diff_low``, ``p_holm``, ``units_needed``), or, for a column
-whose name names no quantity (``mean``, ``low90``, ``sd``, ``mde``, ``expected``), the quantity its
-row names in its ``metric`` or ``quantity`` column (a paired quantity of
-``design.hypotheses.PAIRED``). Accuracies and every other fraction (their differences, interval
+One rule says how a number is shown, from the name of what it holds: a registered quantity, its
+difference or interaction and their bounds (``greedy_final_diff_low``) by the unit its entry
+declares (``design.quantities``), any other column's name (``p_holm``, ``units_needed``) by the
+first of ``RULES`` it matches, or, for a column whose name names no quantity (``mean``,
+``low90``, ``sd``, ``mde``, ``expected``), the quantity its row names in its ``metric`` or
+``quantity`` column. Accuracies and every other fraction (their differences, interval
 bounds, SDs and minimum detectable effects) get 3 decimals, lengths in tokens 2, p-values 2
 significant digits (``<0.0001`` below 0.0001), counts none; anything the rule does not name gets
 3 significant digits (no decimals from 100 on). ``to_markdown`` and ``to_latex`` show every
@@ -29,14 +30,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-# The kinds of number a table shows.
-ACCURACY = "accuracy"  # accuracies and every other fraction, share, rate or probability
-LENGTH = "length"  # lengths in tokens
+from grpo_ablation.design.quantities import (
+    ACCURACY,
+    COUNT,
+    LENGTH,
+    LOG10,
+    OTHER,
+    STATISTIC,
+    unit_of,
+)
+
+# The kinds of number a table shows: a quantity's units (``design.quantities.UNITS``) and p.
 P_VALUE = "p-value"
-COUNT = "count"  # seeds, runs, groups, steps, units, tokens
-STATISTIC = "statistic"  # z scores, the efficiency fit's steepness B
-LOG10 = "log10"  # log10 C_mid and its differences
-OTHER = "other"  # durations, levels, anything not named: 3 significant digits
 # Below it a p-value reads ``<0.0001``.
 P_FLOOR = 1e-4
 
@@ -46,7 +51,8 @@ def _words(*words: str) -> str:
     return rf"(^|_)({'|'.join(words)})(_|$)"
 
 
-# name pattern -> kind, first match wins (``re.search`` on a column's or a quantity's name).
+# name pattern -> kind, first match wins (``re.search`` on the name of a column or quantity that
+# is not registered: a table's own columns, an external benchmark's accuracy, a push).
 RULES: tuple[tuple[str, str], ...] = (
     # A push (per unit L2 step) is unbounded, whatever quantity it moves.
     (r"^push_", OTHER),
@@ -132,8 +138,11 @@ def fit_limits(
 
 
 def kind_of(name: str) -> str | None:
-    """The kind of the numbers a column or quantity called ``name`` holds; None when the name
-    says nothing of it."""
+    """The kind of the numbers a column or quantity called ``name`` holds: a registered
+    quantity's unit, else the first rule's it matches; None when the name says nothing of it."""
+    unit = unit_of(name)
+    if unit is not None:
+        return unit
     return next((kind for pattern, kind in RULES if re.search(pattern, name)), None)
 
 

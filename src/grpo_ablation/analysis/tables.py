@@ -30,56 +30,12 @@ from grpo_ablation.analysis.stats import (
     t_interval,
 )
 from grpo_ablation.design.ablation import Design, cell_label
-from grpo_ablation.design.hypotheses import EXPLORATORY, PAIRED, contrast_key
+from grpo_ablation.design.hypotheses import EXPLORATORY, contrast_key
+from grpo_ablation.design.quantities import DISPLAY, EFFECTS, PAIRED, RUN_QUANTITIES
 from grpo_ablation.evaluation.scoring import EXTERNAL_PROTOCOL
 from grpo_ablation.layout import TABLE
-from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 
 BASE_LABEL = "base policy (step 0)"
-# Per-run quantities summarised as mean [95% t interval] over seeds.
-RUN_QUANTITIES = (
-    "greedy_final",
-    "greedy_best",
-    "sampled_final",
-    "sampled_best",
-    "length_correct",
-    "length_incorrect",
-    "length_correct_late",
-    "length_incorrect_late",
-    "test_length_incorrect",
-    "truncation_rate",
-    "ratio_clip_low",
-    "ratio_clip_high",
-    "grad_clipped",
-    "grad_clip_factor",
-    *(f"fraction_{c}" for c in GROUP_CATEGORIES),
-    "zero_std_fraction",
-    "weight_share_homogeneous",
-    "generated_tokens",
-    "wall_time_s",
-    # the efficiency curve (analysis/efficiency.py): fit parameters of identified fits only, the
-    # area and the late accuracy for every run
-    "efficiency_identified",
-    "efficiency_A",
-    "efficiency_B",
-    "efficiency_C_mid",
-    "efficiency_C_mid_completions",
-    "efficiency_auc",
-    "efficiency_late",
-)
-# The quantities compared with each cell's reference, paired by seed (the results table's
-# ``<quantity>_diff_*`` columns; the metrics a hypothesis may name), and what they are called.
-# The contrasts the effect plots and the report's reading show, in panel order.
-EFFECTS = {
-    q: PAIRED[q]
-    for q in (
-        "greedy_final",
-        "sampled_final",
-        "length_incorrect_late",
-        "fraction_mixed",
-        "efficiency_auc",
-    )
-}
 # The words every results.json uses for an external benchmark (one definition, in evaluation/scoring.py).
 EXTERNAL_LABEL = EXTERNAL_PROTOCOL
 
@@ -136,43 +92,6 @@ def results_table(runs: pd.DataFrame, base: dict[str, float]) -> pd.DataFrame:
                 _put(row, f"{q}_interaction", t_interval(values.values()))
             table.append(row)
     return pd.DataFrame(table)
-
-
-# column of the Markdown/LaTeX table -> (quantity, what of it to show: ``interval`` mean [low,
-# high], ``diff`` the signed paired difference to the reference, ``mean`` the mean alone); the
-# digits are the quantity's (``render.kind_of``).
-DISPLAY = {
-    "final greedy acc.": ("greedy_final", "interval"),
-    "Δ final greedy vs ref.": ("greedy_final_diff", "diff"),
-    "best greedy acc.": ("greedy_best", "interval"),
-    "final sampled accuracy": ("sampled_final", "interval"),
-    "Δ final sampled vs ref.": ("sampled_final_diff", "diff"),
-    "best sampled accuracy": ("sampled_best", "interval"),
-    "length correct, last ¼ of steps": ("length_correct_late", "interval"),
-    "length incorrect, last ¼ of steps": ("length_incorrect_late", "interval"),
-    "Δ length incorrect vs ref.": ("length_incorrect_late_diff", "diff"),
-    "test length incorrect (final, sampled)": ("test_length_incorrect", "interval"),
-    "Δ test length incorrect vs ref.": ("test_length_incorrect_diff", "diff"),
-    "all-correct": ("fraction_all_correct", "mean"),
-    "all-incorrect": ("fraction_all_incorrect", "mean"),
-    "mixed": ("fraction_mixed", "mean"),
-    "Δ mixed vs ref.": ("fraction_mixed_diff", "diff"),
-    "failed scoring": ("fraction_failed_scoring", "mean"),
-    "ratio clip low": ("ratio_clip_low", "mean"),
-    "ratio clip high": ("ratio_clip_high", "mean"),
-    "grad. clipped steps": ("grad_clipped", "mean"),
-    "mean grad. clip factor": ("grad_clip_factor", "mean"),
-    "truncation": ("truncation_rate", "interval"),
-    "efficiency AUC": ("efficiency_auc", "interval"),
-    "Δ efficiency AUC vs ref.": ("efficiency_auc_diff", "diff"),
-    "fits identified": ("efficiency_identified", "mean"),
-    "asymptote A": ("efficiency_A", "interval"),
-    "Δ A vs ref.": ("efficiency_A_diff", "diff"),
-    "C_mid (tokens)": ("efficiency_C_mid", "mean"),
-    "Δ log10 C_mid vs ref.": ("efficiency_log10_C_mid_diff", "diff"),
-    "generated tokens": ("generated_tokens", "mean"),
-    "wall time s": ("wall_time_s", "mean"),
-}
 
 
 def display_table(table: pd.DataFrame) -> pd.DataFrame:

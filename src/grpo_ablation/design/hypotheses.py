@@ -1,7 +1,7 @@
 """The hypotheses a config declares before the run, and the role of every contrast.
 
 A hypothesis compares one cell of a stage with that cell's reference in the stage, on one of the
-paired quantities of the results table (``PAIRED``), paired by unit (Δ = cell − reference), or on
+paired quantities of the results table (``quantities.PAIRED``), paired by unit (Δ = cell − reference), or on
 a push (``PUSH``: the first-order change of a quantity per unit step along the cell's update, at
 the policy the hypothesis names, paired by push replicate, with no training noise): a
 ``directional`` one predicts a direction and a minimum effect of interest δ ≥ 0, an
@@ -27,19 +27,8 @@ from typing import Any
 from grpo_ablation.design import power as _power
 from grpo_ablation.design.ablation import Design, Stage, WinnerOf, reference_of
 from grpo_ablation.design.axes import BY_NAME, DesignError
+from grpo_ablation.design.quantities import OUTCOME_DEPENDENT, PAIRED
 
-# The quantities a hypothesis may compare: the paired quantities of the results table.
-PAIRED = {
-    "greedy_final": "final greedy accuracy",
-    "sampled_final": "final sampled accuracy",
-    "length_incorrect_late": "incorrect-completion length, last ¼ of steps (tokens)",
-    "test_length_incorrect": "incorrect-completion length on test, final (tokens)",
-    "fraction_mixed": "mixed-group fraction",
-    "efficiency_auc": "area under the efficiency curve (mean sampled accuracy over training)",
-    "efficiency_late": "late accuracy (mean sampled accuracy over the late window, the last ¼ of steps)",
-    "efficiency_A": "efficiency fit: asymptote A",
-    "efficiency_log10_C_mid": "efficiency fit: log10 C_mid (generated tokens to half the gain)",
-}
 # The push's quantities (``training/push.py``): a choice's first-order change of one quantity per
 # unit L2 step at one policy, the replicates (independent prompt sets and samples) its units.
 PUSH = {
@@ -60,11 +49,6 @@ METRICS = {**PAIRED, **{k: label for k, (_, label) in PUSH.items()}}
 PUSH_AXES = ("std_scaling", "aggregation")
 # The choice the push's tables take differences to (GRPO's own: sample std, sequence_mean).
 PUSH_REFERENCE = "sample/sequence_mean"
-# Quantities that exist only where the outcome allowed them: an efficiency fit is identified only
-# when the run gained (or lost) beyond two standard errors and saturated within its compute, so
-# its parameters are defined on runs selected by their results. They describe; a declared
-# hypothesis must not use them (the late accuracy is the endpoint every run has).
-OUTCOME_DEPENDENT = ("efficiency_A", "efficiency_log10_C_mid")
 
 # The roles of contrasts that are not a declared hypothesis's.
 EXPLORATORY = "exploratory"
@@ -113,7 +97,7 @@ class Hypothesis:
     kind: str  # one of KINDS
     stage: str
     cell: tuple[tuple[str, Any], ...]  # varied axis -> value: the compared cell within the stage
-    metric: str  # a paired quantity of the results table (``PAIRED``)
+    metric: str  # a paired quantity of the results table (``quantities.NAMEABLE``) or a push
     source: str
     direction: int = 0  # directional: +1 higher, −1 lower than the reference
     minimum_effect: float = 0.0  # directional: δ

@@ -2,7 +2,9 @@
 
 ``workflow/schemas/config.schema.yaml`` holds, between two marker comments per section, the
 properties of ``training`` (``TrainingConfig``) and ``compute`` (``ComputeConfig``): names, types,
-choices, bounds, defaults and descriptions, from the fields' ``option`` declarations. Run
+choices, bounds, defaults and descriptions, from the fields' ``option`` declarations; and a
+hypothesis's ``metric`` (``METRIC``), whose description lists the metrics a hypothesis may name
+(``quantities.NAMEABLE`` and the push's). Run
 ``grpo-ablation schema`` after changing a declaration; ``tests/test_options.py`` fails
 while the file differs.
 """
@@ -11,20 +13,46 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.design.hypotheses import PUSH
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
+from grpo_ablation.design.quantities import NAMEABLE
 
 SCHEMA = Path(__file__).parents[3] / "workflow/schemas/config.schema.yaml"
 SECTIONS: dict[str, type] = {"training": TrainingConfig, "compute": ComputeConfig}
 _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
 _INDENT = " " * 6  # a section's properties in the schema file
+# A hypothesis's metric property, written from the registries (a hypothesis's properties are one
+# level deeper than a section's).
+METRIC = "hypothesis metric"
+_METRIC_INDENT = " " * 8
 
 
 def markers(section: str) -> tuple[str, str]:
-    return f"{_INDENT}# BEGIN {section} options", f"{_INDENT}# END {section} options"
+    indent = _METRIC_INDENT if section == METRIC else _INDENT
+    return f"{indent}# BEGIN {section} options", f"{indent}# END {section} options"
+
+
+def metric_description() -> str:
+    """What a hypothesis's ``metric`` may be: every name it accepts, and no other."""
+    return (
+        "a quantity the results table pairs by seed (grpo_ablation.design.quantities): "
+        f"{', '.join(NAMEABLE)}; or a push ({', '.join(PUSH)}: the first-order change per unit "
+        "step along the cell's update, paired by push replicate, with `policy`); another name "
+        "stops the DAG (a quantity that exists only where the outcome allowed it, as the "
+        "efficiency fit's parameters, is refused)"
+    )
+
+
+def _metric_lines() -> list[str]:
+    """The metric property as the schema file spells it: its description a folded block."""
+    text = textwrap.wrap(metric_description(), 88, break_long_words=False, break_on_hyphens=False)
+    lines = ["metric:", "  type: string", "  description: >", *("    " + line for line in text)]
+    return [_METRIC_INDENT + line for line in lines]
 
 
 def properties(cls: type) -> dict[str, dict[str, Any]]:
@@ -48,6 +76,8 @@ def section_text(section: str) -> str:
 
     begin, end = markers(section)
     lines = [begin + " (grpo-ablation schema)"]
+    if section == METRIC:
+        return "\n".join([*lines, *_metric_lines(), end])
     for name, spec in properties(SECTIONS[section]).items():
         lines.append(f"{_INDENT}{name}:")
         for key, value in spec.items():
@@ -74,7 +104,7 @@ def write_schema(check: bool = False) -> None:
     say whether it is up to date (``grpo-ablation schema [--check]``)."""
     text = SCHEMA.read_text()
     new = text
-    for section in SECTIONS:
+    for section in (*SECTIONS, METRIC):
         new = new.replace(file_section(new, section), section_text(section))
     if check:
         raise SystemExit(0 if new == text else f"{SCHEMA} is out of date")
