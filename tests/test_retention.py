@@ -15,9 +15,9 @@ from run_driver import start_driver
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
+from grpo_ablation.design import disk
+from grpo_ablation.design.disk import adamw_bytes_per_param, checkpoint_disk_bytes
 from grpo_ablation.design.options import TrainingConfig
-from grpo_ablation.training import disk
-from grpo_ablation.training.disk import adamw_bytes_per_param, checkpoint_disk_bytes
 from grpo_ablation.training.retention import KeepOptimizerStateOfNewest, prune_optimizer_state
 from grpo_ablation.training.rollout_log import read_rollouts
 from grpo_ablation.training.train import train

@@ -231,7 +231,7 @@ def checkpoints_of(wildcards):
 def base_parameters():
     """The base policy's parameters where its weights are on disk (the prefetched or local model,
     else a base policy built here before), else None: the size of each checkpoint."""
-    from grpo_ablation.training.disk import weights_parameters
+    from grpo_ablation.design.disk import weights_parameters
 
     folders = []
     if Path(PREFETCH).exists():

@@ -22,6 +22,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
-    from grpo_ablation.training.disk import disk_report
+    from grpo_ablation.design.disk import disk_report
 
     print(disk_report(a.n_params, a.dtype, a.optimizer_dtype, a.checkpoints_per_run, a.runs))

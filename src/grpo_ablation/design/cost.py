@@ -113,7 +113,7 @@ def checkpoint_disk(
     ``folder`` beside what its file system has free: weights and AdamW state in float32 (training
     keeps its parameters in float32 whatever ``compute.dtype``), optimizer state kept as
     ``compute.keep_optimizer_state`` (``policy``) says, at the peak while a save overlaps the
-    previous newest (``training.disk.checkpoint_disk_bytes``). ``n_params`` None: not on disk yet."""
+    previous newest (``design.disk.checkpoint_disk_bytes``). ``n_params`` None: not on disk yet."""
     if not checkpoints:
         return "No training run planned: no checkpoints."
     free = "" if free_bytes is None else f" ({free_bytes / 1e9:,.1f} GB free there)"
@@ -123,7 +123,7 @@ def checkpoint_disk(
     )
     if n_params is None:
         return f"{head}; their size is known once the base policy's weights are on disk."
-    from grpo_ablation.training.disk import (
+    from grpo_ablation.design.disk import (
         DTYPE_BYTES,
         adamw_bytes_per_param,
         checkpoint_disk_bytes,

@@ -14,7 +14,7 @@ are needed only to resume, and a run resumes from its newest complete checkpoint
   ``args.output_dir``; the checkpoint just saved, newer ones, and any without
   ``trainer_state.json`` (being written, or left half-written by a killed run) are never touched.
   ``policy="all"`` keeps everything (the callback does nothing).
-* ``grpo_ablation.training.disk`` (``grpo-ablation disk``) states the disk needs.
+* ``grpo_ablation.design.disk`` (``grpo-ablation disk``) states the disk needs.
 
 What is deleted (names from the transformers 5.24 / accelerate Trainer source):
 ``optimizer.pt`` and ``scheduler.pt`` (``Trainer._save_optimizer_and_scheduler``),
