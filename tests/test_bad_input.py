@@ -317,3 +317,29 @@ def test_a_design_planned_on_another_protocols_numbers_is_warned_with_the_way_to
     study = load_config([ROOT / "config/config.yaml", ROOT / "config/study.yaml"])
     (warning,) = protocol_warnings(study)
     assert "power.sd.lr0_lowers_greedy" in warning and "100 steps" in warning
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"stages__aggregation__vary": {"aggregation": ["token_maen"]}}, "'token_maen'"),
+        ({"training__max_step": 3}, "training.max_step: unknown key"),
+        ({"hypotheses__population_equals_sample__stage": "nostage"}, "'nostage'"),
+        ({"task__kind": "additon"}, "unknown task kind 'additon'"),
+        (None, "no such config file"),
+    ],
+)
+def test_plan_on_a_bad_config_prints_the_problem_alone(tmp_path, monkeypatch, change, named):
+    """A person's command given a bad config (or none) exits with the problem as its message,
+    no traceback: a DesignError never leaves the CLI."""
+    from grpo_ablation import cli
+
+    monkeypatch.setattr(cli, "bootstrap", lambda **_: None)  # no process-wide env changes
+    path = tmp_path / "config.yaml"
+    if change is not None:
+        path.write_text(yaml.safe_dump(changed_smoke_config(**change), sort_keys=False))
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["plan", "--configfile", str(path)])
+    message = stopped.value.code
+    assert isinstance(message, str) and message.startswith("grpo-ablation plan: ")
+    assert named in message

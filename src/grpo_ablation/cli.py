@@ -53,7 +53,15 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(worker.run_job(a.command, args[args.index(a.command) + 1 :]))
         except worker.WorkerUnavailable as exc:
             print(f"job worker unavailable, running in this process: {exc}", file=sys.stderr)
-    command.job(a)
+    from grpo_ablation.design.axes import DesignError
+
+    try:
+        command.job(a)
+    except DesignError as err:
+        if not command.person:
+            raise  # a rule's job: its log keeps the traceback
+        # A person's config or input at fault: the problem alone, no traceback; exit status 1.
+        raise SystemExit(f"grpo-ablation {a.command}: {err}") from None
 
 
 if __name__ == "__main__":

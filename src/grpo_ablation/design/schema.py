@@ -115,21 +115,32 @@ def load_config(path: Path | list[Path], overrides: dict[str, Any] | None = None
     """The config as the workflow sees it: the files merged key by key in order, the later one
     winning (as Snakemake merges several ``--configfile``), validated against the schema
     (Snakemake's validator, which fills in the defaults), then every design check run before
-    any job."""
+    any job. A problem of the files, as every problem of the config, is a DesignError (the CLI
+    prints it alone)."""
     import yaml
     from snakemake.utils import update_config, validate
 
-    from grpo_ablation.design.checks import check_design
+    from grpo_ablation.design.checks import DesignError, check_design
 
     config: dict[str, Any] = {}
     for file in path if isinstance(path, list) else [path]:
-        update_config(config, yaml.safe_load(Path(file).read_text()) or {})
+        if not Path(file).is_file():
+            raise DesignError(f"{file}: no such config file")
+        try:
+            update_config(config, yaml.safe_load(Path(file).read_text()) or {})
+        except yaml.YAMLError as err:
+            raise DesignError(f"{file} is not YAML: {err}") from None
     config.update(overrides or {})
     problems = config_problems(config)
     if problems:
-        raise ValueError("invalid config:\n  " + "\n  ".join(problems))
+        raise DesignError("invalid config:\n  " + "\n  ".join(problems))
     validate(config, str(SCHEMA))
-    check_design(config)
+    try:
+        check_design(config)
+    except DesignError:
+        raise
+    except ValueError as err:  # a section's own check (a task's kind, an option) names it too
+        raise DesignError(str(err)) from err
     return config
 
 
