@@ -343,3 +343,31 @@ def test_plan_on_a_bad_config_prints_the_problem_alone(tmp_path, monkeypatch, ch
     message = stopped.value.code
     assert isinstance(message, str) and message.startswith("grpo-ablation plan: ")
     assert named in message
+
+
+@pytest.mark.parametrize(
+    ("change", "named", "meant"),
+    [
+        (
+            {"stages__aggregation__vary": {"aggregation": ["token_maen"]}},
+            "unknown length aggregation 'token_maen'; expected one of",
+            "token_mean",
+        ),
+        ({"task__kind": "additon"}, "unknown task kind 'additon'", "addition"),
+        (
+            {"hypotheses__population_equals_sample__stage": "stdscaling"},
+            "is not an enabled stage",
+            "std_scaling",
+        ),
+    ],
+)
+def test_a_misspelt_name_the_schema_does_not_know_is_given_the_name_meant(change, named, meant):
+    """The design's own checks (a varied value, the task, a hypothesis's stage) list the choices
+    and, as the schema's problems do, the one close to the misspelling."""
+    from grpo_ablation.design.checks import check_design
+
+    with pytest.raises(ValueError) as refused:
+        check_design(changed_smoke_config(**change))
+    message = str(refused.value)
+    assert named in message and f"; did you mean {meant}" in message, message
+

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -57,12 +58,21 @@ def option(
     )
 
 
+def did_you_mean(word: Any, choices: Iterable[Any]) -> str:
+    """``; did you mean x?`` (or ``x or y``) where a choice is close to a misspelt ``word``
+    (difflib), else empty: the tail of every "unknown name" message."""
+    import difflib
+
+    near = difflib.get_close_matches(str(word), [str(c) for c in choices], n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(near)}?" if near else ""
+
+
 def check_option(section: str, name: str, value: Any, meta: Any) -> None:
     """``value`` within its declared choices and bounds, or a ValueError naming the option."""
     if meta["choices"] is not None and value not in meta["choices"]:
         raise ValueError(
             f"{section}.{name}: unknown {name.replace('_', ' ')} {value!r}; expected one of "
-            f"{list(meta['choices'])}"
+            f"{list(meta['choices'])}{did_you_mean(value, meta['choices'])}"
         )
     for bound, limit in meta["bounds"].items():
         if {"minimum": value < limit, "exclusiveMinimum": value <= limit, "maximum": value > limit}[

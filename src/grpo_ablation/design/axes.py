@@ -29,6 +29,7 @@ from grpo_ablation.objective.conventions import (
     SCALINGS,
     ZERO_VARIANCE,
 )
+from grpo_ablation.settings import did_you_mean
 
 
 class DesignError(ValueError):
@@ -64,6 +65,7 @@ class Axis:
             if value not in self.choices:
                 raise DesignError(
                     f"{where}: unknown {self.label} {value!r}; expected one of {list(self.choices)}"
+                    + did_you_mean(value, self.choices)
                 )
             return value
         try:
@@ -278,6 +280,7 @@ def axis(name: str, where: str = "config") -> Axis:
     except KeyError:
         raise DesignError(
             f"{where}: unknown axis {name!r}; expected one of {list(BY_NAME)}"
+            + did_you_mean(name, BY_NAME)
         ) from None
 
 

@@ -28,6 +28,7 @@ from grpo_ablation.design import power as _power
 from grpo_ablation.design.ablation import Design, Stage, WinnerOf, reference_of
 from grpo_ablation.design.axes import BY_NAME, DesignError
 from grpo_ablation.design.quantities import OUTCOME_DEPENDENT, PAIRED
+from grpo_ablation.settings import did_you_mean
 
 # The push's quantities (``training/push.py``): a choice's first-order change of one quantity per
 # unit L2 step at one policy, the replicates (independent prompt sets and samples) its units.
@@ -128,16 +129,21 @@ def _one(spec: dict[str, Any], stages: dict[str, Stage], seen: set[str]) -> Hypo
     seen.add(hid)
     kind = spec.get("kind")
     if kind not in KINDS:
-        raise DesignError(f"{where}.kind={kind!r}; expected one of {list(KINDS)}")
+        raise DesignError(
+            f"{where}.kind={kind!r}; expected one of {list(KINDS)}{did_you_mean(kind, KINDS)}"
+        )
     stage = stages.get(str(spec.get("stage")))
     if stage is None:
         raise DesignError(
             f"{where}.stage={spec.get('stage')!r} is not an enabled stage; the config runs "
-            f"{list(stages)}"
+            f"{list(stages)}{did_you_mean(spec.get('stage'), stages)}"
         )
     metric = spec.get("metric")
     if metric not in METRICS:
-        raise DesignError(f"{where}.metric={metric!r}; expected one of {list(METRICS)}")
+        raise DesignError(
+            f"{where}.metric={metric!r}; expected one of {list(METRICS)}"
+            + did_you_mean(metric, METRICS)
+        )
     policy = spec.get("policy")
     if (metric in PUSH) != (policy is not None) or (policy and policy not in PUSH_POLICIES):
         raise DesignError(
@@ -217,6 +223,7 @@ def _directional(spec: dict[str, Any], where: str) -> dict[str, Any]:
     if direction is None:
         raise DesignError(
             f"{where}.direction={spec.get('direction')!r}; expected one of {list(DIRECTIONS)}"
+            + did_you_mean(spec.get("direction"), DIRECTIONS)
         )
     delta = float(spec.get("minimum_effect", 0.0))
     if not delta >= 0:

@@ -21,6 +21,7 @@ from typing import Any
 from grpo_ablation.design.hypotheses import PUSH
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.design.quantities import NAMEABLE
+from grpo_ablation.settings import did_you_mean
 
 SCHEMA = Path(__file__).parents[3] / "workflow/schemas/config.schema.yaml"
 SECTIONS: dict[str, type] = {"training": TrainingConfig, "compute": ComputeConfig}
@@ -144,13 +145,6 @@ def load_config(path: Path | list[Path], overrides: dict[str, Any] | None = None
     return config
 
 
-def _close(word: str, choices: list[str]) -> str:
-    import difflib
-
-    near = difflib.get_close_matches(str(word), [str(c) for c in choices], n=2, cutoff=0.6)
-    return f"; did you mean {' or '.join(near)}?" if near else ""
-
-
 def config_problems(config: dict[str, Any], schema_path: Path = SCHEMA) -> list[str]:
     """Every way ``config`` breaks the schema, one line each, in one pass: the key's path, what is
     wrong and, where a known name is close, which one was meant (an unknown key, a choice outside
@@ -170,19 +164,19 @@ def config_problems(config: dict[str, Any], schema_path: Path = SCHEMA) -> list[
             known = sorted((err.schema.get("properties") or {}).keys())
             for key in sorted(set(err.instance) - set(known)):
                 at = f"{where}.{key}" if err.path else key
-                hint = _close(key, known) or f" (known: {', '.join(known)})"
+                hint = did_you_mean(key, known) or f" (known: {', '.join(known)})"
                 out.append(f"{at}: unknown key{hint}")
         elif err.validator == "enum":
             out.append(
                 f"{where}: {err.instance!r} is not one of {err.validator_value}"
-                + _close(err.instance, list(err.validator_value))
+                + did_you_mean(err.instance, list(err.validator_value))
             )
         elif err.validator == "required" and len(err.path) == 2 and err.path[0] == "stages":
             missing.setdefault(str(err.path[1]), []).append(err.message.split("'")[1])
         else:
             out.append(f"{where}: {err.message}")
     for name, keys in missing.items():
-        hint = _close(name, [s for s in stage_names if s != name])
+        hint = did_you_mean(name, [s for s in stage_names if s != name])
         out.append(
             f"stages.{name}: no stage of this name, and a stage of its own needs {keys}"
             + (hint or "; to change a stage of config/config.yaml, give that file first")

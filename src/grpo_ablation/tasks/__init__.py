@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from grpo_ablation.settings import did_you_mean
+
 # kind -> "module:class". Strings, so building the DAG imports no task code (nor torch).
 TASKS: dict[str, str] = {
     "addition": "grpo_ablation.tasks.addition:AdditionTask",
@@ -67,7 +69,9 @@ def get_task(config: dict[str, Any] | None) -> Task:
     config = dict(config or {})
     kind = config.pop("kind", "addition")
     if kind not in TASKS:
-        raise ValueError(f"unknown task kind {kind!r}; expected one of {sorted(TASKS)}")
+        raise ValueError(
+            f"unknown task kind {kind!r}; expected one of {sorted(TASKS)}{did_you_mean(kind, TASKS)}"
+        )
     module, cls = TASKS[kind].split(":")
     return getattr(importlib.import_module(module), cls).from_dict(config)
 
