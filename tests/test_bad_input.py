@@ -371,3 +371,24 @@ def test_a_misspelt_name_the_schema_does_not_know_is_given_the_name_meant(change
     message = str(refused.value)
     assert named in message and f"; did you mean {meant}" in message, message
 
+
+def test_a_new_stage_named_near_an_existing_one_is_warned_not_refused(capsys):
+    """``stages: {drgrpo: ...}`` in an override meant ``dr_grpo`` and added a stage instead: the
+    check every DAG and plan runs says so and builds the design; the shipped configs, merged as
+    documented, hold no such pair."""
+    from snakemake.utils import update_config
+
+    from grpo_ablation.design import checks
+
+    cfg = changed_smoke_config()
+    cfg["stages"]["drgrpo"] = dict(cfg["stages"]["dr_grpo"])
+    checks.check_design(cfg)
+    assert "WARNING: stages.drgrpo is a new stage; did you mean dr_grpo?" in capsys.readouterr().err
+    shipped = sorted((ROOT / "config").glob("*.yaml"))
+    for files in [[ROOT / "config/config.yaml", f] for f in shipped] + [
+        [ROOT / f"config/{name}.yaml" for name in ("config", "study", "study_group_size")]
+    ]:
+        merged: dict = {}
+        for file in files:
+            update_config(merged, yaml.safe_load(file.read_text()) or {})
+        assert checks.new_stage_warnings(merged) == [], files

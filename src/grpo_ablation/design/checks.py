@@ -23,6 +23,7 @@ from grpo_ablation.design.axes import DesignError
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.layout import Tree
 from grpo_ablation.packages import INSTALL_GGUF, missing_packages
+from grpo_ablation.settings import did_you_mean
 from grpo_ablation.tasks import answer_rules, get_task
 
 __all__ = ["DesignError", "check_design"]
@@ -82,7 +83,12 @@ def check_design(config: dict[str, Any]) -> Design:
             "base-policy draws: withdraw them from the study (enabled: false) and judge them in a "
             "fixed design"
         )
-    for line in [*warnings, *protocol_warnings(config), *hypotheses.power_warnings(design)]:
+    for line in [
+        *new_stage_warnings(config),
+        *warnings,
+        *protocol_warnings(config),
+        *hypotheses.power_warnings(design),
+    ]:
         print(line, file=sys.stderr)
     return design
 
@@ -136,6 +142,18 @@ def protocol_warnings(config: dict[str, Any]) -> list[str]:
                     f"{e['max_steps']} steps; this design runs {steps}"
                 )
     return out
+
+
+def new_stage_warnings(config: dict[str, Any]) -> list[str]:
+    """A stage named close to an earlier one: most likely a typo in an override that added a
+    stage where it meant to change one (merged configs keep the first file's stages first, a
+    later file's new ones after them). New stages are legitimate: a warning, not a refusal."""
+    names = list(config.get("stages") or {})
+    return [
+        f"WARNING: stages.{name} is a new stage{hint}"
+        for i, name in enumerate(names)
+        if (hint := did_you_mean(name, names[:i]))
+    ]
 
 
 def objective_warnings(stage: str, vary: dict[str, Any], cfg: TrainingConfig) -> list[str]:
