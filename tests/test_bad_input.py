@@ -392,3 +392,137 @@ def test_a_new_stage_named_near_an_existing_one_is_warned_not_refused(capsys):
         for file in files:
             update_config(merged, yaml.safe_load(file.read_text()) or {})
         assert checks.new_stage_warnings(merged) == [], files
+
+
+def test_a_config_with_three_mistakes_is_told_all_three_in_one_message(tmp_path, monkeypatch):
+    """A key the schema does not know, a value the design's stage check refuses and a hypothesis
+    naming a misspelt stage: one message lists the three, each with its key and the name meant
+    (the schema's problems and the design's together, not one phase or one problem a try)."""
+    from grpo_ablation import cli
+
+    monkeypatch.setattr(cli, "bootstrap", lambda **_: None)
+    path = tmp_path / "mine.yaml"
+    config = changed_smoke_config(
+        training__max_step=3,
+        stages__aggregation__vary={"aggregation": ["sequence_mean", "token_maen"]},
+        hypotheses__population_equals_sample__stage="stdscaling",
+    )
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["plan", "--configfile", str(path)])
+    message = stopped.value.code
+    assert message.startswith("grpo-ablation plan: 3 problems in the config:\n")
+    lines = message.splitlines()[1:]
+    assert (
+        lines[0].strip() == "training.max_step: unknown key; did you mean max_steps or save_steps?"
+    )
+    assert lines[1].strip().startswith(
+        "stages.aggregation.vary.aggregation: unknown length aggregation 'token_maen'"
+    ) and lines[1].endswith("; did you mean token_mean or group_token_mean?")
+    assert lines[2].strip().startswith(
+        "hypotheses[population_equals_sample].stage='stdscaling' is not an enabled stage"
+    ) and lines[2].endswith("; did you mean std_scaling?")
+
+
+def test_a_config_the_schema_cannot_build_a_design_from_says_the_design_was_not_checked():
+    from grpo_ablation.design.schema import UNCHECKED, check_config
+
+    config = changed_smoke_config(trianing={"max_steps": 3}, seeds=[0, 0])
+    del config["experiment"]
+    with pytest.raises(DesignError) as refused:
+        check_config(config)
+    assert refused.value.problems == [
+        "trianing: unknown key; did you mean training or tracking?",
+        "the config: 'experiment' is a required property",
+        UNCHECKED,
+    ]
+    # without the missing key, the design's own problem (a seed twice) joins the schema's
+    config["experiment"] = "mine"
+    with pytest.raises(DesignError) as refused:
+        check_config(config)
+    assert refused.value.problems[1:] == [
+        "seeds=[0, 0]: a seed is listed more than once; list each once"
+    ]
+
+
+def test_every_stage_and_every_value_of_a_stage_is_checked_in_one_pass():
+    from grpo_ablation.design.checks import check_design
+
+    config = changed_smoke_config(
+        stages__aggregation__vary={"aggregation": ["tokenmean", "constnt"]},
+        stages__group_size__vary={"group_size": [3, 4]},
+    )
+    config["stages"]["dr_grpo"]["fixed"] = {"std_scalling": "none"}
+    with pytest.raises(DesignError) as refused:
+        check_design(config)
+    found = "\n".join(refused.value.problems)
+    for named in ("'tokenmean'", "'constnt'", "std_scalling", "G=3 does not divide"):
+        assert named in found, found
+
+
+@pytest.fixture
+def cli_here(monkeypatch):
+    """``grpo-ablation`` in this process, no process-wide set-up; a call returns its exit code
+    (or the message it exits with)."""
+    from grpo_ablation import cli
+
+    monkeypatch.setattr(cli, "bootstrap", lambda **_: None)
+
+    def run(*args: str) -> int | str | None:
+        with pytest.raises(SystemExit) as stopped:
+            cli.main(list(args))
+        return stopped.value.code
+
+    return run
+
+
+def test_a_study_registered_after_its_draws_trained_is_refused_in_one_line(cli_here, tmp_path):
+    results, record = tmp_path / "results", tmp_path / "studies/study_reduced"
+    override = tmp_path / "here.yaml"
+    override.write_text(
+        yaml.safe_dump({"results_dir": str(results), "study": {"record": str(record)}})
+    )
+    (results / "study_reduced/draw=132").mkdir(parents=True)  # a draw trained already
+    configs = [str(ROOT / "config/config.yaml"), str(ROOT / "config/study_reduced.yaml")]
+    said = cli_here("study-register", "--configfile", *configs, str(override))
+    assert said.startswith("grpo-ablation study-register: the study's draws have results already")
+    assert not record.exists()
+
+
+def test_an_edited_ledger_is_refused_in_one_line(cli_here, tmp_path):
+    import shutil
+
+    from grpo_ablation.layout import LEDGER, REGISTRATION
+
+    study = tmp_path / "study"
+    study.mkdir()
+    for name in (REGISTRATION, LEDGER, "ledger.head"):
+        shutil.copy(ROOT / "studies/study" / name, study / name)
+    head = (study / "ledger.head").read_text().split()
+    (study / "ledger.head").write_text(f"{head[0]} {'0' * 64}\n")  # the last line "edited"
+    said = cli_here("study-verdicts", "--study", str(study))
+    assert said.startswith(f"grpo-ablation study-verdicts: {study / LEDGER}") and "\n" not in said
+
+
+def test_a_study_record_error_is_a_message_for_a_person_and_a_traceback_in_a_job(
+    cli_here, monkeypatch
+):
+    """Every error of a person's input (a DesignError, a study's RegistrationError, LedgerError
+    or RecordError) ends a person's command as its message, exit 1; in a pipeline job it stays
+    an exception, whose traceback its log keeps."""
+    import dataclasses
+
+    from grpo_ablation.commands import COMMANDS
+    from grpo_ablation.design.records import RecordError
+
+    def refuse(_):
+        raise RecordError("draw=12/records.json belongs to another registration")
+
+    for name in ("study-look", "study-record"):
+        monkeypatch.setitem(COMMANDS, name, dataclasses.replace(COMMANDS[name], job=refuse))
+    said = cli_here("study-look", "--design", "design.json")
+    assert said == "grpo-ablation study-look: draw=12/records.json belongs to another registration"
+    with pytest.raises(RecordError):
+        from grpo_ablation import cli
+
+        cli.main(["study-record", "--design", "design.json", "--draw", "12"])

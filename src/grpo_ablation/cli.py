@@ -53,15 +53,17 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(worker.run_job(a.command, args[args.index(a.command) + 1 :]))
         except worker.WorkerUnavailable as exc:
             print(f"job worker unavailable, running in this process: {exc}", file=sys.stderr)
-    from grpo_ablation.design.axes import DesignError
+    from grpo_ablation.design.problems import InputError
 
     try:
         command.job(a)
-    except DesignError as err:
+    except (InputError, FileNotFoundError) as err:
         if not command.person:
             raise  # a rule's job: its log keeps the traceback
-        # A person's config or input at fault: the problem alone, no traceback; exit status 1.
-        raise SystemExit(f"grpo-ablation {a.command}: {err}") from None
+        # A person's input at fault (a config, a study's registration, ledger or records, a file
+        # named on the command line): the problem alone, no traceback; exit status 1.
+        said = f"{err.filename}: no such file" if isinstance(err, FileNotFoundError) else err
+        raise SystemExit(f"grpo-ablation {a.command}: {said}") from None
 
 
 if __name__ == "__main__":

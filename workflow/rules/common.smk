@@ -7,12 +7,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 from grpo_ablation.design import checks, cost
 from grpo_ablation.design.axes import path_regex
 from grpo_ablation.design.options import ComputeConfig
-from grpo_ablation.design.schema import config_problems
+from grpo_ablation.design.schema import check_config
 from grpo_ablation.design.slurm import refusal, slurm_problems, slurm_resources
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.ledger import Ledger
@@ -33,18 +32,14 @@ from grpo_ablation.layout import (
 # `--config 'seeds=[0,1,2,3,4]'` hands the seeds over as strings.
 if isinstance(config.get("seeds"), list):
     config["seeds"] = [int(s) if isinstance(s, str) and s.isdigit() else s for s in config["seeds"]]
-# Every problem at once, each with the key, what is wrong and the name meant where one is close;
-# then Snakemake's validation, which fills in the defaults.
-CONFIG_SCHEMA = workflow.source_path("../schemas/config.schema.yaml")
-PROBLEMS = config_problems(config, Path(CONFIG_SCHEMA))
-if PROBLEMS:
-    raise WorkflowError("invalid config:\n  " + "\n  ".join(PROBLEMS))
-validate(config, CONFIG_SCHEMA)
+# Every problem at once, the schema's and the design's, each with the key, what is wrong and the
+# name meant where one is close; a valid config gets the schema's defaults filled in. The design
+# (stages, cells, runs, draws) is built once; the design rule writes it for the jobs.
 try:
-    # The design (stages, cells, runs, draws), built once; the design rule writes it for the jobs.
-    DESIGN = checks.check_design(config)
-except ValueError as err:
-    raise WorkflowError(f"invalid config: {err}") from err
+    DESIGN = check_config(config, Path(workflow.source_path("../schemas/config.schema.yaml")))
+except ValueError as err:  # several problems: "<n> problems in the config:", one a line
+    several = len(getattr(err, "problems", [err])) > 1
+    raise WorkflowError(str(err) if several else f"invalid config: {err}") from None
 
 ROOT = str(DESIGN.folder())
 # Base-policy draws (base_policy.draws): everything below the base policy lives per draw, so EXP

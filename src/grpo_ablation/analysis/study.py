@@ -32,6 +32,7 @@ from grpo_ablation.analysis import sequential as seq
 from grpo_ablation.analysis.stats import sample_sd
 from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels, test_levels
 from grpo_ablation.design.ledger import LedgerError, open_hypotheses
+from grpo_ablation.design.problems import DesignError
 
 NORMAL = NormalDist()
 
@@ -312,7 +313,7 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
 
     plan = design.sections.get("study") or {}
     if not plan.get("looks"):
-        raise ValueError("the config declares no study (study.looks: draws at each look)")
+        raise DesignError("the config declares no study (study.looks: draws at each look)")
     k = design.study_look
     if k is None:
         raise LedgerError(

@@ -38,6 +38,7 @@ from grpo_ablation.design.axes import (
     parse_path,
 )
 from grpo_ablation.design.options import TrainingConfig
+from grpo_ablation.design.problems import Problems
 from grpo_ablation.layout import Tree
 from grpo_ablation.settings import from_dict
 
@@ -127,33 +128,54 @@ class Stage:
         return [v.stage for v in self.fixed.values() if isinstance(v, WinnerOf)]
 
 
-def _stage(name: str, spec: dict[str, Any]) -> Stage:
+def _varied(where: str, ax: str, values: Any) -> tuple[Any, ...]:
+    """A stage's values of one varied axis, each checked."""
+    a = axis(ax, f"{where}.vary")
+    if not isinstance(values, list) or not values:
+        raise DesignError(f"{where}.vary.{ax} must be a non-empty list of values")
+    problems = Problems()
+    coerced = []
+    for v in values:
+        with problems.check():
+            coerced.append(a.coerce(v, f"{where}.vary.{ax}"))
+    problems.raise_any()
+    if len({a.spell(v) for v in coerced}) < len(coerced):
+        raise DesignError(
+            f"{where}.vary.{ax}={values}: a value is listed more than once (as paths spell it); "
+            "list each once"
+        )
+    return tuple(coerced)
+
+
+def _fixed(where: str, ax: str, value: Any, vary: dict[str, Any]) -> Any:
+    """A stage's fixed value of one axis: a value, or the winner of another stage."""
+    a = axis(ax, f"{where}.fixed")
+    if ax in vary:
+        raise DesignError(f"{where}: axis {ax!r} is both varied and fixed")
+    if not isinstance(value, dict):
+        return a.coerce(value, f"{where}.fixed.{ax}")
+    if set(value) != {"winner_of"}:
+        raise DesignError(f"{where}.fixed.{ax}: expected a value or {{winner_of: <stage>}}")
+    return WinnerOf(str(value["winner_of"]))
+
+
+def stage_of(name: str, spec: dict[str, Any]) -> Stage:
+    """The stage ``stages.<name>`` declares, checked: every varied and fixed axis (their problems
+    named together), then the reference among the varied values."""
     where = f"stages.{name}"
     vary_spec = spec.get("vary") or {}
     if not isinstance(vary_spec, dict) or not vary_spec:
         raise DesignError(f"{where}.vary must map at least one axis to its values")
+    problems = Problems()
     vary: dict[str, tuple[Any, ...]] = {}
     for ax, values in vary_spec.items():
-        a = axis(ax, f"{where}.vary")
-        if not isinstance(values, list) or not values:
-            raise DesignError(f"{where}.vary.{ax} must be a non-empty list of values")
-        coerced = tuple(a.coerce(v, f"{where}.vary.{ax}") for v in values)
-        if len({a.spell(v) for v in coerced}) < len(coerced):
-            raise DesignError(
-                f"{where}.vary.{ax} lists a value twice (as paths spell it): {values}"
-            )
-        vary[ax] = coerced
+        with problems.check():
+            vary[ax] = _varied(where, ax, values)
     fixed: dict[str, Any] = {}
     for ax, value in (spec.get("fixed") or {}).items():
-        a = axis(ax, f"{where}.fixed")
-        if ax in vary:
-            raise DesignError(f"{where}: axis {ax!r} is both varied and fixed")
-        if isinstance(value, dict):
-            if set(value) != {"winner_of"}:
-                raise DesignError(f"{where}.fixed.{ax}: expected a value or {{winner_of: <stage>}}")
-            fixed[ax] = WinnerOf(str(value["winner_of"]))
-        else:
-            fixed[ax] = a.coerce(value, f"{where}.fixed.{ax}")
+        with problems.check():
+            fixed[ax] = _fixed(where, ax, value, vary_spec)
+    problems.raise_any()
     primary = next(iter(vary))
     ref_spec = spec.get("reference")
     # A value of the primary axis, or one cell of the stage as {axis: value} (the primary named).
@@ -354,7 +376,13 @@ class Design:
     @cached_property
     def declared(self) -> tuple[Stage, ...]:
         """Every stage the config declares, enabled or not, in config order."""
-        return tuple(_stage(name, spec) for name, spec in self.sections["stages"].items())
+        problems = Problems()
+        stages = []
+        for name, spec in self.sections["stages"].items():
+            with problems.check():
+                stages.append(stage_of(name, spec))
+        problems.raise_any()
+        return tuple(stages)
 
     @property
     def stages(self) -> list[Stage]:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from grpo_ablation.design.problems import DesignError
 from grpo_ablation.objective.conventions import (
     AGGREGATIONS,
     BASELINE_NAMES,
@@ -30,11 +31,6 @@ from grpo_ablation.objective.conventions import (
     ZERO_VARIANCE,
 )
 from grpo_ablation.settings import did_you_mean
-
-
-class DesignError(ValueError):
-    """The ablation design in the config is inconsistent (named in the message)."""
-
 
 # How a value enters the training section: (section being built, the shared section with every
 # option at its value or declared default, value).

@@ -15,12 +15,14 @@ from grpo_ablation.design.ablation import (
     SEEDS_PER_DRAW,
     SELECTION_METRICS,
     Design,
+    Stage,
     WinnerOf,
     listed_draws,
     reference_of,
+    stage_of,
 )
-from grpo_ablation.design.axes import DesignError
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
+from grpo_ablation.design.problems import DesignError, Problems
 from grpo_ablation.layout import Tree
 from grpo_ablation.packages import INSTALL_GGUF, missing_packages
 from grpo_ablation.settings import did_you_mean
@@ -32,57 +34,37 @@ __all__ = ["DesignError", "check_design"]
 # -- checks ------------------------------------------------------------------------------------
 def check_design(config: dict[str, Any]) -> Design:
     """Everything the DAG can check before any job runs: names, references, winners' sources,
-    matched budgets, each run's training configuration, the declared hypotheses. Returns the
+    matched budgets, each run's training configuration, the declared hypotheses. Every problem is
+    named in one pass (checks that do not depend on each other all run; a stage that does not
+    parse leaves out the checks of its cells and of the hypotheses that name it). Returns the
     design."""
-    evaluation_config(config)
-    check_repeats(config)
-    check_draws(config)
-    check_study(config)
-    check_optional_packages(config)
-    design = Design.of(config)
+    problems = Problems()
+    for check in (
+        evaluation_config,
+        check_repeats,
+        check_draws,
+        check_study,
+        check_optional_packages,
+    ):
+        with problems.check():
+            check(config)
+    broken = stage_problems(config)
+    problems.found += [p for found in broken.values() for p in found]
+    design = Design.of(without_stages(config, broken))
     enabled = set(design.stage_names)
     warnings: dict[str, None] = {}  # in order, each once
     for s in design.declared:
-        if s.selection_metric not in SELECTION_METRICS:
+        with problems.check():
+            warnings.update(dict.fromkeys(_check_stage(config, design, s, enabled)))
+    with problems.check():
+        pushed = [h.id for h in hypotheses.declared(design, broken) if h.on_push]
+        if design.sections.get("study") and pushed:
             raise DesignError(
-                f"stages.{s.name}.selection_metric={s.selection_metric!r}; expected one of "
-                f"{list(SELECTION_METRICS)}"
+                f"hypotheses {pushed} are judged on the push's replicates, but a study's looks "
+                "count base-policy draws: withdraw them from the study (enabled: false) and judge "
+                "them in a fixed design"
             )
-        if s.name not in enabled:
-            continue
-        for ax, value in s.fixed.items():
-            if not isinstance(value, WinnerOf):
-                continue
-            src = value.stage
-            if src not in enabled or src == s.name:
-                raise DesignError(
-                    f"stages.{s.name}.fixed.{ax} takes the winner of stage {src!r}, which must be "
-                    "another enabled stage"
-                )
-            _check_no_cycle(design, s.name)
-            source = design.stage(src)
-            if len(source.vary) != 1 or source.primary != ax:
-                raise DesignError(
-                    f"stages.{s.name}.fixed.{ax}: stage {src!r} must vary {ax} alone to have a winner"
-                )
-        for winners in design.possible_winners(s):
-            cells = design.cells(s, winners)
-            design.check_matched_budgets(s, cells)
-            for cell in cells:
-                reference_of(s, cell, cells)
-                check_run_layout(config, design.training_config(cell, 0))
-                warnings.update(
-                    dict.fromkeys(
-                        objective_warnings(s.name, s.vary, design.training_config(cell, 0))
-                    )
-                )
-    pushed = [h.id for h in hypotheses.declared(design) if h.on_push]
-    if design.sections.get("study") and pushed:
-        raise DesignError(
-            f"hypotheses {pushed} are judged on the push's replicates, but a study's looks count "
-            "base-policy draws: withdraw them from the study (enabled: false) and judge them in a "
-            "fixed design"
-        )
+    problems.raise_any()
     for line in [
         *new_stage_warnings(config),
         *warnings,
@@ -91,6 +73,61 @@ def check_design(config: dict[str, Any]) -> Design:
     ]:
         print(line, file=sys.stderr)
     return design
+
+
+def stage_problems(config: dict[str, Any]) -> dict[str, list[str]]:
+    """Each declared stage that does not parse, with its problems."""
+    broken = {}
+    for name, spec in (config.get("stages") or {}).items():
+        try:
+            stage_of(name, spec or {})
+        except DesignError as err:
+            broken[name] = err.problems
+    return broken
+
+
+def without_stages(config: dict[str, Any], broken: dict[str, Any]) -> dict[str, Any]:
+    """``config`` less the stages ``broken``: what the checks of the rest of the design run on."""
+    if not broken:
+        return config
+    return {**config, "stages": {k: v for k, v in config["stages"].items() if k not in broken}}
+
+
+def _check_stage(config: dict[str, Any], design: Design, s: Stage, enabled: set[str]) -> list[str]:
+    """One stage's checks: its selection metric, the winners it takes (another enabled stage
+    that varies the axis alone, no cycle), each cell's matched budget, reference and run layout.
+    Returns the warnings on its cells' objectives."""
+    if s.selection_metric not in SELECTION_METRICS:
+        raise DesignError(
+            f"stages.{s.name}.selection_metric={s.selection_metric!r}; expected one of "
+            f"{list(SELECTION_METRICS)}{did_you_mean(s.selection_metric, SELECTION_METRICS)}"
+        )
+    if s.name not in enabled:
+        return []
+    for ax, value in s.fixed.items():
+        if not isinstance(value, WinnerOf):
+            continue
+        src = value.stage
+        if src not in enabled or src == s.name:
+            raise DesignError(
+                f"stages.{s.name}.fixed.{ax} takes the winner of stage {src!r}, which must be "
+                "another enabled stage" + did_you_mean(src, enabled - {s.name})
+            )
+        _check_no_cycle(design, s.name)
+        source = design.stage(src)
+        if len(source.vary) != 1 or source.primary != ax:
+            raise DesignError(
+                f"stages.{s.name}.fixed.{ax}: stage {src!r} must vary {ax} alone to have a winner"
+            )
+    warnings = []
+    for winners in design.possible_winners(s):
+        cells = design.cells(s, winners)
+        design.check_matched_budgets(s, cells)
+        for cell in cells:
+            reference_of(s, cell, cells)
+            check_run_layout(config, design.training_config(cell, 0))
+            warnings += objective_warnings(s.name, s.vary, design.training_config(cell, 0))
+    return warnings
 
 
 # What power.measured_on may name, and where the config holds it.
@@ -320,18 +357,11 @@ def draw_base_policy(config: dict[str, Any], draw: int | None) -> dict[str, Any]
 
 
 def check_repeats(config: dict[str, Any]) -> None:
-    """A seed, or a value a stage varies, listed twice names the same runs twice: one cell or
-    seed would count as two units of the analysis."""
+    """A seed listed twice names the same runs twice: they would count as two units of the
+    analysis (a value a stage varies twice: ``ablation.stage_of``)."""
     seeds = list(config.get("seeds", []))
     if len(set(seeds)) != len(seeds):
         raise DesignError(f"seeds={seeds}: a seed is listed more than once; list each once")
-    for name, stage in (config.get("stages") or {}).items():
-        for axis, values in ((stage or {}).get("vary") or {}).items():
-            if isinstance(values, list) and len({repr(v) for v in values}) != len(values):
-                raise DesignError(
-                    f"stages.{name}.vary.{axis}={values}: a value is listed more than once; list "
-                    "each once"
-                )
 
 
 def check_study(config: dict[str, Any]) -> None:

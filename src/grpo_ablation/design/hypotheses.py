@@ -21,12 +21,14 @@ Part of the design layer: no pandas, no numerical library.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from grpo_ablation.design import power as _power
 from grpo_ablation.design.ablation import Design, Stage, WinnerOf, reference_of
 from grpo_ablation.design.axes import BY_NAME, DesignError
+from grpo_ablation.design.problems import Problems
 from grpo_ablation.design.quantities import OUTCOME_DEPENDENT, PAIRED
 from grpo_ablation.settings import did_you_mean
 
@@ -119,9 +121,12 @@ class Hypothesis:
         return f"{way} than the reference by more than {self.minimum_effect:g}"
 
 
-def _one(spec: dict[str, Any], stages: dict[str, Stage], seen: set[str]) -> Hypothesis:
+def _one(
+    spec: dict[str, Any], stages: dict[str, Stage], seen: set[str], broken: Collection[str] = ()
+) -> Hypothesis | None:
     """One entry of the config's ``hypotheses`` checked against the design: its id, kind, stage,
-    metric, cell and source, then the fields of its kind."""
+    metric, cell and source, then the fields of its kind. None for one that names a stage in
+    ``broken`` (a stage whose own problems are named already: its cells are unknown)."""
     hid = str(spec.get("id", ""))
     where = f"hypotheses[{hid or '?'}]"
     if not hid or hid in seen:
@@ -133,10 +138,12 @@ def _one(spec: dict[str, Any], stages: dict[str, Stage], seen: set[str]) -> Hypo
             f"{where}.kind={kind!r}; expected one of {list(KINDS)}{did_you_mean(kind, KINDS)}"
         )
     stage = stages.get(str(spec.get("stage")))
+    if spec.get("stage") in broken:
+        return None
     if stage is None:
         raise DesignError(
             f"{where}.stage={spec.get('stage')!r} is not an enabled stage; the config runs "
-            f"{list(stages)}{did_you_mean(spec.get('stage'), stages)}"
+            f"{[*stages, *broken]}{did_you_mean(spec.get('stage'), [*stages, *broken])}"
         )
     metric = spec.get("metric")
     if metric not in METRICS:
@@ -237,15 +244,24 @@ def _directional(spec: dict[str, Any], where: str) -> dict[str, Any]:
     return {"direction": direction, "minimum_effect": delta, "expected_effect": expected}
 
 
-def declared(design: Design) -> list[Hypothesis]:
+def declared(design: Design, broken: Collection[str] = ()) -> list[Hypothesis]:
     """The config's hypotheses, checked against the design (a stage, cell or metric that does not
-    exist stops the DAG before any job, naming the hypothesis)."""
+    exist stops the DAG before any job, naming the hypothesis; every such problem at once). A
+    hypothesis of a stage in ``broken`` (left out of the design for problems of its own) is left
+    out unchecked."""
     stages = {s.name: s for s in design.stages}
     seen: set[str] = set()
-    hyps = [_one(spec, stages, seen) for spec in design.sections.get("hypotheses") or []]
+    problems = Problems()
+    hyps = []
+    for spec in design.sections.get("hypotheses") or []:
+        with problems.check():
+            h = _one(spec, stages, seen, broken)
+            hyps += [h] if h else []
     for h in hyps:
         if h.on_push:
-            push_choices(h, design)
+            with problems.check():
+                push_choices(h, design)
+    problems.raise_any()
     return hyps
 
 

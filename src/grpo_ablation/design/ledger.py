@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.design.hypotheses import CONTINUE
+from grpo_ablation.design.problems import InputError
 
 
-class LedgerError(ValueError):
+class LedgerError(InputError):
     """The ledger refuses a look, or was edited."""
 
 

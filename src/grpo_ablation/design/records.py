@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.design.ledger import Ledger, sha256_file
+from grpo_ablation.design.problems import InputError
 from grpo_ablation.layout import BUDGET, RECORDS, Tree
 
 # What the diagnostics summary copies from a run's budget that a rerun does not reproduce: the
@@ -24,7 +25,7 @@ from grpo_ablation.layout import BUDGET, RECORDS, Tree
 BUDGET_TIMING = ("wall_time_s", "attempts")
 
 
-class RecordError(ValueError):
+class RecordError(InputError):
     """A draw's records are not the study's, or were changed after they were written."""
 
 

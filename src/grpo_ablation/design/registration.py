@@ -23,6 +23,7 @@ from typing import Any
 
 from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels
 from grpo_ablation.design.ledger import Ledger, LedgerError, open_hypotheses, sha256_file
+from grpo_ablation.design.problems import InputError
 from grpo_ablation.layout import LEDGER, REGISTRATION, STUDIES
 
 # How the study controls its family-wise error (written into every registration).
@@ -38,7 +39,7 @@ PROCEDURE = (
 )
 
 
-class RegistrationError(ValueError):
+class RegistrationError(InputError):
     """A study without a registration, or a config that differs from it."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.hypotheses import PUSH
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.design.quantities import NAMEABLE
@@ -114,14 +115,13 @@ def write_schema(check: bool = False) -> None:
 
 def load_config(path: Path | list[Path], overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The config as the workflow sees it: the files merged key by key in order, the later one
-    winning (as Snakemake merges several ``--configfile``), validated against the schema
-    (Snakemake's validator, which fills in the defaults), then every design check run before
-    any job. A problem of the files, as every problem of the config, is a DesignError (the CLI
-    prints it alone)."""
+    winning (as Snakemake merges several ``--configfile``), then checked whole (``check_config``:
+    the schema, whose defaults it fills in, and every design check, before any job). A problem
+    of the files, as every problem of the config, is a DesignError (the CLI prints it alone)."""
     import yaml
-    from snakemake.utils import update_config, validate
+    from snakemake.utils import update_config
 
-    from grpo_ablation.design.checks import DesignError, check_design
+    from grpo_ablation.design.problems import DesignError
 
     config: dict[str, Any] = {}
     for file in path if isinstance(path, list) else [path]:
@@ -132,33 +132,92 @@ def load_config(path: Path | list[Path], overrides: dict[str, Any] | None = None
         except yaml.YAMLError as err:
             raise DesignError(f"{file} is not YAML: {err}") from None
     config.update(overrides or {})
-    problems = config_problems(config)
-    if problems:
-        raise DesignError("invalid config:\n  " + "\n  ".join(problems))
-    validate(config, str(SCHEMA))
-    try:
-        check_design(config)
-    except DesignError:
-        raise
-    except ValueError as err:  # a section's own check (a task's kind, an option) names it too
-        raise DesignError(str(err)) from err
+    check_config(config)
     return config
+
+
+# Said after the schema's problems when the config, less the keys they name, still breaks the
+# schema (a required section missing, say): the design cannot be built to be checked.
+UNCHECKED = (
+    "(the design's own checks did not run: the config breaks the schema too badly to build the "
+    "design; fix the problems above and run again)"
+)
+
+
+def check_config(config: dict[str, Any], schema_path: Path = SCHEMA) -> Design:
+    """Every problem of ``config`` in one pass, as one DesignError: the schema's
+    (``config_problems``) and the design's own checks (``checks.check_design``), which run on
+    the config less the keys the schema refused, each then at its default (``UNCHECKED`` where
+    the design cannot be built). A valid config gets the schema's defaults filled in, in place
+    (Snakemake's validation, as the Snakefile's own config), and its design is returned."""
+    import copy
+
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    from grpo_ablation.design.checks import check_design
+    from grpo_ablation.design.problems import DesignError, Problems
+
+    problems = Problems()
+    problems.found += config_problems(config, schema_path)
+    checked = config
+    if problems.found:  # the design's checks see the config less what the schema refused
+        checked = copy.deepcopy(config)
+        for err in _errors(config, _schema(schema_path)):
+            for key in _refused(err):
+                _drop(checked, key)
+    try:
+        validate(checked, str(schema_path))
+    except WorkflowError as err:
+        raise DesignError(*problems.found, UNCHECKED) if problems.found else err from None
+    with problems.check():
+        design = check_design(checked)
+    problems.raise_any()
+    return design
+
+
+def _schema(schema_path: Path) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(schema_path.read_text())
+
+
+def _errors(config: dict[str, Any], schema: dict[str, Any]) -> list[Any]:
+    """The schema's validation errors of ``config``, in the order of their keys."""
+    import jsonschema
+
+    errors = jsonschema.Draft7Validator(schema).iter_errors(config)
+    return sorted(errors, key=lambda e: list(map(str, e.path)))
+
+
+def _refused(err: Any) -> list[tuple[str, ...]]:
+    """The keys a schema error refuses, as paths from the config's top: an unknown key, a stage
+    lacking what a stage needs, else the key holding the bad value (a list's whole key)."""
+    path = list(err.path)
+    if err.validator == "additionalProperties":
+        known = (err.schema.get("properties") or {}).keys()
+        return [(*map(str, path), str(k)) for k in err.instance if k not in known]
+    cut = next((i for i, k in enumerate(path) if not isinstance(k, str)), len(path))
+    return [tuple(path[:cut])] if cut else []
+
+
+def _drop(config: dict[str, Any], key: tuple[str, ...]) -> None:
+    node: Any = config
+    for k in key[:-1]:
+        node = node.get(k) if isinstance(node, dict) else None
+    if isinstance(node, dict):
+        node.pop(key[-1], None)
 
 
 def config_problems(config: dict[str, Any], schema_path: Path = SCHEMA) -> list[str]:
     """Every way ``config`` breaks the schema, one line each, in one pass: the key's path, what is
     wrong and, where a known name is close, which one was meant (an unknown key, a choice outside
     its enum, a stage of a name no stage has). Empty when the config is valid."""
-    import jsonschema
-    import yaml
-
-    schema = yaml.safe_load(schema_path.read_text())
-    stage_names = sorted((config.get("stages") or {}).keys())
+    stages = config.get("stages")
+    stage_names = sorted(stages) if isinstance(stages, dict) else []
     out: list[str] = []
     missing: dict[str, list[str]] = {}  # stage -> its required keys missing
-    for err in sorted(
-        jsonschema.Draft7Validator(schema).iter_errors(config), key=lambda e: list(e.path)
-    ):
+    for err in _errors(config, _schema(schema_path)):
         where = ".".join(map(str, err.path)) or "the config"
         if err.validator == "additionalProperties":
             known = sorted((err.schema.get("properties") or {}).keys())
