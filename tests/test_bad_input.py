@@ -504,6 +504,18 @@ def test_an_edited_ledger_is_refused_in_one_line(cli_here, tmp_path):
     assert said.startswith(f"grpo-ablation study-verdicts: {study / LEDGER}") and "\n" not in said
 
 
+@pytest.mark.parametrize("probe", [None, "{}", "not json"])
+def test_a_missing_or_foreign_cost_probe_is_named(cli_here, tmp_path, probe):
+    path = tmp_path / "probe.json"
+    if probe is not None:
+        path.write_text(probe)
+    said = cli_here(
+        "plan", "--configfile", str(ROOT / "config/smoke.yaml"), "--cost-probe", str(path)
+    )
+    expected = "no such file" if probe is None else "is not a cost probe's record"
+    assert said.startswith(f"grpo-ablation plan: --cost-probe {path}") and expected in said
+
+
 def test_a_study_record_error_is_a_message_for_a_person_and_a_traceback_in_a_job(
     cli_here, monkeypatch
 ):
@@ -512,6 +524,7 @@ def test_a_study_record_error_is_a_message_for_a_person_and_a_traceback_in_a_job
     an exception, whose traceback its log keeps."""
     import dataclasses
 
+    from grpo_ablation import cli
     from grpo_ablation.commands import COMMANDS
     from grpo_ablation.design.records import RecordError
 
@@ -523,6 +536,4 @@ def test_a_study_record_error_is_a_message_for_a_person_and_a_traceback_in_a_job
     said = cli_here("study-look", "--design", "design.json")
     assert said == "grpo-ablation study-look: draw=12/records.json belongs to another registration"
     with pytest.raises(RecordError):
-        from grpo_ablation import cli
-
         cli.main(["study-record", "--design", "design.json", "--draw", "12"])

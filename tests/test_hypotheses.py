@@ -579,6 +579,64 @@ def test_the_plan_command_reads_the_config_and_a_gpu_cost_probe(tmp_path, capsys
     assert f"at {draws} draws" in text and "WARNING" in capsys.readouterr().err
 
 
+MINE = """
+experiment: mine
+seeds: [0, 1, 2]
+training: {max_steps: 30}
+stages:
+  aggregation:
+    vary: {aggregation: [sequence_mean, token_mean, constant]}
+    reference: sequence_mean
+hypotheses:
+  constant_shorter:
+    {kind: directional, stage: aggregation, cell: constant, metric: length_incorrect_late,
+     direction: lower, minimum_effect: 0.1, source: Dr. GRPO}
+"""
+
+
+def test_plan_prices_a_design_of_ones_own_and_says_where_each_figure_comes_from(
+    tmp_path, monkeypatch
+):
+    """A config of one's own with no power section (30 steps, 3 cells, 3 seeds): `plan` gives its
+    cost in minutes and its power, from config/config.yaml's figures, and says so: the minutes
+    priced at the default's mean training run, the SD named with the runs it was measured on, a
+    warning that they come from 100-step runs, with the way to pilot. Without hypotheses, the
+    cost still."""
+    from grpo_ablation import cli
+
+    monkeypatch.setattr(cli, "bootstrap", lambda **_: None)
+    mine, out = tmp_path / "mine.yaml", tmp_path / "plan.md"
+    mine.write_text(MINE)
+    cli.main(["plan", "--configfile", str(mine), "--out", str(out)])
+    text = " ".join(out.read_text().split())
+    default = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    runs = len(Design.of(default).all_cells()) * len(default["seeds"])
+    minutes = default["power"]["minutes_per_unit"] / runs * 3 * 3
+    assert (
+        f"Cost here: about {minutes:.0f} min for this design's 3 seeds: 9 training runs of 30 "
+        "steps" in text
+    )
+    assert (
+        "no power.sd or power.minutes_per_unit, so both are borrowed from config/config.yaml"
+        in text
+    )
+    sd = default["power"]["sd"]["length_incorrect_late"][0]
+    assert (
+        f"length_incorrect_late (constant_shorter): SD {sd['sd']:.3g} on {sd['df']} df, from "
+        f"{sd['run']}" in text
+    )
+    assert (
+        "WARNING: power.sd and power.minutes_per_unit were measured on another protocol "
+        "(max_steps 100 (this design: 30))"
+        in text
+        and "pilot it: run one or two draws" in text
+    )
+    mine.write_text(MINE.split("hypotheses:")[0])
+    cli.main(["plan", "--configfile", str(mine), "--out", str(out)])
+    text = out.read_text()
+    assert text.startswith(f"Cost here: about {minutes:.0f} min") and "exploratory" in text
+
+
 def test_what_the_verdict_says_where_no_power_can_be_computed_or_it_would_be_circular():
     base = {
         "metric": "greedy_final",

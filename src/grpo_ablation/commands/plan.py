@@ -28,36 +28,38 @@ def run(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.render import to_markdown
     from grpo_ablation.analysis.study import SEQUENTIAL_COLUMNS, plan_with_looks, study_minutes
     from grpo_ablation.design.ablation import Design
-    from grpo_ablation.design.hypotheses import PLAN_COLUMNS, Plan
-    from grpo_ablation.design.schema import load_config
+    from grpo_ablation.design.checks import protocol_warnings
+    from grpo_ablation.design.hypotheses import PLAN_COLUMNS, Plan, borrowed_power, sd_sources
+    from grpo_ablation.design.schema import SCHEMA, load_config
 
     design_config = load_config(a.configfile)
+    # A config without planning figures of its own is planned on the default's, said and warned.
+    borrowed = borrowed_power(design_config, SCHEMA.parents[2])
+    if borrowed is not None:
+        design_config = {**design_config, "power": borrowed}
     design = Design.of(design_config)
-    gpu_per_unit = math.nan
-    if a.cost_probe:
-        # A GPU node's cost probe (cost-probe --out): GPU-hours of its DAG per unit.
-        record = json.loads(a.cost_probe.read_text())
-        dag = record["dag"]
-        units = dag["base_policies"] if dag["base_policies"] > 1 else dag["runs"] // dag["cells"]
-        gpu_per_unit = record["projection"]["gpu_hours"] / units
+    gpu_per_unit = probe_gpu_hours_per_unit(a.cost_probe) if a.cost_probe else math.nan
     plan = Plan.of(design)
     study = bool((design.sections.get("study") or {}).get("looks"))
     columns = PLAN_COLUMNS + (SEQUENTIAL_COLUMNS if study else [])
+    text = plan.cost(design) + "\n\n"
     if not design.sections.get("hypotheses"):
         names = " ".join(map(str, a.configfile))
-        print(f"{names} declares no hypotheses: every contrast it runs is exploratory.")
-        return
-    text = (
-        f"Power of the declared hypotheses at {plan.units} {plan.unit}s, from the SDs the config "
-        f"declares ({plan.source or 'no source given'}); 80% power; one-sided level = Holm's "
-        "first step over the support and refute tests of every hypothesis (in a study with a "
-        "gatekeeper: the gatekeeper's half of α, the others' level once it is decided). "
-        "expected_power: averaged over the planning SD's uncertainty (its df). mde: directional, "
-        "the true effect detected; equivalence, the smallest margin shown at the expected Δ.\n\n"
-        # every number rounded by what it holds (render.kind_of; mde, sd by the row's metric)
-        + to_markdown(pd.DataFrame(plan_with_looks(design, gpu_per_unit), columns=columns))
-        + "\n"
-    )
+        text += f"{names} declares no hypotheses: every contrast it runs is exploratory.\n"
+    else:
+        text += (
+            f"Power of the declared hypotheses at {plan.units} {plan.unit}s, from the SDs below; "
+            "80% power; one-sided level = Holm's first step over the support and refute tests of "
+            "every hypothesis (in a study with a gatekeeper: the gatekeeper's half of α, the "
+            "others' level once it is decided). expected_power: averaged over the planning SD's "
+            "uncertainty (its df). mde: directional, the true effect detected; equivalence, the "
+            "smallest margin shown at the expected Δ. minutes_needed: the units_needed at the "
+            "minutes above.\n\n"
+            # every number rounded by what it holds (render.kind_of; mde, sd by the row's metric)
+            + to_markdown(pd.DataFrame(plan_with_looks(design, gpu_per_unit), columns=columns))
+            + "\n\nWhere each SD comes from:\n"
+            + "".join(f"- {line}\n" for line in sd_sources(design))
+        )
     if study:
         most, expected = study_minutes(design)
         looks = design.sections["study"]["looks"]
@@ -69,10 +71,27 @@ def run(a: argparse.Namespace) -> None:
             "dropped (an equivalence's stopping counted from single looks, a push hypothesis "
             "open to the end: an upper bound).\n"
         )
-    from grpo_ablation.design.checks import protocol_warnings
-
     text += "".join(f"\n{w}" for w in protocol_warnings(design_config))
     print(text)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(text + "\n")
+
+
+def probe_gpu_hours_per_unit(path: Path) -> float:
+    """GPU-hours a unit of the design, from a GPU node's cost probe (``cost-probe --out``): its
+    projected GPU-hours over the units of the DAG it probed."""
+    from grpo_ablation.design.problems import InputError
+
+    try:
+        record = json.loads(path.read_text())
+        dag = record["dag"]
+        units = dag["base_policies"] if dag["base_policies"] > 1 else dag["runs"] // dag["cells"]
+        return record["projection"]["gpu_hours"] / units
+    except FileNotFoundError:
+        raise InputError(f"--cost-probe {path}: no such file") from None
+    except (ValueError, KeyError, TypeError, ZeroDivisionError) as err:
+        raise InputError(
+            f"--cost-probe {path} is not a cost probe's record (`grpo-ablation cost-probe "
+            f"--out`): {type(err).__name__} {err}"
+        ) from None

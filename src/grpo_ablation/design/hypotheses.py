@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from grpo_ablation.design import power as _power
@@ -470,13 +471,14 @@ class Plan:
         looks = (design.sections.get("study") or {}).get("looks")
         if looks:  # a sequential study is planned at its most draws, whatever look this is
             unit, units = "draw", int(looks[-1])
-        # minutes_per_unit was measured on a unit of runs_per_unit runs (this design's cells,
-        # one run each, unless declared): this design's unit, its replicated references' k − 1
-        # extra runs a seed included, is priced at the measured unit's mean run
+        # minutes_per_unit was measured on a unit of runs_per_unit runs (this design's unit,
+        # one run a cell and seed, unless declared): this design's unit, its replicated
+        # references' k − 1 extra runs a seed included, is priced at the measured unit's mean run
         minutes = float(section.get("minutes_per_unit", math.nan))
         if design.reference_replicates or section.get("runs_per_unit"):
-            runs = len(design.all_cells()) * len(design.seeds)
-            extra = sum((k - 1) * len(design.seeds) for k in design.reference_replicates.values())
+            seeds = _seeds_per_unit(design, unit)
+            runs = len(design.all_cells()) * seeds
+            extra = sum((k - 1) * seeds for k in design.reference_replicates.values())
             minutes *= (runs + extra) / int(section.get("runs_per_unit") or runs)
         push = design.sections.get("push") or {}
         rho = section.get("reference_correlation") or {}
@@ -525,6 +527,89 @@ class Plan:
         per = self.minutes_per_replicate if h is not None and h.on_push else self.minutes_per_unit
         return units * per
 
+    def cost(self, design: Design) -> str:
+        """What the design costs here, in minutes, and where the minutes come from."""
+        steps = design.shared_config.max_steps
+        runs = runs_per_unit(design, self.unit) * self.units
+        what = f"{self.units} {self.unit}s: {runs} training runs of {steps} steps"
+        if not math.isfinite(self.minutes_per_unit):
+            return (
+                f"Cost: unknown for this design's {what} (no power.minutes_per_unit: run one "
+                f"{self.unit} and set it from its benchmarks/)."
+            )
+        return (
+            f"Cost here: about {self.minutes(self.units):.0f} min for this design's {what} "
+            f"({self.minutes_per_unit:.2g} min a {self.unit}).\nWhere the minutes and SDs come "
+            f"from: {self.source or 'the config does not say (power.source)'}."
+        )
+
+
+# Where a config that declares no planning figures borrows them: the shipped default's power
+# section, measured on its own protocol (power.measured_on), so that `plan` prices and powers any
+# design, each figure said to be borrowed and warned about where the protocols differ.
+REFERENCE_CONFIG = "config/config.yaml"
+
+
+def _seeds_per_unit(design: Design, unit: str) -> int:
+    return len(design.seeds) if unit == "draw" else 1
+
+
+def runs_per_unit(design: Design, unit: str) -> int:
+    """Training runs of one unit (a draw: every cell at every seed; a seed: every cell), before
+    any replicated reference's extra runs."""
+    return len(design.all_cells()) * _seeds_per_unit(design, unit)
+
+
+def borrowed_power(config: dict[str, Any], root: Path) -> dict[str, Any] | None:
+    """The power section `plan` uses for ``config`` where it declares neither ``power.sd`` nor
+    ``power.minutes_per_unit`` (None where it declares either): ``REFERENCE_CONFIG``'s under
+    ``root``, its minutes a unit priced at its mean training run (``runs_per_unit``: the
+    reference's runs a draw), its source saying so."""
+    import yaml
+
+    own = config.get("power") or {}
+    if own.get("sd") or "minutes_per_unit" in own:
+        return None
+    reference = yaml.safe_load((root / REFERENCE_CONFIG).read_text())
+    power = {k: v for k, v in reference["power"].items() if k != "minutes_source"}
+    there = Design.of(reference)
+    runs = runs_per_unit(there, Plan.of(there).unit)
+    measured = ", ".join(f"{k} {v}" for k, v in (power.get("measured_on") or {}).items())
+    power["runs_per_unit"] = runs
+    power["source"] = (
+        f"this config declares no power.sd or power.minutes_per_unit, so both are borrowed from "
+        f"{REFERENCE_CONFIG}, measured on its protocol ({measured}; SDs per base-policy draw), "
+        f"the minutes priced at its mean training run ({power['minutes_per_unit']:g} min a draw "
+        f"of {runs} runs, fixed jobs included, steps not rescaled). Its source: "
+        + price_source(reference["power"])
+    )
+    return power
+
+
+def sd_sources(design: Design) -> list[str]:
+    """Where the SD each declared hypothesis is planned on comes from: a line per ``power.sd``
+    entry it uses (the hypotheses it serves, its value and df, the earlier runs it pools), or
+    that none is declared."""
+    sds = (design.sections.get("power") or {}).get("sd") or {}
+    used: dict[str, list[str]] = {}
+    for h in declared(design):
+        used.setdefault(h.id if h.id in sds else h.metric, []).append(h.id)
+    out = []
+    for key, ids in used.items():
+        head = f"{key} ({', '.join(ids)})"
+        if key not in sds:
+            out.append(f"{head}: no SD declared (power.sd.{key}), so its power is unknown")
+            continue
+        sd, df = planning_sd(sds[key], key)
+        runs = (
+            "; ".join(str(e["run"]) for e in sds[key])
+            if isinstance(sds[key], list)
+            else "a number without its runs (see the source above)"
+        )
+        on = f" on {df:.0f} df" if math.isfinite(df) else ""
+        out.append(f"{head}: SD {sd:.3g}{on}, from {runs}")
+    return out
+
 
 def power_warnings(design: Design, alpha: float = ALPHA) -> list[str]:
     """A warning per declared hypothesis whose power at the design's units, from the declared SD,
@@ -534,9 +619,14 @@ def power_warnings(design: Design, alpha: float = ALPHA) -> list[str]:
     for r in plan_rows(design, alpha=alpha):
         where = f"WARNING: hypothesis {r['id']!r}"
         if not math.isfinite(r["sd_declared"]):
+            guess = (
+                ""
+                if (design.sections.get("power") or {}).get("sd")
+                else f" (`grpo-ablation plan` guesses it from {REFERENCE_CONFIG}'s SDs)"
+            )
             out.append(
                 f"{where}: no per-unit SD declared for {r['metric']} (power.sd), so the design's "
-                "power for it is unknown"
+                f"power for it is unknown{guess}"
             )
         elif not math.isfinite(r["expected"]):
             out.append(
