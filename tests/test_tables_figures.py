@@ -366,17 +366,24 @@ def test_accuracy_figure_draws_each_cell_in_its_palette_colour():
 
 
 def test_a_run_with_one_checkpoint_is_drawn_as_points_not_a_line():
-    """The base policy at step 0 and one saved checkpoint: two points, no curve between them;
-    three or more points are joined."""
+    """The base policy at step 0 and one saved checkpoint: two points, each with its interval as
+    an error bar, and neither a line nor a band between them; three or more points are joined,
+    their interval a band."""
+    from matplotlib.collections import LineCollection, PolyCollection
+
     curves, _ = synthetic_frames()
     palette = figures.cell_palette([REF, OTHER])
     steps = sorted(curves["step"].unique())
     assert len(steps) > 2
-    for kept, style in ((steps[:2], "None"), (steps, "-")):
+    for kept, style, curve in ((steps[:2], "None", False), (steps, "-", True)):
         fig = figures.accuracy_figure(curves[curves["step"].isin(kept)], palette)
-        drawn = {line.get_label(): line for line in fig.axes[0].get_lines()}
+        ax = fig.axes[0]
+        drawn = {line.get_label(): line for line in ax.get_lines()}
         assert drawn[cell_label(REF)].get_linestyle() == style
         assert drawn[cell_label(REF)].get_marker() == "o"
+        bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+        bars = [c for c in ax.collections if isinstance(c, LineCollection)]
+        assert (len(bands) > 0, len(bars) > 0) == (curve, not curve)
 
 
 def test_cells_whose_groups_failed_scoring_are_flagged():

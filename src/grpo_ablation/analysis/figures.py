@@ -140,17 +140,26 @@ def _lines(
         bands[["low", "high"]] = bands[["low", "high"]].clip(*bounds)
     for cell, b in bands.groupby("cell", sort=True):
         colour = palette[cell]
+        # two points (the base policy and one checkpoint) are not a curve: points, each with its
+        # interval, and neither a line nor a band between them
+        curve = len(b) > 2
         ax.plot(
             b[x],
             b["mean"],
             color=colour,
-            # two points (the base policy and one checkpoint) are not a curve: no line between
-            linestyle=linestyle if len(b) > 2 else "none",
+            linestyle=linestyle if curve else "none",
             marker="o" if len(b) <= 30 else None,
             markersize=2.5,
             label=cell_label(cell) + label_suffix,
         )
-        ax.fill_between(b[x], b["low"], b["high"], color=colour, alpha=0.15, linewidth=0)
+        if curve:
+            ax.fill_between(b[x], b["low"], b["high"], color=colour, alpha=0.15, linewidth=0)
+        else:
+            below, above = (
+                (b["mean"] - b["low"]).clip(lower=0),
+                (b["high"] - b["mean"]).clip(lower=0),
+            )
+            ax.errorbar(b[x], b["mean"], yerr=[below, above], fmt="none", ecolor=colour, capsize=2)
     return frame[y].tolist()
 
 
