@@ -28,17 +28,27 @@ def test_the_cli_is_the_table():
         assert callable(command.job) and callable(command.arguments)
 
 
-def test_the_help_lists_what_a_person_runs_first_and_has_a_version(capsys):
-    """`grpo-ablation --help`: the commands a person runs (PERSON), then the pipeline's jobs,
-    each marked; `--version` prints the package's."""
+def test_the_help_lists_the_commands_by_who_runs_them_and_has_a_version(capsys):
+    """`grpo-ablation --help`: what a person runs, then what maintains the checkout (the schema's
+    generated sections, the job worker), then the pipeline's jobs, each under its heading;
+    `--version` prints the package's."""
     from importlib.metadata import version
 
-    sub = next(a for a in cli.parser()._actions if a.dest == "command")
-    people = [c.name for c in COMMANDS.values() if c.person]
-    assert {"plan", "study-register", "study-look"} <= set(people) and "train" not in people
-    assert list(sub.choices)[: len(people)] == people
-    helps = {a.dest: a.help for a in sub._choices_actions}
-    assert all(helps[n].startswith("[pipeline]") for n in COMMANDS if n not in people)
+    from grpo_ablation.commands import ROLES
+
+    text = cli.parser().format_help()
+    blocks = text.split("\n\n")
+    listed = {}
+    for role, heading in ROLES.items():
+        block = next(b for b in blocks if b.startswith(f"{heading}:"))
+        listed[role] = [line.split()[0] for line in block.splitlines()[1:] if line[2] != " "]
+    assert {"plan", "study-register", "study-look", "study-verdicts"} <= set(listed["run"])
+    assert listed["maintain"] == ["schema", "worker"]
+    assert {"train", "eval-tasks", "push-report", "reading"} <= set(listed["pipeline"])
+    assert sorted(n for names in listed.values() for n in names) == sorted(COMMANDS)
+    assert {c.name for c in COMMANDS.values() if c.person} == {*listed["run"], *listed["maintain"]}
+    assert text.index("What you run:") < text.index("To maintain") < text.index("pipeline's")
+    assert "--out" in text  # the one output convention, said once
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["--version"])
     assert capsys.readouterr().out.strip() == version("grpo-ablation")
@@ -46,11 +56,19 @@ def test_the_help_lists_what_a_person_runs_first_and_has_a_version(capsys):
 
 def test_every_option_of_every_command_says_what_it_is():
     """`grpo-ablation <command> --help` describes each of its arguments, and a command's output
-    is always given as --out (`calculations` once took a positional folder)."""
+    is always given as --out (`calculations` once took a positional folder; push-report its
+    --tables and --figure, reading its --view, eval-tasks its --tasks, which the rule still
+    spells)."""
     actions = [(n, a) for n, c in COMMANDS.items() for a in c.parser()._actions]
     bare = [(n, a.option_strings or a.dest) for n, a in actions if a.dest != "help" and not a.help]
     assert bare == []
     assert [n for n, a in actions if a.dest == "out" and not a.option_strings] == []
+    outs = {n: a.option_strings for n, a in actions if a.dest == "out"}
+    assert {"push-report", "reading", "eval-tasks"} <= set(outs)
+    assert all(strings[0] == "--out" for strings in outs.values())
+    options = {(n, o) for n, a in actions for o in a.option_strings}
+    assert not options & {("push-report", "--tables"), ("push-report", "--figure")}
+    assert ("reading", "--view") not in options
 
 
 def test_every_command_is_a_module_of_one_pattern():

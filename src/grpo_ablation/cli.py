@@ -12,30 +12,50 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import textwrap
 
 from grpo_ablation import worker
-from grpo_ablation.commands import COMMANDS
+from grpo_ablation.commands import COMMANDS, ROLES
 from grpo_ablation.process import bootstrap
 
 
 def parser() -> argparse.ArgumentParser:
-    """The whole CLI: one subcommand per command, those a person runs listed first."""
+    """The whole CLI: one subcommand per command, listed by who runs it (``ROLES``)."""
     from importlib.metadata import PackageNotFoundError, version
 
     p = argparse.ArgumentParser(
         prog="grpo-ablation",
-        description="What you run: "
-        + ", ".join(c.name for c in COMMANDS.values() if c.person)
-        + ". The rest ([pipeline]) are the jobs Snakemake runs.",
+        description=textwrap.fill(
+            "The commands of the GRPO ablation pipeline. A command writes where its --out says "
+            "(a file, or the folder of its files); a study's commands write in its tracked "
+            "folder (study.record). `grpo-ablation <command> --help` describes each option.",
+            80,
+        ),
+        epilog=command_list(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     with contextlib.suppress(PackageNotFoundError):  # run from a checkout not installed
         p.add_argument("--version", action="version", version=version("grpo-ablation"))
-    sub = p.add_subparsers(dest="command", required=True, metavar="<command>")
-    for person in (True, False):
-        for c in (c for c in COMMANDS.values() if c.person == person):
-            kind = "" if person else "[pipeline] "
-            c.arguments(sub.add_parser(c.name, help=kind + c.help, description=c.help))
+    sub = p.add_subparsers(
+        dest="command", required=True, metavar="<command>", help="one of the commands below"
+    )
+    for role in ROLES:
+        for c in (c for c in COMMANDS.values() if c.role == role):
+            c.arguments(sub.add_parser(c.name, description=c.help))
     return p
+
+
+def command_list(width: int = 80) -> str:
+    """The commands under the heading of who runs them, each with its one line of help."""
+    blocks = []
+    for role, heading in ROLES.items():
+        lines = [f"{heading}:"]
+        for c in (c for c in COMMANDS.values() if c.role == role):
+            lines += textwrap.wrap(
+                c.help, width, initial_indent=f"  {c.name:<16}", subsequent_indent=" " * 18
+            )
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -28,6 +28,8 @@ rule eval_tasks:
         SHARED.log("eval_tasks"),
     benchmark:
         SHARED.benchmark("eval_tasks")
+    # --tasks: eval-tasks' --out by its former name (a rule's shell command is a rerun trigger: a
+    # new spelling here would rerun every finished evaluation)
     shell:
         "python {params.cli} eval-tasks --data {params.data} --tasks {params.tasks}"
         " --evaluation {input.evaluation} --task {input.task} > {log} 2>&1"

@@ -117,14 +117,14 @@ rule push_report:
         pdf=PUSH_OUTPUTS[5],
     params:
         cli=CLI,
+        out=folder("csv", up=2),
     localrule: True
     conda:
         CONDA_ENV
     log:
         TREE.log("push_report"),
     shell:
-        "python {params.cli} push-report --push {input.push} --tables {output.csv}"
-        " --figure {output.png} > {log} 2>&1"
+        "python {params.cli} push-report --push {input.push} --out {params.out} > {log} 2>&1"
 
 
 rule push_pilot_report:
@@ -132,13 +132,15 @@ rule push_pilot_report:
         push=TREE.push(PUSH_CELL, SEEDS[0], "pilot"),
         code=sources("analysis.push", root=SRC),
     output:
-        TREE.table(PUSH_PILOT_TABLE),
+        table=TREE.table(PUSH_PILOT_TABLE),
     params:
         cli=CLI,
+        out=folder("table", up=2),
     localrule: True
     conda:
         CONDA_ENV
     log:
         TREE.log("push_pilot_report"),
     shell:
-        "python {params.cli} push-report --push {input.push} --pilot {output} > {log} 2>&1"
+        "python {params.cli} push-report --push {input.push} --pilot --out {params.out}"
+        " > {log} 2>&1"

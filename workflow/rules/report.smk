@@ -181,6 +181,7 @@ rule effects_reading:
     params:
         cli=CLI,
         push=lambda wildcards, input: f"--push {input.push}" if PUSH["enabled"] else "",
+        out=folder("rst"),
     localrule: True
     conda:
         CONDA_ENV
@@ -190,7 +191,7 @@ rule effects_reading:
         "python {params.cli} reading --effects {input.effects} --verdicts {input.verdicts}"
         " --calibration {input.calibration} --coupling {input.coupling} {params.push}"
         " --efficiency {input.efficiency}"
-        " --out {output.rst} --view {output.view} > {log} 2>&1"
+        " --out {params.out} > {log} 2>&1"
 
 
 rule token_weight_figure:

@@ -2,8 +2,12 @@
 ``grpo-ablation base-policy``). Every module declares the same things: ``HELP`` (one line),
 ``add_arguments(parser)`` and ``run(args)``, and where they apply ``SERVED = True`` (the local job
 worker may run it; ``servable(args)`` may decline per call) and ``OFFLINE = False`` (it talks to
-the hub), and ``PERSON = True`` for a command a person runs rather than the pipeline's rules. Each is a thin adapter from files and JSON arguments to a library function; it imports
-nothing heavy at the top, so the CLI starts without torch.
+the hub), and ``ROLE`` (``ROLES``: ``run`` for a command a person runs, ``maintain`` for one that
+maintains the checkout; else the pipeline's rules run it). Each is a thin adapter from files and
+JSON arguments to a library function; it imports nothing heavy at the top, so the CLI starts
+without torch. A command writes where its ``--out`` says: a file, or the folder of its files
+(named by ``grpo_ablation.layout``); a study's commands write in its tracked folder
+(``study.record``).
 
 ``COMMANDS``, the table the CLI and the job worker read, is found from the modules (each imported
 by name, so this package imports none of its commands at its top: no import cycle)."""
@@ -26,6 +30,14 @@ if TYPE_CHECKING:
     from grpo_ablation.worker import Job
 
 
+# Who runs a command, in the order ``grpo-ablation --help`` lists them, with its heading there.
+ROLES = {
+    "run": "What you run",
+    "maintain": "To maintain the checkout",
+    "pipeline": "What the pipeline's rules run (a job each)",
+}
+
+
 @dataclass(frozen=True)
 class Command:
     name: str
@@ -37,7 +49,7 @@ class Command:
     served: bool = False
     servable: Callable[[argparse.Namespace], bool] | None = None
     offline: bool = True  # False: it talks to the hub (prefetch alone)
-    person: bool = False  # a person runs it (PERSON = True); else the pipeline's rules do
+    role: str = "pipeline"  # who runs it (ROLES)
 
     @classmethod
     def of(cls, module: ModuleType) -> Command:
@@ -49,8 +61,13 @@ class Command:
             served=getattr(module, "SERVED", False),
             servable=getattr(module, "servable", None),
             offline=getattr(module, "OFFLINE", True),
-            person=getattr(module, "PERSON", False),
+            role=getattr(module, "ROLE", "pipeline"),
         )
+
+    @property
+    def person(self) -> bool:
+        """A person runs it: an error of its input ends it as the message, not a traceback."""
+        return self.role != "pipeline"
 
     def parser(self, **kwargs: Any) -> argparse.ArgumentParser:
         p = argparse.ArgumentParser(prog=self.name, description=self.help, **kwargs)

@@ -10,7 +10,7 @@ from grpo_ablation.commands import configfile_argument
 
 HELP = "time a few training steps and an evaluation here; project the DAG's cost"
 # A command a person runs (``grpo-ablation --help`` lists it first).
-PERSON = True
+ROLE = "run"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import argparse
 
 HELP = "the disk a run's checkpoints need under each retention"
 # A command a person runs (``grpo-ablation --help`` lists it first).
-PERSON = True
+ROLE = "run"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -12,7 +12,15 @@ HELP = "write the lm-eval task YAMLs for test and validation"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, required=True, help="the data/ folder of the splits")
-    p.add_argument("--tasks", type=Path, required=True, help="where to write the lm-eval tasks")
+    # --tasks: the spelling the eval_tasks rule has always run, kept so that no finished
+    # evaluation reruns for a new command line (a rule's shell command is a rerun trigger)
+    p.add_argument(
+        "--out",
+        "--tasks",
+        type=Path,
+        required=True,
+        help="the folder of the lm-eval tasks (--tasks: its former name, which the rule keeps)",
+    )
     p.add_argument(
         "--evaluation", type=json_value, required=True, help="evaluation config as JSON or a file"
     )
@@ -36,5 +44,5 @@ def run(a: argparse.Namespace) -> None:
 
         exact = exact_tokens(build_char_tokenizer())
     write_split_tasks(
-        a.data, a.tasks, task.kind, evaluation, task.answer_rule, task.chat_template, exact
+        a.data, a.out, task.kind, evaluation, task.answer_rule, task.chat_template, exact
     )

@@ -11,7 +11,7 @@ from grpo_ablation.commands import configfile_argument
 
 HELP = "the power and cost of every declared hypothesis, before any run"
 # A command a person runs (``grpo-ablation --help`` lists it first).
-PERSON = True
+ROLE = "run"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -16,15 +16,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--coupling", type=Path, help="coupling.csv: a closing paragraph")
     p.add_argument("--efficiency", type=Path, help="efficiency.csv: a paragraph on efficiency")
     p.add_argument("--push", type=Path, help="tables/push.csv: a closing paragraph")
-    p.add_argument("--out", type=Path, required=True, help="the reading (reStructuredText)")
-    p.add_argument("--view", type=Path, required=True, help="its HTML view (the report's item)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="the draw's figures/ folder: the reading (reading.rst) and its HTML view "
+        "(reading.html, the report's item) go there",
+    )
 
 
 def run(a: argparse.Namespace) -> None:
     from grpo_ablation.analysis.compose import write_reading
+    from grpo_ablation.layout import READING, READING_VIEW
 
     written = write_reading(
-        a.effects, a.out, a.view, a.verdicts, a.calibration, a.coupling, a.push, a.efficiency
+        a.effects,
+        a.out / READING,
+        a.out / READING_VIEW,
+        a.verdicts,
+        a.calibration,
+        a.coupling,
+        a.push,
+        a.efficiency,
     )
     for path in written:
         print(path)

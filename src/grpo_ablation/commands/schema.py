@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 HELP = "write the config schema's training and compute sections from their declarations"
-# A command a person runs (``grpo-ablation --help`` lists it first).
-PERSON = True
+# A command a person runs to maintain the checkout (``grpo-ablation --help`` lists it second).
+ROLE = "maintain"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ from grpo_ablation.commands import design_argument
 
 HELP = "judge a sequential study's look, append it to its ledger, write the next look"
 # A command a person runs (``grpo-ablation --help`` lists it first).
-PERSON = True
+ROLE = "run"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -7,9 +7,12 @@ from pathlib import Path
 
 from grpo_ablation.commands import configfile_argument
 
-HELP = "register a sequential study (its design, hypotheses, looks and levels) before it runs"
+HELP = (
+    "register a sequential study (its design, hypotheses, looks and levels) before it runs, in "
+    "its tracked folder (study.record)"
+)
 # A command a person runs (``grpo-ablation --help`` lists it first).
-PERSON = True
+ROLE = "run"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

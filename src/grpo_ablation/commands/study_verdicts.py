@@ -7,7 +7,7 @@ from pathlib import Path
 
 HELP = "print a study's verdicts from its registration and ledger, as a Markdown table"
 # A command a person runs (``grpo-ablation --help`` lists it first).
-PERSON = True
+ROLE = "run"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from grpo_ablation import worker
 
 HELP = "the local job worker: serve, where, stop"
-# A command a person runs (``grpo-ablation --help`` lists it first).
-PERSON = True
+# A command a person runs to maintain the checkout (``grpo-ablation --help`` lists it second).
+ROLE = "maintain"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
