@@ -33,6 +33,8 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16")
 # Plain DDP, or a preset of config/accelerate/ (grpo_ablation.training.launch).
 ACCELERATE_PRESETS = ("ddp", "zero2", "zero3", "fsdp")
+# Launch presets whose processes hold shards of the weights (a rank-0 save would be partial).
+SHARDED_PRESETS = ("zero3", "fsdp")
 # Where a run keeps optimizer and scheduler state (grpo_ablation.training.retention).
 OPTIMIZER_STATE_POLICIES = ("newest", "all")
 

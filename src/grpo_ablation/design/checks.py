@@ -21,8 +21,9 @@ from grpo_ablation.design.ablation import (
     reference_of,
     stage_of,
 )
-from grpo_ablation.design.options import ComputeConfig, TrainingConfig
+from grpo_ablation.design.options import ComputeConfig, TrainingConfig, check_generation
 from grpo_ablation.design.problems import DesignError, Problems
+from grpo_ablation.device import SHARDED_PRESETS
 from grpo_ablation.layout import Tree
 from grpo_ablation.packages import INSTALL_GGUF, missing_packages
 from grpo_ablation.settings import did_you_mean
@@ -226,14 +227,15 @@ def check_optional_packages(config: dict[str, Any]) -> None:
         )
 
 
-# Launch presets whose processes hold shards of the weights (a rank-0 save would be partial).
-SHARDED_PRESETS = ("zero3", "fsdp")
-
-
 def check_run_layout(config: dict[str, Any], cfg: TrainingConfig) -> None:
-    """What a run's options need of its processes: resampling selects groups over the whole
-    generation batch in one process; curve policies are saved by rank 0 from unsharded weights."""
+    """What a run's options need of its processes and its generation backend: resampling selects
+    groups over the whole generation batch in one process; curve policies are saved by rank 0
+    from unsharded weights; compute's generation options are transformers'."""
     compute = ComputeConfig.of(config.get("compute"))
+    try:
+        check_generation(compute, cfg)
+    except ValueError as error:
+        raise DesignError(str(error)) from None
     nproc = compute.processes_per_train_job
     if cfg.zero_variance == "resample" and nproc > 1:
         raise DesignError(

@@ -19,7 +19,13 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from grpo_ablation.design.axes import check_choices
-from grpo_ablation.device import ACCELERATE_PRESETS, DEVICES, DTYPES, OPTIMIZER_STATE_POLICIES
+from grpo_ablation.device import (
+    ACCELERATE_PRESETS,
+    DEVICES,
+    DTYPES,
+    OPTIMIZER_STATE_POLICIES,
+    SHARDED_PRESETS,
+)
 from grpo_ablation.objective.conventions import (
     AGGREGATIONS,
     BASELINE_NAMES,
@@ -32,6 +38,10 @@ from grpo_ablation.sampling import SAMPLERS
 from grpo_ablation.settings import check_options, from_dict, identity, option
 
 GENERATION_BACKENDS = ("transformers", "vllm")
+# transformers' generate in training: its KV cache (static_compiled: static under torch.compile)
+# and the weights it reads (compute.generation_cache, compute.generation_weights).
+GENERATION_CACHES = ("dynamic", "static", "static_compiled")
+GENERATION_WEIGHTS = ("master", "bfloat16")
 # Options TRL's GRPOTrainer holds too, as its attributes (from GRPOConfig): the trainer computes
 # the loss with TRL's, the objective record states the options', so the trainer refuses to start
 # when they differ.
@@ -392,9 +402,43 @@ class ComputeConfig:
         "CPU has none: there it changes nothing. The objective record states which ran",
         neutral=False,
     )
+    generation_cache: str = option(
+        "dynamic",
+        "the KV cache of transformers' generate in training: dynamic (grown a token at a time), "
+        "static (allocated once at the longest prompt + max_completion_length, so the shapes "
+        "stay fixed) or static_compiled (static, and the decoding step under torch.compile: CUDA "
+        "graphs on a GPU, where decoding a small model is bound by kernel launches). The keyed "
+        "noise is drawn outside the compiled step. On the CPU static gives dynamic's tokens and "
+        "weights bit for bit (tested); on a GPU the attention may sum another way, and the GPU "
+        "check counts the identical completions. vLLM keeps a cache of its own (a run with "
+        "generation_backend vllm is refused anything but dynamic). The objective record states "
+        "which ran",
+        choices=GENERATION_CACHES,
+        neutral="dynamic",
+    )
+    generation_weights: str = option(
+        "master",
+        "the weights transformers' generate reads in training: master (the float32 weights the "
+        "optimizer updates, under dtype's autocast) or bfloat16 (a bfloat16 copy of them, "
+        "refreshed before each generation batch from the weights of that step: 2 bytes a "
+        "parameter more, 0.27 GB at 135 M parameters; no cast of the weights at every decoding "
+        "step). The update keeps the float32 master weights and scores the rollouts with them, "
+        "with no correction for the gap between the copy's token probabilities and theirs (as "
+        "vLLM's importance-sampling correction would make). DDP and ZeRO-2 only (ZeRO-3 and FSDP "
+        "shard the weights), and not with generation_backend vllm (its engine holds weights of its "
+        "own). Other rollouts than master's: the objective record states which ran",
+        choices=GENERATION_WEIGHTS,
+        neutral="master",
+    )
 
     def __post_init__(self) -> None:
         check_options(self, "compute")
+        if self.generation_weights != "master" and self.accelerate_config in SHARDED_PRESETS:
+            raise ValueError(
+                f"compute.generation_weights {self.generation_weights!r} copies the whole weights "
+                f"for generate; accelerate_config {self.accelerate_config!r} shards them: use ddp "
+                "or zero2, or generation_weights: master"
+            )
 
     def section_identity(self) -> dict[str, Any]:
         """The section as the jobs that read it see it (their rerun trigger): every field less
@@ -406,3 +450,18 @@ class ComputeConfig:
     def of(cls, section: dict[str, Any] | None) -> ComputeConfig:
         """The config's ``compute`` section (any key left out takes its default)."""
         return from_dict(cls, section, "compute")
+
+
+def check_generation(compute: ComputeConfig, cfg: TrainingConfig) -> None:
+    """compute's generation options are transformers' generate's: a run whose rollouts vLLM
+    generates (an engine with a cache and weights of its own) takes them at their neutral values,
+    or a ValueError names the option."""
+    if cfg.generation_backend == "transformers":
+        return
+    for f in fields(compute):
+        if f.name.startswith("generation_") and getattr(compute, f.name) != f.metadata["neutral"]:
+            raise ValueError(
+                f"compute.{f.name} {getattr(compute, f.name)!r} applies to transformers' "
+                f"generate; with training.generation_backend {cfg.generation_backend!r} the engine "
+                f"keeps its own: set compute.{f.name}: {f.metadata['neutral']}"
+            )

@@ -39,6 +39,7 @@ from grpo_ablation.objective.record import ObjectiveRecord, library_versions
 from grpo_ablation.sampling import SAMPLING, neutral_generation_config
 from grpo_ablation.settings import config_hash
 from grpo_ablation.training import tracking
+from grpo_ablation.training.generation import CACHE_IMPLEMENTATIONS
 
 if TYPE_CHECKING:
     from grpo_ablation.tasks import Task
@@ -148,6 +149,8 @@ def _build_args(
         tf32=None if use_cpu else compute.tf32,
         # Said explicitly: TRL 1.16 turns it on by default, a second forward pass per step.
         gradient_checkpointing=compute.gradient_checkpointing,
+        # generate's KV cache (None: transformers' dynamic one, as before the option)
+        cache_implementation=CACHE_IMPLEMENTATIONS[compute.generation_cache],
         report_to=report_to or "none",
         run_name=tracking.run_name(out),
         disable_tqdm=True,
@@ -291,6 +294,8 @@ def train(
         base_model=run.base_model(),
         dtype=compute.dtype,
         tf32=compute.tf32 and device != "cpu",
+        generation_cache=compute.generation_cache,
+        generation_weights=compute.generation_weights,
     )
     _claim_folder(out, run, record, state)
     if reward_func is None:
@@ -309,6 +314,7 @@ def train(
         reward_funcs=reward_func,
         options=cfg,
         run_dir=out,
+        compute=compute,
         # Pruning first, so that later callbacks see the checkpoints as they stay on disk.
         callbacks=[
             KeepOptimizerStateOfNewest(compute.keep_optimizer_state),
@@ -538,7 +544,11 @@ def _write_run_info(
         # What the base model's generation_config.json set that the rollouts did not use.
         "ignored_generation_config": ignored_generation_config,
         "compute": device_info(device, compute.dtype)
-        | {"gradient_checkpointing": compute.gradient_checkpointing},
+        | {
+            "gradient_checkpointing": compute.gradient_checkpointing,
+            "generation_cache": compute.generation_cache,
+            "generation_weights": compute.generation_weights,
+        },
         "split_hashes": _split_hashes(run.data_dir / MANIFEST),
         "library_versions": library_versions(),
         "num_processes": run.num_processes,

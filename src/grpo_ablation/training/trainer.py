@@ -36,7 +36,12 @@ from accelerate.utils import gather_object
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
-from grpo_ablation.design.options import TRL_ATTRIBUTES, TrainingConfig
+from grpo_ablation.design.options import (
+    TRL_ATTRIBUTES,
+    ComputeConfig,
+    TrainingConfig,
+    check_generation,
+)
 from grpo_ablation.keyed_sampling import (
     KeyedGumbel,
     picking_greedily,
@@ -53,6 +58,7 @@ from grpo_ablation.objective.formulas import (
     rank_loss_scale,
     zero_variance_groups,
 )
+from grpo_ablation.training.generation import GenerationWeights, compile_generation
 from grpo_ablation.training.rollout_log import RolloutLog
 
 
@@ -254,7 +260,9 @@ class AblationGRPOTrainer(GRPOTrainer):
 
     Args beyond GRPOTrainer's: ``options``, the run's ``TrainingConfig`` (the trainer reads its
     objective: std scaling, aggregation, zero-variance groups, the sampler, the success
-    threshold; GRPOConfig carries the rest), and ``run_dir``, where rollouts and metrics go.
+    threshold; GRPOConfig carries the rest), ``run_dir``, where rollouts and metrics go, and
+    ``compute``, the config's compute section (its generation options; GRPOConfig carries the
+    cache implementation).
     """
 
     def __init__(
@@ -263,6 +271,7 @@ class AblationGRPOTrainer(GRPOTrainer):
         options: TrainingConfig,
         run_dir: Path,
         reward_funcs: Callable | list[Callable],
+        compute: ComputeConfig | None = None,
         **kwargs: Any,
     ) -> None:
         funcs = reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
@@ -300,6 +309,13 @@ class AblationGRPOTrainer(GRPOTrainer):
                 f"vllm_mode={self.vllm_mode!r}, tensor_parallel_size="
                 f"{self.vllm_tensor_parallel_size} set training.sampler: stream"
             )
+        self.compute = compute or ComputeConfig()
+        check_generation(self.compute, options)
+        if not self.use_vllm:
+            compile_generation(self.generation_config, self.compute.generation_cache)
+        self._generation_weights = (
+            GenerationWeights() if self.compute.generation_weights == "bfloat16" else None
+        )
         self._keys: list[int] | None = None
         self.run_dir = Path(run_dir)
         self.rollout_log = RolloutLog(self.run_dir / ROLLOUTS, self.accelerator.process_index)
@@ -375,7 +391,8 @@ class AblationGRPOTrainer(GRPOTrainer):
         if keys is None and self._vllm_one_engine_per_process():
             # sampler "stream": seeds from the run's own stream (stream_seeds says why).
             keys = stream_seeds(len(prompt_ids), self.accelerator.process_index)
-        if keys is None:
+        copy = self._generation_weights
+        if keys is None and copy is None:
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
         if self.use_vllm:
             # The colocated engine generates this rank's rows (one request each, n = 1) with the
@@ -388,16 +405,23 @@ class AblationGRPOTrainer(GRPOTrainer):
                 return generate(prompts, *a, sampling_params=seeded, **kw)
 
         else:
-            # TRL calls `generate` with its own arguments only: give this call the keyed processor.
+            # TRL calls `generate` with its own arguments only: give this call the keyed processor,
+            # and the bfloat16 copy's generate where generation_weights asks for it.
             target = self._unwrapped(self.model)
-            processor = KeyedGumbel(keys, self.temperature, horizon=self.max_completion_length)
-            generate = target.generate
+            policy = target if copy is None else copy.policy(target, self.state.global_step)
+            generate = policy.generate
+            processors = []
+            if keys is not None:
+                horizon = self.max_completion_length
+                processors = [KeyedGumbel(keys, self.temperature, horizon=horizon)]
 
             def keyed(*a, generation_config=None, **kw):
                 if generation_config is None:
                     generation_config = target.generation_config
-                config = picking_greedily(generation_config)
-                return generate(*a, logits_processor=[processor], generation_config=config, **kw)
+                if processors:
+                    generation_config = picking_greedily(generation_config)
+                    kw["logits_processor"] = processors
+                return generate(*a, generation_config=generation_config, **kw)
 
         with _replaced(target, "generate", keyed):
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
