@@ -21,18 +21,29 @@ include: "workflow/rules/push.smk"
 include: "workflow/rules/report.smk"
 
 
-# Before the first job: under SLURM, a run missing the partition or account its jobs need is
-# refused (grpo_ablation.design.slurm); then how many jobs, how long they should take here (the
+# Before the first job: under SLURM, a run missing the partition or account its jobs need, or the
+# group size its packed train jobs need, is refused (grpo_ablation.design.slurm, .packing); then how many jobs, how long they should take here (the
 # job times of earlier runs on this machine) and the disk their checkpoints need
 # (grpo_ablation.design.cost).
 onstart:
     jobs = list(workflow.dag.needrun_jobs())
+    packed = packing.runs_per_gpu(config["resources"])
     if workflow.executor_plugin.name == "slurm":
-        gpu_jobs = sum(1 for job in jobs if not job.is_local and job.resources.get("gpu", 0))
+        gpu_jobs = sum(
+            1 for job in jobs if not job.is_local and packing.asks_for_gpu(job.resources)
+        )
         no_account = workflow.executor_settings.no_account
         problems = slurm_problems(config.get("slurm") or {}, gpu_jobs, no_account)
-        if problems:
-            raise WorkflowError(refusal(problems))
+        components = workflow.group_settings.group_components
+        unpacked = packing.packing_problems(config["resources"], components)
+        if problems or unpacked:
+            raise WorkflowError(refusal(problems, unpacked))
+    elif packed > 1 and packing.SLOTS not in workflow.global_resources:
+        print(
+            f"resources.runs_per_gpu {packed}: nothing limits how many jobs share the GPU here; "
+            f"`--resources {packing.SLOTS}={packed}` runs {packed} train jobs on it at a time "
+            "and an evaluation alone"
+        )
     planned = [
         (cost.kind(job.benchmark) if job.benchmark else job.rule.name, job.threads) for job in jobs
     ]

@@ -33,6 +33,7 @@ def test_the_preset_dag_has_21_runs_of_5_checkpoints_on_one_gpu_each():
         "sft_steps": 0,
         "train_gpus": 1,
         "eval_gpus": 1,
+        "runs_per_gpu": 1,
     }
     # under base-policy draws every cell and seed runs once per draw, after a warm start each
     drawn = load_config(ROOT / "config/config.yaml")

@@ -76,7 +76,9 @@ def test_a_run_keeps_its_checkpoints_in_the_scratch_folder(tmp_path):
 @pytest.mark.slow  # starts Snakemake (9-22 s here): the refusal comes after the DAG is built
 def test_a_slurm_run_without_partition_and_account_submits_nothing(tmp_path):
     """Through the SLURM profile, for real (not a dry run, whose executor is `dryrun`), in a
-    working folder of its own: refused before the scheduler starts, naming both keys."""
+    working folder of its own: refused before the scheduler starts, naming both keys. Its train
+    jobs packed 4 to a GPU (resources.runs_per_gpu) still count as GPU jobs, and the group size
+    they need is named too."""
     env = {
         **os.environ,
         "HF_HOME": str(tmp_path / "hf"),
@@ -85,6 +87,8 @@ def test_a_slurm_run_without_partition_and_account_submits_nothing(tmp_path):
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
     results = tmp_path / "results"
+    packed = tmp_path / "packed.yaml"
+    packed.write_text("resources:\n  runs_per_gpu: 4\n")
     cmd = [
         str(SNAKEMAKE),
         "--snakefile",
@@ -95,6 +99,7 @@ def test_a_slurm_run_without_partition_and_account_submits_nothing(tmp_path):
         str(ROOT / "profiles/slurm"),
         "--configfile",
         str(ROOT / "config/cluster.yaml"),
+        str(packed),
         "--config",
         f"results_dir={results}",
         "--nolock",
@@ -105,4 +110,5 @@ def test_a_slurm_run_without_partition_and_account_submits_nothing(tmp_path):
     assert "SLURM run refused before any job was submitted" in out, out[-3000:]
     assert "slurm.gpu_partition is empty, and 43 planned jobs ask for a GPU" in out
     assert "slurm.account is empty" in out
+    assert "packs one job per sbatch: add --group-components training=4" in out
     assert "Submitted" not in out and not results.exists(), "not even a local job ran"

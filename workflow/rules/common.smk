@@ -13,6 +13,7 @@ from grpo_ablation.design.axes import path_regex
 from grpo_ablation.design.options import ComputeConfig
 from grpo_ablation.design.schema import check_config
 from grpo_ablation.design.slurm import refusal, slurm_problems, slurm_resources
+from grpo_ablation.design import packing
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.ledger import Ledger
 from grpo_ablation.design.records import draw_source, recorded_draws, study_records
@@ -211,6 +212,12 @@ def section(name):
 
 # GPUs of a training job: per process times the processes it starts.
 TRAIN_GPUS = config["resources"]["gpus_per_train_job"] * COMPUTE_OPTIONS.processes_per_train_job
+# resources.runs_per_gpu: train jobs packed N to a GPU (grpo_ablation.design.packing), the other
+# GPU jobs taking every slot of theirs; at 1, each job's `gpu` as before.
+TRAIN_GPU_RESOURCES = packing.train_resources(config["resources"], TRAIN_GPUS)
+EVAL_GPU_RESOURCES = packing.gpu_job_resources(
+    config["resources"], config["resources"]["gpus_per_eval_job"]
+)
 
 
 def checkpoints_of(wildcards):

@@ -70,7 +70,7 @@ rule base_policy:
     resources:
         runtime=config["resources"]["base_policy_runtime"],
         mem_mb=config["resources"]["base_policy_mem_mb"],
-        gpu=checks.base_policy_gpus(config),
+        **packing.gpu_job_resources(config["resources"], checks.base_policy_gpus(config)),
         **slurm(checks.base_policy_gpus(config)),
     conda:
         CONDA_ENV

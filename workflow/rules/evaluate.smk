@@ -59,7 +59,7 @@ rule evaluate_base:
     resources:
         runtime=config["resources"]["eval_runtime"],
         mem_mb=config["resources"]["eval_mem_mb"],
-        gpu=config["resources"]["gpus_per_eval_job"],
+        **EVAL_GPU_RESOURCES,
         # With --resources eval_slots=1 the jobs of a packed allocation run one after another
         # (on its one GPU), sharing its job worker.
         eval_slots=1,
@@ -100,7 +100,7 @@ rule evaluate:
     resources:
         runtime=config["resources"]["eval_runtime"],
         mem_mb=config["resources"]["eval_mem_mb"],
-        gpu=config["resources"]["gpus_per_eval_job"],
+        **EVAL_GPU_RESOURCES,
         # With --resources eval_slots=1 the jobs of a packed allocation run one after another
         # (on its one GPU), sharing its job worker.
         eval_slots=1,

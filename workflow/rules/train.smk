@@ -19,6 +19,10 @@ rule run_options:
 
 
 rule train:
+    # resources.runs_per_gpu > 1: the group `training`, N jobs to an sbatch sharing its GPU
+    # (--group-components training=N; grpo_ablation.design.packing); else no group.
+    group:
+        packing.pack_group(config["resources"])
     input:
         base=rules.base_policy.output[0],
         train=rules.splits.output.train,
@@ -41,8 +45,9 @@ rule train:
     resources:
         runtime=config["resources"]["train_runtime"],
         mem_mb=config["resources"]["train_mem_mb"],
-        # `gpu` is the resource the SLURM executor turns into --gpus.
-        gpu=TRAIN_GPUS,
+        # `gpu` is the resource the SLURM executor turns into --gpus (packed: `gres` gpu:1 for
+        # the group, and one of the card's gpu_slots).
+        **TRAIN_GPU_RESOURCES,
         # One machine: the launcher starts every process of a cell on the node it runs on.
         nodes=1,
         # A resource, not a param: params are rerun triggers, and tracking changes no result.

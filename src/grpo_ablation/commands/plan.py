@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 from grpo_ablation.commands import configfile_argument
 
@@ -38,7 +39,11 @@ def run(a: argparse.Namespace) -> None:
     if borrowed is not None:
         design_config = {**design_config, "power": borrowed}
     design = Design.of(design_config)
-    gpu_per_unit = probe_gpu_hours_per_unit(a.cost_probe) if a.cost_probe else math.nan
+    gpu_per_unit, priced = math.nan, ""
+    if a.cost_probe:
+        # A GPU node's cost probe (cost-probe --out): GPU-hours of its DAG per unit, its train jobs
+        # packed as this config asks (resources.runs_per_gpu).
+        gpu_per_unit, priced = probe_gpu_hours_per_unit(a.cost_probe, design_config["resources"])
     plan = Plan.of(design)
     study = bool((design.sections.get("study") or {}).get("looks"))
     columns = PLAN_COLUMNS + (SEQUENTIAL_COLUMNS if study else [])
@@ -71,6 +76,7 @@ def run(a: argparse.Namespace) -> None:
             "dropped (an equivalence's stopping counted from single looks, a push hypothesis "
             "open to the end: an upper bound).\n"
         )
+    text += priced
     text += "".join(f"\n{w}" for w in protocol_warnings(design_config))
     print(text)
     if a.out:
@@ -78,16 +84,18 @@ def run(a: argparse.Namespace) -> None:
         a.out.write_text(text + "\n")
 
 
-def probe_gpu_hours_per_unit(path: Path) -> float:
+def probe_gpu_hours_per_unit(path: Path, resources: dict[str, Any]) -> tuple[float, str]:
     """GPU-hours a unit of the design, from a GPU node's cost probe (``cost-probe --out``): its
-    projected GPU-hours over the units of the DAG it probed."""
+    DAG projected with this config's runs per GPU over the units it probed, and the sentence
+    ``probe_projection`` says of it."""
     from grpo_ablation.design.problems import InputError
 
     try:
         record = json.loads(path.read_text())
         dag = record["dag"]
         units = dag["base_policies"] if dag["base_policies"] > 1 else dag["runs"] // dag["cells"]
-        return record["projection"]["gpu_hours"] / units
+        projection, priced = probe_projection(record, resources)
+        return projection["gpu_hours"] / units, priced
     except FileNotFoundError:
         raise InputError(f"--cost-probe {path}: no such file") from None
     except (ValueError, KeyError, TypeError, ZeroDivisionError) as err:
@@ -95,3 +103,29 @@ def probe_gpu_hours_per_unit(path: Path) -> float:
             f"--cost-probe {path} is not a cost probe's record (`grpo-ablation cost-probe "
             f"--out`): {type(err).__name__} {err}"
         ) from None
+
+
+def probe_projection(record: dict[str, Any], resources: dict[str, Any]) -> tuple[dict, str]:
+    """The probe's DAG projected again with this config's runs per GPU, and a sentence of its
+    wall time on one GPU, alone and packed (a record without its measurement: its own projection
+    and no sentence)."""
+    from grpo_ablation.design.packing import runs_per_gpu
+    from grpo_ablation.training.cost_probe import Measurement, project
+
+    if "measured" not in record:
+        return record["projection"], ""
+    m, n = Measurement(**record["measured"]), runs_per_gpu(resources)
+    alone = project(m, record["dag"] | {"runs_per_gpu": 1})
+    if n == 1:
+        return alone, (
+            f"\nThe cost probe's DAG: {alone['gpu_hours']:.2f} GPU-hours, "
+            f"{alone['wall_hours_one_gpu']:.2f} h on one GPU, one run at a time.\n"
+        )
+    packed = project(m, record["dag"] | {"runs_per_gpu": n})
+    return packed, (
+        f"\nThe cost probe's DAG: {packed['gpu_hours']:.2f} GPU-hours, "
+        f"{packed['wall_hours_one_gpu']:.2f} h on one GPU with {n} runs packed on it "
+        f"(resources.runs_per_gpu; a run {packed['train_run_s'] / 60:.1f} min packed against "
+        f"{alone['train_run_s'] / 60:.1f} alone, {packed['packing']}), "
+        f"{alone['wall_hours_one_gpu']:.2f} h one run at a time.\n"
+    )

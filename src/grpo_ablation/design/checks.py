@@ -22,6 +22,7 @@ from grpo_ablation.design.ablation import (
     stage_of,
 )
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig, check_generation
+from grpo_ablation.design.packing import packing_error
 from grpo_ablation.design.problems import DesignError, Problems
 from grpo_ablation.device import SHARDED_PRESETS
 from grpo_ablation.layout import Tree
@@ -46,6 +47,7 @@ def check_design(config: dict[str, Any]) -> Design:
         check_draws,
         check_study,
         check_optional_packages,
+        check_packing,
     ):
         with problems.check():
             check(config)
@@ -225,6 +227,16 @@ def check_optional_packages(config: dict[str, Any]) -> None:
             f"base_policy.gguf needs the optional package(s) {', '.join(missing)}, not installed "
             f"in this environment; install them with {INSTALL_GGUF}"
         )
+
+
+def check_packing(config: dict[str, Any]) -> None:
+    """resources.runs_per_gpu packs runs of one GPU and one process each."""
+    resources = config.get("resources") or {}
+    compute = ComputeConfig.of(config.get("compute"))
+    gpus = int(resources.get("gpus_per_train_job", 0)) * compute.processes_per_train_job
+    problem = packing_error(resources, gpus)
+    if problem:
+        raise DesignError(problem)
 
 
 def check_run_layout(config: dict[str, Any], cfg: TrainingConfig) -> None:

@@ -39,12 +39,20 @@ def slurm_problems(slurm: dict[str, Any], gpu_jobs: int, no_account: bool) -> li
     return problems
 
 
-def refusal(problems: list[str]) -> str:
-    """The message of a run refused before its first submission."""
-    return (
-        "SLURM run refused before any job was submitted:\n  "
-        + "\n  ".join(problems)
-        + f"\nSet them in the config's `{SECTION}` section (config/cluster.yaml lists it), e.g."
+def refusal(problems: list[str], others: list[str] | None = None) -> str:
+    """The message of a run refused before its first submission: ``problems`` of the config's
+    slurm section (where to set them said after), then ``others`` (each says its own fix)."""
+    where = (
+        f"\nSet them in the config's `{SECTION}` section (config/cluster.yaml lists it), e.g."
         f" a file holding `{SECTION}: {{account: ..., gpu_partition: ..., cpu_partition: ...}}`"
         " added last to --configfile."
+        if problems
+        else ""
+    )
+    text = "SLURM run refused before any job was submitted:"
+    return (
+        text
+        + "".join(f"\n  {p}" for p in problems)
+        + where
+        + "".join(f"\n  {o}" for o in others or [])
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
@@ -27,6 +28,7 @@ from typing import Any
 from grpo_ablation.design import checks
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
+from grpo_ablation.design.packing import runs_per_gpu
 from grpo_ablation.design.schema import load_config
 from grpo_ablation.layout import BASE_INFO
 from grpo_ablation.process import in_own_process
@@ -57,6 +59,10 @@ class Measurement:
     # trained per second of the rest of the step.
     generation_tokens_per_s: float | None = None
     update_tokens_per_s: float | None = None
+    # resources.runs_per_gpu > 1: the reference cell trained that many times at once on this
+    # device, and the mean of their steady steps (None: not measured).
+    packed_runs: int | None = None
+    packed_step_s: float | None = None
 
 
 def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
@@ -84,14 +90,25 @@ def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
         "sft_steps": int(config["base_policy"].get("sft_steps", 0) or 0),
         "train_gpus": int(r["gpus_per_train_job"]) * c.processes_per_train_job,
         "eval_gpus": int(r["gpus_per_eval_job"]),
+        "runs_per_gpu": runs_per_gpu(r),
     }
 
 
 def project(m: Measurement, shape: dict[str, Any]) -> dict[str, Any]:
-    """The DAG's cost from one probe (pure arithmetic, so a test can check it)."""
+    """The DAG's cost from one probe (pure arithmetic, so a test can check it). With
+    ``runs_per_gpu`` N > 1 a train job runs beside N - 1 others on its GPU: its steady step is the
+    one measured N at a time (its set-up, warm-up and saves as alone), or, where that was not
+    measured, the whole run N times as long (no gain assumed: an upper bound); its GPU-seconds
+    count 1/N."""
     bases = shape.get("base_policies", 1)
+    n = shape.get("runs_per_gpu", 1)
+    step_s, packing = packed_step(m, n)
     base_s = shape["sft_steps"] * m.sft_step_s
-    train_s = train_seconds(m, shape["max_steps"], shape["checkpoints_per_run"])
+    train_s = train_seconds(
+        replace(m, train_step_s=step_s), shape["max_steps"], shape["checkpoints_per_run"]
+    )
+    if packing == "no gain assumed":
+        train_s = n * train_seconds(m, shape["max_steps"], shape["checkpoints_per_run"])
     # Every checkpoint on test, the final one on validation; the base policy once on both.
     eval_s = shape["checkpoints_per_run"] * m.eval_checkpoint_s + m.eval_validation_s
     base_eval_s = m.eval_checkpoint_s + m.eval_validation_s
@@ -100,7 +117,7 @@ def project(m: Measurement, shape: dict[str, Any]) -> dict[str, Any]:
     gpu_s = (
         bases * base_s * shape["train_gpus"]
         + (bases * base_eval_s + runs * eval_s) * shape["eval_gpus"]
-        + runs * train_s * shape["train_gpus"]
+        + runs * train_s * shape["train_gpus"] / n
     )
     disk = runs * (shape["checkpoints_per_run"] * m.weights_bytes + m.optimizer_bytes)
     return {
@@ -110,9 +127,22 @@ def project(m: Measurement, shape: dict[str, Any]) -> dict[str, Any]:
         "job_hours": job_s / 3600,
         "gpu_hours": gpu_s / 3600,
         "wall_hours_one_job_at_a_time": job_s / 3600,
+        # every job after the other on one device, the train jobs N at a time
+        "wall_hours_one_gpu": (job_s - runs * train_s * (1 - 1 / n)) / 3600,
         "wall_hours_critical_path": (base_s + max(base_eval_s, train_s + eval_s)) / 3600,
         "checkpoint_disk_bytes": disk,
+        "runs_per_gpu": n,
+        "packing": packing,
     }
+
+
+def packed_step(m: Measurement, n: int) -> tuple[float, str]:
+    """A steady step's seconds with ``n`` runs on one device, and where the figure comes from."""
+    if n == 1:
+        return m.train_step_s, "alone"
+    if m.packed_runs == n and m.packed_step_s:
+        return m.packed_step_s, "measured"
+    return n * m.train_step_s, "no gain assumed"  # project() scales the whole run
 
 
 def train_seconds(m: Measurement, steps: float, checkpoints: float) -> float:
@@ -159,22 +189,31 @@ GPU_MEMORY_USABLE = 0.9
 
 
 def memory_plan(
-    m: Measurement, training: TrainingConfig, compute: ComputeConfig, gpu_gib: float | None
+    m: Measurement,
+    training: TrainingConfig,
+    compute: ComputeConfig,
+    gpu_gib: float | None,
+    runs_per_gpu: int = 1,
 ) -> list[str]:
     """A line when the training is projected not to fit one GPU of ``gpu_gib`` GiB
     (``resources.gpu_memory_gib``; None: the probe's GPU), naming the knobs that bring it
     under. A colocated vLLM engine takes its share of whichever GPU
     (``vllm_gpu_memory_utilization`` of the total); the rest of the measured peak is the
-    training's own and moves with the model and micro-batch, not with the card. Empty on CPU."""
+    training's own and moves with the model and micro-batch, not with the card. ``runs_per_gpu``
+    runs packed on the card need that many times one run. Empty on CPU."""
     if m.train_peak_gpu_bytes is None or m.gpu_total_bytes is None:
         return []
     gib = 1024**3
     target = gpu_gib * gib if gpu_gib else m.gpu_total_bytes
     share = training.vllm_gpu_memory_utilization if training.generation_backend == "vllm" else 0.0
-    need = m.train_peak_gpu_bytes + share * (target - m.gpu_total_bytes)
+    one = m.train_peak_gpu_bytes + share * (target - m.gpu_total_bytes)
+    need = runs_per_gpu * one
     if need <= GPU_MEMORY_USABLE * target:
         return []
     knobs = []
+    fits = int(GPU_MEMORY_USABLE * target // one)
+    if runs_per_gpu > 1 and fits >= 1:
+        knobs.append(f"resources.runs_per_gpu: {fits} (fewer runs share the card)")
     if not compute.gradient_checkpointing:
         knobs.append("compute.gradient_checkpointing: true (activations recomputed; same numbers)")
     micro = training.per_device_batch_size(compute.processes_per_train_job)
@@ -196,8 +235,9 @@ def memory_plan(
             f"training.vllm_gpu_memory_utilization below {share} (a smaller KV cache for the "
             "engine: fewer sequences at once)"
         )
+    who = f"train jobs: {runs_per_gpu} runs packed on a GPU" if runs_per_gpu > 1 else "train jobs"
     return [
-        f"train jobs are projected to need {need / gib:.1f} GiB of a {target / gib:.0f} GiB GPU "
+        f"{who} are projected to need {need / gib:.1f} GiB of a {target / gib:.0f} GiB GPU "
         f"({GPU_MEMORY_USABLE:.0%} of it usable"
         + (f"; vLLM's share {share} included" if share else "")
         + "): set "
@@ -224,6 +264,8 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     data = work / "data"
     task.write_splits(data)
     trained = in_own_process(train_steps, config, steps, work)
+    n = runs_per_gpu(config["resources"])
+    packed = packed_steps(config, steps, work, n) if n > 1 else None
     ckpt = Path(trained["checkpoint"])
     state = {"optimizer.pt", "scheduler.pt"}
     weights = sum(f.stat().st_size for f in ckpt.iterdir() if f.is_file() and f.name not in state)
@@ -268,7 +310,25 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
         peak_memory_kind="gpu" if on_gpu else "host RSS",
         train_peak_gpu_bytes=trained["peak"].gpu_allocated_bytes if on_gpu else None,
         gpu_total_bytes=trained["gpu_total_bytes"],
+        packed_runs=n if packed is not None else None,
+        packed_step_s=packed,
     )
+
+
+def packed_steps(config: dict[str, Any], steps: int, work: Path, n: int) -> float:
+    """The reference cell trained ``n`` times at once on this device (``resources.runs_per_gpu``),
+    each in a process and folder of its own under ``work/packed``, started together (their
+    steady steps overlap, their set-ups need not end together): the mean of their steady steps."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    folders = [work / "packed" / str(i) for i in range(n)]
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / "data").exists():
+            (folder / "data").symlink_to((work / "data").resolve(), target_is_directory=True)
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        runs = pool.map(lambda f: in_own_process(train_steps, config, steps, f), folders)
+        return statistics.fmean(r["times"]["step_s"] for r in runs)
 
 
 def train_steps(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any]:
@@ -363,6 +423,7 @@ def refusals(m: Measurement, p: dict[str, Any], config: dict[str, Any]) -> list[
             design.training_config(design.baseline(), seed=0),
             ComputeConfig.of(config["compute"]),
             config["resources"].get("gpu_memory_gib"),
+            runs_per_gpu(config["resources"]),
         ),
     ]
 
@@ -394,7 +455,13 @@ def report(m: Measurement, shape: dict[str, Any], p: dict[str, Any], refused: li
             f"projected GPU-hours              {p['gpu_hours']:.2f}  ({shape['train_gpus']} GPU(s) "
             f"per train job, {shape['eval_gpus']} per evaluation job)",
             f"projected wall time              {p['wall_hours_one_job_at_a_time']:.2f} h one job at a "
-            f"time, {p['wall_hours_critical_path']:.2f} h along the critical path",
+            f"time, {p['wall_hours_critical_path']:.2f} h along the critical path"
+            + (
+                f", {p['wall_hours_one_gpu']:.2f} h on one GPU with {p['runs_per_gpu']} runs "
+                f"packed on it (the packed step {p['packing']})"
+                if p["runs_per_gpu"] > 1
+                else ""
+            ),
             f"projected checkpoint disk        {p['checkpoint_disk_bytes'] / 1e9:.2f} GB "
             "(optimizer state in the newest checkpoint of each run)",
             f"projected job wall times         base policy {p['base_policy_s'] / 60:.1f} min, "
