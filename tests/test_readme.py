@@ -51,3 +51,16 @@ def test_the_studys_verdicts_are_what_its_ledger_says():
     from grpo_ablation.analysis.study import verdict_table
 
     assert verdict_table(ROOT / "studies/study") in README
+
+
+def test_what_the_default_found_is_on_the_first_screen_with_the_numbers_below():
+    """The default's finding opens the README (within its first 20 lines, before the study's
+    verdict table, the first table), with the interval its own section reports."""
+    lines = README.splitlines()
+    found = next(i for i, line in enumerate(lines) if line.startswith("**What the default found**"))
+    first_table = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    assert found < min(20, first_table)
+    opening = " ".join(lines[found : found + 4])
+    section = " ".join(README.split("## What the default can resolve", 1)[1].split())
+    interval = re.search(r"−\d\.\d+ \[−\d\.\d+, −\d\.\d+\]", opening).group(0)
+    assert f"{interval} tokens per unit step" in section
