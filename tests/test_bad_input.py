@@ -537,3 +537,14 @@ def test_a_study_record_error_is_a_message_for_a_person_and_a_traceback_in_a_job
     assert said == "grpo-ablation study-look: draw=12/records.json belongs to another registration"
     with pytest.raises(RecordError):
         cli.main(["study-record", "--design", "design.json", "--draw", "12"])
+
+
+def test_a_number_yaml_reads_as_text_is_named_with_how_to_write_it():
+    """PyYAML (YAML 1.1) reads ``2e-4`` without a dot as text: the problem says how to write it."""
+    from grpo_ablation.design.schema import config_problems
+
+    cfg = changed_smoke_config(training__learning_rate=yaml.safe_load("x: 2e-4")["x"])
+    assert config_problems(cfg) == [
+        "training.learning_rate: '2e-4' is not of type 'number'; YAML reads 2e-4 as text: "
+        "write 0.0002"
+    ]

@@ -1,4 +1,4 @@
-"""``grpo-ablation plan``: the power and cost of every declared hypothesis, before any run."""
+"""``grpo-ablation plan``: a design's cost and the power of its hypotheses, before any run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from grpo_ablation.commands import configfile_argument
 
-HELP = "the power and cost of every declared hypothesis, before any run"
+HELP = "a design's cost here and the power of every declared hypothesis, before any run"
 # A command a person runs (``grpo-ablation --help`` lists it first).
 ROLE = "run"
 
@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cost-probe", type=Path, help="a GPU node's `cost-probe --out` JSON: GPU-hours per unit"
     )
-    p.add_argument("--out", type=Path, help="also write the table (Markdown) here")
+    p.add_argument("--out", type=Path, help="also write what it prints here (Markdown)")
 
 
 def run(a: argparse.Namespace) -> None:

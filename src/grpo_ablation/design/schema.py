@@ -209,6 +209,19 @@ def _drop(config: dict[str, Any], key: tuple[str, ...]) -> None:
         node.pop(key[-1], None)
 
 
+def _number_as_text(err: Any) -> str:
+    """YAML 1.1 (PyYAML) reads ``2e-4`` as text, not a number: where a number was expected and the
+    text is one, say how to write it."""
+    wanted = err.validator_value if err.validator == "type" else None
+    if wanted not in ("number", "integer") or not isinstance(err.instance, str):
+        return ""
+    try:
+        value = float(err.instance)
+    except ValueError:
+        return ""
+    return f"; YAML reads {err.instance} as text: write {value!r}"
+
+
 def config_problems(config: dict[str, Any], schema_path: Path = SCHEMA) -> list[str]:
     """Every way ``config`` breaks the schema, one line each, in one pass: the key's path, what is
     wrong and, where a known name is close, which one was meant (an unknown key, a choice outside
@@ -233,7 +246,7 @@ def config_problems(config: dict[str, Any], schema_path: Path = SCHEMA) -> list[
         elif err.validator == "required" and len(err.path) == 2 and err.path[0] == "stages":
             missing.setdefault(str(err.path[1]), []).append(err.message.split("'")[1])
         else:
-            out.append(f"{where}: {err.message}")
+            out.append(f"{where}: {err.message}{_number_as_text(err)}")
     for name, keys in missing.items():
         hint = did_you_mean(name, [s for s in stage_names if s != name])
         out.append(
