@@ -98,6 +98,16 @@ def test_the_draw_blocked_interval_is_the_t_interval_over_draw_means():
     assert flat.set_index("cell").loc["b", "greedy_final_diff_n"] == 4
 
 
+def test_the_base_row_of_a_results_table_gives_back_the_base_accuracies_it_was_given():
+    """The pooled job reads each draw's base policy from its results table's base row, every
+    accuracy it was given (a missing external benchmark's NaN included), in order."""
+    base = {"greedy": 0.25, "sampled": 0.125, "external_gsm8k": math.nan, "external_arc": 0.5}
+    table = results_table(_runs(SMALL), base)
+    read = tables.base_of(table)
+    assert list(read) == list(base)
+    assert all(read[k] == v or (math.isnan(read[k]) and math.isnan(v)) for k, v in base.items())
+
+
 def test_a_value_missing_for_one_cell_drops_that_seed_for_the_whole_stage():
     # Every paired difference is +1.0, but ref lacks seed 1 of draw 0 (NaN): averaging each cell
     # over its own seeds would give draw 0 a difference of 0.5 + ... ; pairing keeps +1.0.
@@ -339,6 +349,41 @@ def test_the_pooled_job_reads_each_draws_efficiency_fits_as_fitted(drawn):
         fitted = loading.load_runs(design.draw_dir(d), design, rows)
         read = loading.load_runs(design.draw_dir(d), design, rows, fitted=True)
         pd.testing.assert_frame_equal(read, fitted, check_exact=True)
+
+
+@pytest.mark.slow
+def test_the_pooled_job_reads_only_its_declared_inputs(drawn, tmp_path):
+    """The pooled rule declares design.json and each draw's per-run, results and effects tables:
+    given those files alone (no run's summary, selection, budget or fit), the pooled job writes
+    what it wrote in the full tree, byte for byte; what it reads of a draw is what the draw's
+    run files give (``load_runs``, the base policy's summary, the manipulation predictions)."""
+    _, exp = drawn
+    alone = tmp_path / exp.name
+    alone.mkdir()
+    shutil.copyfile(exp / "design.json", alone / "design.json")
+    design = Design.load(alone / "design.json")
+    for d in design.draws:
+        for key in ("runs", "results", "effects"):
+            target = Path(Tree(design.draw_dir(d)).table(TABLE[key]))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(exp / f"draw={d}/tables" / TABLE[key], target)
+    draws.write_pooled(design, design.pooled_dir())
+    for name in POOLED_TABLES:
+        assert (alone / "pooled/tables" / name).read_bytes() == (
+            exp / "pooled/tables" / name
+        ).read_bytes(), name
+    for name in (POOLED_READING, POOLED_READING_VIEW):
+        assert (alone / "pooled" / name).read_bytes() == (exp / "pooled" / name).read_bytes()
+    full = Design.load(exp / "design.json")
+    for d in full.draws:
+        read = draws.DrawInputs.of_tables(design, d)
+        rows = draws.draw_rows(full, d)
+        assert read.rows == rows
+        runs = loading.load_runs(full.draw_dir(d), full, rows).assign(draw=d)
+        pd.testing.assert_frame_equal(read.runs, runs, check_exact=True)
+        assert read.base == loading.base_accuracy(full.draw_dir(d))
+        predicted = hypotheses.manipulation_predictions(full.draw_dir(d), full, rows)
+        assert read.predicted == {k: v for k, v in predicted.items() if not math.isnan(v)}
 
 
 @pytest.mark.slow

@@ -69,6 +69,9 @@ POOLED_TABLES = (
     "hypotheses.rst",
     "hypotheses.html",
     "draws.csv",
+    # one row per (stage, cell, draw): the mean over the draw's seeds, the unit the pooled tests
+    # run on; a study's look reads it (``analysis.study.write_look``)
+    "draw_means.csv",
     "agreement.csv",
     "agreement.md",
     "agreement.html",
@@ -107,6 +110,9 @@ TABLES = (
     # long, one row per (stage, cell, quantity): the effect plots' numbers with their roles and
     # the manipulation checks' predictions, for the figures and the reading
     "effects.csv",
+    # one row per run: its draw, stage, cell, seed and every per-run quantity
+    # (design/quantities.py), which the pooled job reads of each draw
+    "runs.csv",
     # what the figures draw, one row per run, checkpoint, step, group or curve point
     "efficiency_fits.csv",
     "efficiency_points.csv",
@@ -137,6 +143,13 @@ POOLED_VERDICTS = "verdicts"
 def figure_files(kind: str) -> list[str]:
     """The files of one figure (``<kind>.png``, ``<kind>.pdf``)."""
     return [f"{kind}.{ext}" for ext in FIGURE_FORMATS]
+
+
+def draw_number(folder: str | Path) -> int | None:
+    """The draw whose folder ``folder`` is (``Tree.draw``: ``draw=<d>``); None for an experiment
+    folder without draws."""
+    name = Path(folder).name
+    return int(name.split("=", 1)[1]) if name.startswith("draw=") else None
 
 
 def output_key(name: str) -> str:

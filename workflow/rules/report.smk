@@ -301,8 +301,9 @@ if STUDY_RECORDS and BUILT:
 
 rule pooled:
     input:
-        # the runs' efficiency fits are read, not fitted again; a study's draws from its records
-        per_draw([rules.tables.output.results, rules.tables.output.efficiency_fits])
+        # each draw's per-run table, base row and predictions (its tables: no run's file is read
+        # again); a study's draws from its records (records.json lists and hashes their files)
+        per_draw([rules.tables.output.runs, rules.tables.output.results, rules.tables.output.effects])
         if not STUDY_RECORDS
         else [RECORD(d) for d in DRAWS],
         per_draw([PUSH_JSON] if PUSH_JUDGED else []),
@@ -400,7 +401,8 @@ if STUDY_LOOK:
 
     rule study_look:
         input:
-            pooled=rules.pooled.output.results,
+            means=rules.pooled.output.draw_means,
+            records=[RECORD(d) for d in DRAWS],  # the numbers' hashes the ledger keeps
             design=rules.design.output[0],
             registration=str(registration_file(config)),
             code=sources("analysis.study", root=SRC),
@@ -414,7 +416,8 @@ if STUDY_LOOK:
         log:
             SHARED.log("study_look"),
         shell:
-            "python {params.cli} study-look --design {input.design} --out {output} > {log} 2>&1"
+            "python {params.cli} study-look --design {input.design} --draw-means {input.means}"
+            " --out {output} > {log} 2>&1"
 
 
 rule figures:

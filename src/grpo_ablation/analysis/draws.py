@@ -20,8 +20,10 @@ seed noise: no claim about it is made.
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +33,21 @@ import pandas as pd
 from grpo_ablation.analysis import efficiency, hypotheses, loading, reading, render, tables
 from grpo_ablation.analysis.stats import paired_differences, paired_interval, sample_sd
 from grpo_ablation.design.ablation import Design, cell_label, read_winners
-from grpo_ablation.design.hypotheses import EXPLORATORY, REPEAT, declared, planned_roles
+from grpo_ablation.design.hypotheses import (
+    EXPLORATORY,
+    REPEAT,
+    declared,
+    planned_roles,
+    planned_rows,
+)
 from grpo_ablation.design.quantities import EFFECTS, OUTCOME_DEPENDENT, PAIRED
-from grpo_ablation.design.records import draw_source
+from grpo_ablation.design.records import draw_source, study_records
 from grpo_ablation.layout import (
     POOLED_READING,
     POOLED_READING_VIEW,
     POOLED_TABLE,
     POOLED_TABLES,
+    TABLE,
     Tree,
 )
 
@@ -58,15 +67,60 @@ def draw_rows(design: Design, draw: int, folder: Path | None = None) -> list[dic
     return design.rows(read_winners([p for p in paths if p.exists()]))
 
 
-def load_draws(design: Design) -> pd.DataFrame:
-    """One row per (draw, stage, cell, seed): ``loading.load_runs`` of every draw's folder, its
-    efficiency fits read from the draw's tables."""
-    frames = [
-        loading.load_runs(draw_source(design, d), design, draw_rows(design, d), fitted=True).assign(
-            draw=d
+@dataclass(frozen=True)
+class DrawInputs:
+    """What the analysis over draws reads of one draw: its rows (design.json's plan), its runs
+    (one row per run: ``loading.with_rows``), the base policy's accuracies and the manipulation
+    checks' predictions."""
+
+    rows: list[dict[str, Any]]
+    runs: pd.DataFrame
+    base: dict[str, float]
+    predicted: dict[str, float]
+
+    @classmethod
+    def of_tables(cls, design: Design, draw: int) -> DrawInputs:
+        """From the draw's tables (the tables job's files the pooled rule declares): the per-run
+        table, the results table's base row and the effects table's predictions; no run's
+        files."""
+        tree = Tree(design.draw_dir(draw))
+        runs = loading.read_runs(Path(tree.table(TABLE["runs"])))
+        rows = planned_rows(design, loading.compared_rows(runs))
+        return cls(
+            rows,
+            loading.with_rows(runs, rows),
+            tables.base_of(loading.read_results(Path(tree.table(TABLE["results"])))),
+            tables.predictions_of(loading.read_table(Path(tree.table(TABLE["effects"])))),
         )
-        for d in design.draws
-    ]
+
+    @classmethod
+    def of_records(cls, design: Design, draw: int) -> DrawInputs:
+        """From a study's records of the draw (``design/records.py``: the run files its look
+        reads, listed and hashed in its records.json), the same numbers as ``of_tables``: its
+        runs pass through the per-run table's CSV, as they would through the draw's tables."""
+        folder = draw_source(design, draw)
+        rows = draw_rows(design, draw)
+        runs = loading.load_runs(folder, design, rows, fitted=True)
+        text = loading.runs_table(runs, draw).to_csv(index=False)
+        return cls(
+            rows,
+            loading.with_rows(loading.read_runs(io.StringIO(text)), rows),
+            loading.base_accuracy(folder),
+            hypotheses.manipulation_predictions(folder, design, rows),
+        )
+
+    @classmethod
+    def read(cls, design: Design, draw: int) -> DrawInputs:
+        """``of_records`` in a sequential study (a fresh clone has only its records), else
+        ``of_tables``."""
+        return (
+            cls.of_records(design, draw) if study_records(design) else cls.of_tables(design, draw)
+        )
+
+
+def load_draws(design: Design) -> pd.DataFrame:
+    """One row per (draw, stage, cell, seed): every draw's runs (``DrawInputs.read``)."""
+    frames = [DrawInputs.read(design, d).runs for d in design.draws]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -105,10 +159,17 @@ def draw_means(runs: pd.DataFrame) -> pd.DataFrame:
     return out.assign(seed=out["draw"])
 
 
-def base_means(design: Design) -> dict[str, float]:
+def base_means(inputs: Iterable[DrawInputs]) -> dict[str, float]:
     """The base policies' accuracy, mean over draws."""
-    per_draw = [loading.base_accuracy(draw_source(design, d)) for d in design.draws]
+    per_draw = [i.base for i in inputs]
     return {k: float(np.nanmean([b.get(k, math.nan) for b in per_draw])) for k in per_draw[0]}
+
+
+def mean_predictions(inputs: Iterable[DrawInputs]) -> dict[str, float]:
+    """Each manipulation check's prediction, mean over draws (NaN where a draw has none)."""
+    predicted = [i.predicted for i in inputs]
+    keys = dict.fromkeys(k for p in predicted for k in p)
+    return {k: float(np.mean([p.get(k, math.nan) for p in predicted])) for k in keys}
 
 
 def per_draw_contrasts(runs: pd.DataFrame) -> pd.DataFrame:
@@ -311,12 +372,13 @@ def pooled_opening(design: Design, verdicts: pd.DataFrame) -> str:
 
 
 def write_pooled(design: Design, out: Path) -> list[Path]:
-    """``out/tables/`` (``POOLED_TABLES``) and ``out/pooled_reading.{rst,html}``: the results
-    table and the declared hypotheses' verdicts with the draw as the unit, each contrast per
-    draw, and the reading (verdicts first), each text for people with its HTML view."""
-    by_draw = {d: draw_rows(design, d) for d in design.draws}
-    first, rows = next(iter(by_draw.items()))
-    for d, other in by_draw.items():
+    """``out/tables/`` (``POOLED_TABLES``) and ``out/pooled_reading.{rst,html}``: the draws'
+    means, the results table and the declared hypotheses' verdicts with the draw as the unit,
+    each contrast per draw, and the reading (verdicts first), each text for people with its HTML
+    view; from each draw's ``DrawInputs``."""
+    inputs = {d: DrawInputs.read(design, d) for d in design.draws}
+    first, rows = next((d, i.rows) for d, i in inputs.items())
+    for d, other in ((d, i.rows) for d, i in inputs.items()):
         if other != rows:
             stages = sorted({r["stage"] for r in rows if r not in other})
             raise ValueError(
@@ -324,19 +386,12 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
                 "within each draw differs), so the draws cannot be pooled cell by cell; fix that "
                 "axis in the stage's `fixed` instead of taking the winner"
             )
-    runs = load_draws(design)
+    runs = pd.concat([i.runs for i in inputs.values()], ignore_index=True)
     pooled = draw_means(runs)
-    table = tables.results_table(pooled, base_means(design))
+    table = tables.results_table(pooled, base_means(inputs.values()))
     titles = {r["stage"]: design.stage_title(r["stage"]) for r in rows}
-    predicted = [
-        hypotheses.manipulation_predictions(draw_source(design, d), design, rows)
-        for d in design.draws
-    ]
     effects = tables.effects_table(
-        table,
-        titles,
-        planned_roles(design, rows),
-        {k: float(np.mean([p[k] for p in predicted])) for k in predicted[0]},
+        table, titles, planned_roles(design, rows), mean_predictions(inputs.values())
     )
     push = hypotheses.push_records(design, [draw_source(design, d) for d in design.draws])
     verdicts = hypotheses.verdicts_table(declared(design), pooled, rows, design, push, UNIT)
@@ -346,6 +401,7 @@ def write_pooled(design: Design, out: Path) -> list[Path]:
     folder = out / "tables"
     folder.mkdir(parents=True, exist_ok=True)
     table.to_csv(folder / POOLED_TABLE["results"], index=False)
+    pooled.drop(columns="singles").to_csv(folder / POOLED_TABLE["draw_means"], index=False)
     caption = (
         f"Pooled over {len(design.draws)} base-policy draws: each draw contributes the "
         "mean over its seeds; intervals are 95% t intervals over the draws (Δ pairs cells within "

@@ -6,6 +6,7 @@ objective record. A run's group size G and update epochs μ come from the design
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Iterable
@@ -156,15 +157,51 @@ def _efficiency(exp: Path, cell: str, seed: int, group_size: int, R0: float) -> 
     return run_efficiency(curve["points"], steps, group_size, R0)
 
 
+# The efficiency fit's text columns (``run_efficiency``): read back as text, "" included.
+FIT_TEXT = ("efficiency_status", "efficiency_reason")
+
+
 def read_fits(path: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """The efficiency summary of each (cell, seed) as ``run_efficiency`` returned it, from the
     ``efficiency_fits`` table the tables job wrote (its reason text as written, "" included)."""
-    table = read_table(path, text=("efficiency_status", "efficiency_reason"))
+    table = read_table(path, text=FIT_TEXT)
     columns = [c for c in table.columns if c.startswith("efficiency_")]
     return {
         (str(cell), int(seed)): dict(zip(columns, values, strict=True))
         for cell, seed, *values in table[["cell", "seed", *columns]].itertuples(index=False)
     }
+
+
+def runs_table(runs: pd.DataFrame, draw: int | None) -> pd.DataFrame:
+    """The per-run table the tables job writes (``runs.csv``): ``load_runs``' rows, each with its
+    draw (empty without draws) first, without the rows' ``singles`` (design.json's plan holds
+    them: ``design.hypotheses.planned_rows``)."""
+    return runs.drop(columns="singles").assign(draw=draw)[
+        ["draw", *(c for c in runs.columns if c != "singles")]
+    ]
+
+
+def read_runs(source: Path | io.StringIO) -> pd.DataFrame:
+    """A per-run table (``runs_table``) as written: its keys and the fit's reasons as text."""
+    return read_table(source, text=FIT_TEXT)
+
+
+def compared_rows(runs: pd.DataFrame) -> list[list[str]]:
+    """The (stage, cell, reference) of a frame's rows, each once, in order: what design.json's
+    plan names a set of rows by (``planned_rows``)."""
+    keys = runs[["stage", "cell", "reference"]].drop_duplicates(["stage", "cell"])
+    return [list(map(str, k)) for k in keys.itertuples(index=False)]
+
+
+def with_rows(runs: pd.DataFrame, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """A per-run table as ``load_runs`` returned its rows (each row's ``singles`` after its
+    reference), the draw last: what the analysis over draws pools."""
+    singles = {(r["stage"], r["cell"]): r["singles"] for r in rows}
+    out = runs.drop(columns="draw")
+    at = list(out.columns).index("reference") + 1
+    keys = zip(out["stage"], out["cell"], strict=True)
+    out.insert(at, "singles", [singles[k] for k in keys])
+    return out.assign(draw=runs["draw"])
 
 
 # The results table's text columns: read as text whatever they hold (a stage named "NA" or "1").
@@ -178,7 +215,7 @@ def read_results(path: Path) -> pd.DataFrame:
     return read_table(path)
 
 
-def read_table(path: Path, text: tuple[str, ...] = ()) -> pd.DataFrame:
+def read_table(path: Path | io.StringIO, text: tuple[str, ...] = ()) -> pd.DataFrame:
     """Any table the tables job wrote (``layout.TABLES``), read back as ``read_results`` reads the
     results table: the text columns it has (stage, cell, reference, and ``text``) as written."""
     columns = (*TEXT_COLUMNS, *text)

@@ -24,7 +24,7 @@ import json
 import math
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from grpo_ablation.analysis.stats import sample_sd
 from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels, test_levels
 from grpo_ablation.design.ledger import LedgerError, open_hypotheses
 from grpo_ablation.design.problems import DesignError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NORMAL = NormalDist()
 
@@ -297,17 +300,21 @@ def study_minutes(design: Any, alpha: float = ALPHA) -> tuple[float, float]:
     return looks[-1] * sum(runs.values()) * price, expected
 
 
-def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
+def write_look(
+    design: Any, out: Path | None = None, means: pd.DataFrame | None = None
+) -> dict[str, Any]:
     """Judge the look the design's draws make (``study.draws[:n]`` for the look's n) under the
     study's registration, record it in the ledger (and in ``out``), and write the next look's
     override config (``studies/<name>/next.yaml``, ``registration.next_override``). Refused before any
     judging: a study not registered, a ledger that does not open with its registration or was
-    edited, a design that differs from the registered one (``registration.check``)."""
+    edited, a design that differs from the registered one (``registration.check``).
+    ``means``: the draws' means (the pooled job's draw_means.csv, of these draws); by default
+    computed from the draws' records as the pooled job computes them."""
     import yaml
 
-    from grpo_ablation.analysis import draws, hypotheses
+    from grpo_ablation.analysis import draws, hypotheses, loading
     from grpo_ablation.design import registration as reg
-    from grpo_ablation.design.hypotheses import declared
+    from grpo_ablation.design.hypotheses import declared, planned_rows
     from grpo_ablation.design.records import draw_source, numbers_sha, read_records, study_records
     from grpo_ablation.layout import NEXT_LOOK
 
@@ -329,8 +336,13 @@ def write_look(design: Any, out: Path | None = None) -> dict[str, Any]:
             "the design differs from the study's registration:\n  " + "\n  ".join(wrong[:12])
         )
     hyps = declared(design)
-    runs = draws.draw_means(draws.load_draws(design))
-    rows = draws.draw_rows(design, design.draws[0])
+    runs = draws.draw_means(draws.load_draws(design)) if means is None else means
+    if sorted(set(runs["draw"])) != sorted(design.draws):
+        raise LedgerError(
+            f"the draw means given hold draws {sorted(set(runs['draw']))}, the look judges "
+            f"{design.draws}: run this look's pooled job first"
+        )
+    rows = planned_rows(design, loading.compared_rows(runs))
     records = hypotheses.push_records(design, [draw_source(design, d) for d in design.draws])
     diffs = hypotheses.differences(hyps, runs, rows, design, records)
     record = judge_look(

@@ -94,6 +94,14 @@ def results_table(runs: pd.DataFrame, base: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame(table)
 
 
+def base_of(table: pd.DataFrame) -> dict[str, float]:
+    """The base policy's accuracies a results table was given (``results_table``'s ``base``), read
+    from its base row: every ``<name>_final`` it holds with one unit, in the order given."""
+    row = table[table["cell"] == BASE_LABEL].iloc[0]
+    names = [c.removesuffix("_final_n") for c in table.columns if c.endswith("_final_n")]
+    return {n: float(row[f"{n}_final_mean"]) for n in names if row[f"{n}_final_n"] == 1}
+
+
 def display_table(table: pd.DataFrame) -> pd.DataFrame:
     """Formatted strings for Markdown and LaTeX; intervals read ``mean [low, high]``."""
     external = sorted(
@@ -211,6 +219,14 @@ def effects_table(
                 }
             )
     return pd.DataFrame(rows, columns=EFFECT_COLUMNS)
+
+
+def predictions_of(effects: pd.DataFrame) -> dict[str, float]:
+    """The manipulation checks' predictions an effects table was given (``effects_table``'s
+    ``predicted``): ``stage|cell|quantity`` -> value, where it holds one."""
+    held = effects[effects["predicted"].notna()]
+    keys = zip(held["stage"], held["cell"], held["quantity"], held["predicted"], strict=True)
+    return {contrast_key(s, c, q): float(v) for s, c, q, v in keys}
 
 
 # -- writing -----------------------------------------------------------------------------------

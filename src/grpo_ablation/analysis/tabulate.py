@@ -2,7 +2,8 @@
 
 The results, objectives, hypotheses, calibration, coupling and efficiency tables; the effects
 table (the effect plots' numbers with each contrast's role and each manipulation check's
-prediction, one long table with a stage column); and what the figures draw (each run's efficiency
+prediction, one long table with a stage column); the per-run table (every run's quantities, which
+the analysis over draws reads); and what the figures draw (each run's efficiency
 fit, the efficiency-curve points with their compute, the test-accuracy curves, the per-step
 diagnostics and the calibration groups). The figures job (``figures.write_figures``) and the
 reading (``compose.write_reading``) read these files and compute nothing again.
@@ -18,7 +19,7 @@ import pandas as pd
 from grpo_ablation.analysis import calibration, coupling, hypotheses, loading, tables
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.hypotheses import planned_roles
-from grpo_ablation.layout import TABLE, TABLES
+from grpo_ablation.layout import TABLE, TABLES, draw_number
 
 # The keys of a run in the efficiency fits table; its other columns are ``run_efficiency``'s.
 FIT_KEYS = ["stage", "cell", "seed"]
@@ -54,6 +55,7 @@ def write_all(exp: Path, design: Design, winners: dict[str, Any], out: Path) -> 
     fits = runs[[*FIT_KEYS, *(c for c in runs.columns if c.startswith("efficiency_"))]]
     frames = {
         "effects": effects(exp, design, rows, out / TABLE["results"]),
+        "runs": loading.runs_table(runs, draw_number(exp)),
         "efficiency_fits": fits,
         "efficiency_points": loading.load_efficiency_points(exp, design, rows),
         "accuracy_curves": loading.load_curves(exp, design, rows),

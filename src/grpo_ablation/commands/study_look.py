@@ -15,16 +15,24 @@ ROLE = "run"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     design_argument(p)
     p.add_argument("--out", type=Path, help="also write the look's record here (JSON)")
+    p.add_argument(
+        "--draw-means",
+        type=Path,
+        help="the pooled job's draw_means.csv of the look's draws (default: computed from the "
+        "draws' records)",
+    )
 
 
 def run(a: argparse.Namespace) -> None:
+    from grpo_ablation.analysis.loading import FIT_TEXT, read_table
     from grpo_ablation.analysis.study import write_look
     from grpo_ablation.design.ablation import Design
     from grpo_ablation.design.records import study_records
     from grpo_ablation.layout import NEXT_LOOK
 
     design = Design.load(a.design)
-    record = write_look(design, a.out)
+    means = read_table(a.draw_means, text=FIT_TEXT) if a.draw_means else None
+    record = write_look(design, a.out, means)
     for hid, verdict in record["decisions"].items():
         st = record["statistics"].get(hid)
         judged = (

@@ -803,3 +803,23 @@ def planned_roles(design: Design, rows: list[dict[str, Any]]) -> dict[str, str]:
             "written by other code; rerun the design rule"
         )
     return entry["roles"]
+
+
+def planned_rows(design: Design, compared: list[list[str]]) -> list[dict[str, Any]]:
+    """The rows (``Design.rows``) whose (stage, cell, reference) are ``compared``, in that order:
+    those of design.json's plan entry that compares them (``analysis_plan``), whose winners give
+    them; for a design made from a config (no plan), of the winners it can see. What the analysis
+    over draws reads a draw's rows by, from its per-run table (no selection file)."""
+    if design.plan is not None:
+        candidates = [e["winners"] for e in design.plan if e["rows"] == compared]
+    else:
+        candidates = design.possible_winners()
+    for winners in candidates:
+        rows = design.rows(winners)
+        if [[r["stage"], r["cell"], r["reference"]] for r in rows] == compared:
+            return rows
+    raise DesignError(
+        "design.json's analysis plan has no entry comparing these rows (stages "
+        f"{sorted({s for s, _, _ in compared})}): the tables are not this design's; rerun the "
+        "design and tables rules"
+    )

@@ -18,7 +18,7 @@ from typing import Any
 
 from grpo_ablation.design.ledger import Ledger, sha256_file
 from grpo_ablation.design.problems import InputError
-from grpo_ablation.layout import BUDGET, RECORDS, Tree
+from grpo_ablation.layout import BUDGET, RECORDS, Tree, draw_number
 
 # What the diagnostics summary copies from a run's budget that a rerun does not reproduce: the
 # seconds and the attempts they took. Recorded in the run's budget.json, a timing file.
@@ -114,7 +114,7 @@ def write_records(
     for rel in [*numbers, *timing]:
         _copy(draw_dir / rel, out / rel, rel in untimed)
     manifest = {
-        "draw": int(Path(draw_dir).name.split("=", 1)[1]),
+        "draw": draw_number(draw_dir),
         "registration": registration,
         "numbers": {rel: sha256_file(out / rel) for rel in numbers},
         "timing": {rel: sha256_file(out / rel) for rel in timing},
