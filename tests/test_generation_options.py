@@ -32,10 +32,13 @@ def setup(tmp_path_factory):
     return build_model_dir(root / "model"), write_data(root / "data")
 
 
-def _train(setup, out: Path, **compute) -> Path:
+def _train(setup, out: Path, callbacks: list | None = None, **compute) -> Path:
     model, data = setup
     cfg = TrainingConfig(max_steps=STEPS, **TINY)
-    train(model, data, out, cfg, reward_func=digit_reward, compute=ComputeConfig(**compute))
+    compute_config = ComputeConfig(**compute)
+    train(
+        model, data, out, cfg, reward_func=digit_reward, compute=compute_config, callbacks=callbacks
+    )
     return out
 
 
@@ -160,7 +163,10 @@ def test_bfloat16_generation_weights_generate_from_a_refreshed_copy(
 ):
     """The rollouts come from a bfloat16 copy of the weights, equal to the master weights rounded
     to bfloat16 at every generation batch; the update and the checkpoints keep float32; the run's
-    numbers differ from the master's, and the record says why."""
+    numbers differ from the master's, and the record says why. The cost probe's step timer times
+    the copy's generate."""
+    from grpo_ablation.training.step_timing import StepTimer
+
     refreshed = []
     refresh = GenerationWeights.refresh
 
@@ -176,8 +182,10 @@ def test_bfloat16_generation_weights_generate_from_a_refreshed_copy(
         )
 
     monkeypatch.setattr(GenerationWeights, "refresh", recording)
-    run = _train(setup, tmp_path / "bf16", generation_weights="bfloat16")
+    timer = StepTimer()
+    run = _train(setup, tmp_path / "bf16", [timer], generation_weights="bfloat16")
     assert refreshed == [True] * STEPS, "one refresh per generation batch, each exact"
+    assert all(timer.generated) and timer.times().generation_tokens_per_s > 0
     assert checkpoint_dtypes(last_checkpoint(run)) == ["F32"]
     rollouts, _, weights = _numbers(run)
     before = _numbers(dynamic)

@@ -86,7 +86,7 @@ class StepTimer(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any):
         if model is not None and hasattr(model, "generate"):
-            self._time_generate(model)
+            self.time_generate(model)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any):
         self.generation_s.append(0.0)
@@ -111,9 +111,10 @@ class StepTimer(TrainerCallback):
             self.steps_s, self.saves_s, self.generation_s, self.generated, self.updated
         )
 
-    def _time_generate(self, model: Any) -> None:
+    def time_generate(self, model: Any) -> None:
         """Wrap the model's ``generate`` (an attribute of the instance, which the keyed sampler's
-        own wrapper then calls) to add its seconds and positions to the current step."""
+        own wrapper then calls) to add its seconds and positions to the current step; the trainer
+        hands it the bfloat16 copy that generates in the policy's place (generation_weights)."""
         generate = model.generate
 
         def timed(*a: Any, **kw: Any) -> Any:

@@ -60,6 +60,7 @@ from grpo_ablation.objective.formulas import (
 )
 from grpo_ablation.training.generation import GenerationWeights, compile_generation
 from grpo_ablation.training.rollout_log import RolloutLog
+from grpo_ablation.training.step_timing import StepTimer
 
 
 class NonFiniteLossError(RuntimeError):
@@ -408,7 +409,7 @@ class AblationGRPOTrainer(GRPOTrainer):
             # TRL calls `generate` with its own arguments only: give this call the keyed processor,
             # and the bfloat16 copy's generate where generation_weights asks for it.
             target = self._unwrapped(self.model)
-            policy = target if copy is None else copy.policy(target, self.state.global_step)
+            policy = target if copy is None else self._generation_copy(copy, target)
             generate = policy.generate
             processors = []
             if keys is not None:
@@ -425,6 +426,17 @@ class AblationGRPOTrainer(GRPOTrainer):
 
         with _replaced(target, "generate", keyed):
             return super()._generate_single_turn(prompt_ids, *args, **kwargs)
+
+    def _generation_copy(self, copy: GenerationWeights, target: Any) -> Any:
+        """The bfloat16 copy holding this step's weights; when first made, a step timer among the
+        callbacks times its generate as it times the policy's."""
+        new = copy.model is None
+        policy = copy.policy(target, self.state.global_step)
+        if new:
+            for callback in self.callback_handler.callbacks:
+                if isinstance(callback, StepTimer):
+                    callback.time_generate(policy)
+        return policy
 
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:
