@@ -16,15 +16,17 @@ def names(module: str) -> set[str]:
 
 
 def test_a_jobs_code_is_its_module_and_what_it_imports_transitively():
-    push = names("analysis.push")
-    # analysis/push.py imports design.hypotheses, which imports design.ablation, ...
-    assert {"analysis/push.py", "design/hypotheses.py", "design/ablation.py"} <= push
+    push = names("analysis.jobs.push_report")
+    # the push report job imports push_tables, which imports design.hypotheses, which imports
+    # design.ablation, ...
+    job = {"analysis/jobs/push_report.py", "analysis/push_tables.py", "design/hypotheses.py"}
+    assert job | {"design/ablation.py"} <= push
     # ... and render and saving inside functions
-    assert {"analysis/render.py", "analysis/saving.py"} <= push
-    assert "analysis/figures.py" not in push and "training/train.py" not in push
+    assert {"analysis/render.py", "analysis/plots/saving.py"} <= push
+    assert "analysis/plots/per_stage.py" not in push and "training/train.py" not in push
     # the tables job's code holds the verdicts' and no figure's
-    tables = names("analysis.tabulate")
-    assert "analysis/hypotheses.py" in tables and "analysis/figures.py" not in tables
+    tables = names("analysis.jobs.tables")
+    assert "analysis/hypotheses.py" in tables and "analysis/plots/per_stage.py" not in tables
     with pytest.raises(ValueError, match=r"grpo_ablation\.analysis\.nothing is not a module"):
         sources("analysis.nothing")
 
@@ -41,6 +43,6 @@ def test_the_files_are_read_where_the_rules_say_not_where_the_package_was_import
 
     copy = tmp_path / "grpo_ablation"
     shutil.copytree(ROOT / "src/grpo_ablation", copy)
-    found = sources("analysis.push", root=copy)
+    found = sources("analysis.jobs.push_report", root=copy)
     assert found and all(p.startswith(str(copy)) for p in found)
-    assert len(found) == len(sources("analysis.push"))
+    assert len(found) == len(sources("analysis.jobs.push_report"))

@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 from grpo_ablation.analysis.coupling import (
-    coupling_reading,
     coupling_table,
     first_difference,
     load_coupling,
     step_coupling,
 )
+from grpo_ablation.analysis.prose.coupling import coupling_reading
 
 G = 4
 

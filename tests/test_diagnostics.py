@@ -9,8 +9,8 @@ from grpo_ablation.analysis.diagnostics import (
     group_frame,
     run_summary,
     step_diagnostics,
-    write_run_diagnostics,
 )
+from grpo_ablation.analysis.jobs.diagnostics import write_run_diagnostics
 from grpo_ablation.objective.formulas import mixed_group_probability
 from grpo_ablation.training.rollout_log import RolloutLog
 

@@ -27,8 +27,11 @@ from conftest import (
 )
 from scipy import stats as scipy_stats
 
-from grpo_ablation.analysis import draws, hypotheses, loading, tables
-from grpo_ablation.analysis.tables import results_table
+from grpo_ablation.analysis import draws, hypotheses, loading, result_tables
+from grpo_ablation.analysis.jobs.pooled import write_pooled
+from grpo_ablation.analysis.prose.draws import consistency_reading, pooled_opening
+from grpo_ablation.analysis.prose.verdicts import verdicts_reading
+from grpo_ablation.analysis.result_tables import results_table
 from grpo_ablation.design import checks
 from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, DesignError, run_seed
@@ -103,7 +106,7 @@ def test_the_base_row_of_a_results_table_gives_back_the_base_accuracies_it_was_g
     accuracy it was given (a missing external benchmark's NaN included), in order."""
     base = {"greedy": 0.25, "sampled": 0.125, "external_gsm8k": math.nan, "external_arc": 0.5}
     table = results_table(_runs(SMALL), base)
-    read = tables.base_of(table)
+    read = result_tables.base_of(table)
     assert list(read) == list(base)
     assert all(read[k] == v or (math.isnan(read[k]) and math.isnan(v)) for k, v in base.items())
 
@@ -174,7 +177,7 @@ def test_the_hypotheses_take_the_draw_as_their_unit():
         declarations.declared(design), draws.draw_means(frame), rows, design
     )
     assert int(verdicts.loc[0, "n"]) == 2 and verdicts.loc[0, "mean"] == pytest.approx(0.10)
-    assert "over 2 draws" in hypotheses.verdicts_reading(verdicts, draws.UNIT)
+    assert "over 2 draws" in verdicts_reading(verdicts, draws.UNIT)
 
 
 def test_a_contrast_holds_across_draws_only_if_every_draw_agrees():
@@ -211,7 +214,7 @@ def test_a_contrast_holds_across_draws_only_if_every_draw_agrees():
     assert table["same_sign"].to_dict() == {"a": 3, "b": 2, "c": 3}
     # one seed a draw: no interaction test, and no claim that a sign change would not carry
     assert table["interaction_p"].isna().all() and (table["seeds_per_draw"] == 1).all()
-    text = draws.consistency_reading(table.reset_index())
+    text = consistency_reading(table.reset_index())
     assert "1 holds across draws" in text and "1 agrees in sign" in text
     assert "cannot separate draw-to-draw differences from seed noise" in text
     assert "change sign" not in text and "would not carry" not in text
@@ -246,10 +249,10 @@ def test_with_two_seeds_a_draw_the_reading_tests_the_draw_by_cell_interaction():
     assert within.set_index(["quantity", "draw"]).loc[("greedy_final", 0), "sd"] == pytest.approx(
         math.sqrt(0.02)
     )
-    agreement = draws.consistency(tables.effects_table(table), within)
+    agreement = draws.consistency(result_tables.effects_table(table), within)
     assert len(agreement) == len(EFFECTS) and (agreement["seeds_per_draw"] == 2).all()
     assert agreement["interaction_p"].to_numpy() == pytest.approx(scipy_stats.f.sf(3.2, 1, 2))
-    text = draws.consistency_reading(agreement)
+    text = consistency_reading(agreement)
     assert "Draw × cell interaction" in text
     assert f"0 of {len(EFFECTS)} contrasts at α = 0.05, 0.25 expected by chance" in text
     assert "cannot separate" not in text and "would not carry" not in text
@@ -367,7 +370,7 @@ def test_the_pooled_job_reads_only_its_declared_inputs(drawn, tmp_path):
             target = Path(Tree(design.draw_dir(d)).table(TABLE[key]))
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(exp / f"draw={d}/tables" / TABLE[key], target)
-    draws.write_pooled(design, design.pooled_dir())
+    write_pooled(design, design.pooled_dir())
     for name in POOLED_TABLES:
         assert (alone / "pooled/tables" / name).read_bytes() == (
             exp / "pooled/tables" / name
@@ -566,7 +569,7 @@ def test_nine_verdicts_and_their_drawings_fit_the_first_screen(tmp_path, width, 
         "refuted",
         "inconclusive",
     }
-    reading = draws.pooled_opening(Design.of(config), verdicts)
+    reading = pooled_opening(Design.of(config), verdicts)
     page = landing_report(reading, config, tmp_path)
     shown = in_chromium(page, {"rows": VERDICT_ROWS}, size=(width, height))
     check_first_screen(shown["rows"], 9)
@@ -578,7 +581,9 @@ def test_no_legend_of_the_drawn_figures_covers_data(drawn, tmp_path):
     the run itself would have failed on one; drawn again here from the fixture's tables, each
     stage figure of a draw, the worked example and the pooled figures pass it, and legends were
     there to check."""
-    from grpo_ablation.analysis import figures, pooled_figures, saving
+    from grpo_ablation.analysis.jobs.figures import write_figures, write_weight_figure
+    from grpo_ablation.analysis.jobs.pooled_figures import write_pooled_figures
+    from grpo_ablation.analysis.plots import saving
 
     _, exp = drawn
     design = Design.load(exp / "design.json")
@@ -590,9 +595,9 @@ def test_no_legend_of_the_drawn_figures_covers_data(drawn, tmp_path):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(saving, "check_legends", check)
-        figures.write_figures(design, design.draw_dir(0) / "tables", tmp_path / "draw")
-        figures.write_weight_figure(exp / "calculations/token_weights.csv", tmp_path)
-        pooled_figures.write_pooled_figures(design, exp / "pooled/tables", tmp_path / "pooled")
+        write_figures(design, design.draw_dir(0) / "tables", tmp_path / "draw")
+        write_weight_figure(exp / "calculations/token_weights.csv", tmp_path)
+        write_pooled_figures(design, exp / "pooled/tables", tmp_path / "pooled")
     assert len(checked) == len(STAGE_FIGURES) + 1 + 2  # + the verdicts, effects
     assert sum(checked.values()) >= 5, checked
 
@@ -602,7 +607,7 @@ def test_the_landing_page_cuts_the_reading_where_the_reading_says():
     names of the readings' views (the report's items), whose RST lies beside them."""
     template = (ROOT / "workflow/report/workflow.rst").read_text()
     assert f'{{% set cut = "{LANDING_END}" %}}' in template
-    assert LANDING_END in hypotheses.verdicts_reading(pd.DataFrame())
+    assert LANDING_END in verdicts_reading(pd.DataFrame())
     for reading, view in ((POOLED_READING, POOLED_READING_VIEW), (READING, READING_VIEW)):
         assert f'res.name == "{view}"' in template
         assert Path(view).with_suffix(Path(reading).suffix).name == reading
@@ -661,7 +666,7 @@ def test_snakemake_figures_redraws_the_pooled_figures_after_their_module_changes
     _, exp = drawn
     figures = [Path(p) for p in Tree(exp / "pooled").pooled_figures(["std_scaling"], True)]
     before = {p: p.stat().st_mtime_ns for p in figures}
-    module = ROOT / "src/grpo_ablation/analysis/pooled_figures.py"
+    module = ROOT / "src/grpo_ablation/analysis/plots/over_draws.py"
     text, kept = module.read_bytes(), module.stat()
     try:
         module.write_bytes(text + b"# an edit (tests/test_draws.py; undone when it ends)\n")
@@ -741,7 +746,7 @@ def test_a_study_runs_look_after_look_through_snakemake(studied, tmp_path):
     study's folder as it finishes, and each look reads them there. An earlier look asked again is
     its record, not a new one; a look judged again on changed records, or on draws no look has,
     is refused, as is a look before the ones it follows."""
-    from grpo_ablation.analysis.study import write_look
+    from grpo_ablation.analysis.jobs.study_look import write_look
     from grpo_ablation.design.ledger import Ledger, LedgerError
     from grpo_ablation.design.records import RecordError, numbers_sha, read_records
     from grpo_ablation.design.schema import load_config

@@ -108,7 +108,7 @@ def test_a_runs_summary_fits_its_curve_and_keeps_the_area_fit_free():
 def _results_and_runs():
     """A results table of one stage (reference and one cell) over three seeds, and its runs:
     the cell's fits identified on seeds 0-2, the reference's on 0-1 (seed 2: no saturation)."""
-    from grpo_ablation.analysis import tables
+    from grpo_ablation.analysis import result_tables
     from grpo_ablation.design import quantities
 
     runs = []
@@ -136,11 +136,12 @@ def _results_and_runs():
     for q in quantities.PAIRED:
         if q not in runs:
             runs[q] = 0.5
-    return tables.results_table(runs, {"greedy": 0.5, "sampled": 0.5}), runs
+    return result_tables.results_table(runs, {"greedy": 0.5, "sampled": 0.5}), runs
 
 
 def test_the_efficiency_table_counts_fits_and_pairs_identified_ones_only():
-    from grpo_ablation.analysis.efficiency import efficiency_reading, efficiency_table
+    from grpo_ablation.analysis.efficiency import efficiency_table
+    from grpo_ablation.analysis.prose.efficiency import efficiency_reading
 
     table = efficiency_table(*_results_and_runs())
     other = table.set_index("cell").loc["other"]

@@ -20,7 +20,15 @@ from test_design import default_config
 from test_stats import binomial_counts
 from test_tables_figures import effect_row
 
-from grpo_ablation.analysis import hypotheses, marks, reading, render, stats, tables
+from grpo_ablation.analysis import hypotheses, marks, render, result_tables, stats
+from grpo_ablation.analysis.prose.effects import effects_reading
+from grpo_ablation.analysis.prose.verdicts import (
+    MARKS_KEY,
+    SCOPE,
+    _power_clause,
+    verdicts_overview,
+    verdicts_reading,
+)
 from grpo_ablation.design import checks, quantities
 from grpo_ablation.design import hypotheses as declarations
 from grpo_ablation.design.ablation import Design, cell_label
@@ -304,13 +312,13 @@ def test_the_interaction_of_a_recipe_is_its_difference_minus_the_two_single_chan
         for c, v in values.items()
         for s in range(3)
     )
-    table = tables.results_table(runs, {"greedy": 0.2}).set_index("cell")
+    table = result_tables.results_table(runs, {"greedy": 0.2}).set_index("cell")
     # per seed: (dr − grpo) − (const − grpo) − (none − grpo) = 0.09, 0.02, 0.08
     hand = stats.t_interval([0.09, 0.02, 0.08])
     assert table.loc[dr, "greedy_final_interaction_mean"] == pytest.approx(hand.mean)
     assert table.loc[dr, "greedy_final_interaction_low"] == pytest.approx(hand.low)
     assert pd.isna(table.loc[const].get("greedy_final_interaction_mean", math.nan))
-    effects = tables.effects_table(table.reset_index())
+    effects = result_tables.effects_table(table.reset_index())
     inter = effects[effects["quantity"] == "greedy_final_interaction"]
     assert list(inter["cell"]) == [dr] and inter["metric"].iloc[0].startswith("interaction")
 
@@ -342,7 +350,7 @@ def test_the_reading_opens_with_the_verdicts_and_counts_exploratory_exclusions_a
             row(POP, "sampled_final", 0.01, -0.01, 0.03, roles),
         ]
     )
-    text = reading.effects_reading(effects, hypotheses.verdicts_reading(verdicts))
+    text = effects_reading(effects, verdicts_reading(verdicts))
     first, after = text.split("**Stage 1", 1)
     rest = ("**Stage 1" + after).split("\n\n")
     assert first.startswith("**Declared hypotheses** (2, written in the config before the run")
@@ -378,12 +386,12 @@ def row(cell, quantity, mean, low, high, roles, stage="std_scaling"):
         stage_title="stage 1: std scaling",
         reference=REF,
         is_reference=cell == REF,
-        role=roles.get(f"{stage}|{cell}|{quantity}", tables.EXPLORATORY),
+        role=roles.get(f"{stage}|{cell}|{quantity}", result_tables.EXPLORATORY),
     )
 
 
 def test_the_reading_of_a_config_without_hypotheses_says_everything_is_exploratory():
-    text = hypotheses.verdicts_reading(pd.DataFrame(columns=hypotheses.VERDICT_COLUMNS))
+    text = verdicts_reading(pd.DataFrame(columns=hypotheses.VERDICT_COLUMNS))
     assert "none" in text and "every contrast below is exploratory" in text
 
 
@@ -419,7 +427,7 @@ def test_the_defaults_contrasts_are_counted_once_each():
     rows = design.rows({})
     roles = declarations.contrast_roles(design, rows)
     keys = [
-        tables.contrast_key(r["stage"], r["cell"], q + suffix)
+        result_tables.contrast_key(r["stage"], r["cell"], q + suffix)
         for r in rows
         if r["cell"] != r["reference"]
         for suffix in ("", *(("_interaction",) if r["singles"] else ()))
@@ -511,7 +519,7 @@ def test_each_verdict_states_what_the_design_could_detect_and_what_it_would_need
             "power": got["power"],
         }
     )
-    clause = hypotheses._power_clause(v, "draw")
+    clause = _power_clause(v, "draw")
     assert clause.startswith(f" — this design detects ≥ {got['mde']:.3f} (80% power")
     assert f"; {n} draws (≈ " in clause and "would be needed for its expected effect" in clause
 
@@ -650,14 +658,10 @@ def test_what_the_verdict_says_where_no_power_can_be_computed_or_it_would_be_cir
         "expected": 0.02,
     }
     same = pd.Series({**base, "verdict": "inconclusive", "sd": 0.0})
-    assert "every draw gave the same difference" in hypotheses._power_clause(same, "draw")
-    decided = hypotheses._power_clause(
-        pd.Series({**base, "verdict": "supported", "sd": 0.01}), "draw"
-    )
+    assert "every draw gave the same difference" in _power_clause(same, "draw")
+    decided = _power_clause(pd.Series({**base, "verdict": "supported", "sd": 0.01}), "draw")
     assert "power" not in decided.replace("80% power", "") and "detects ≥ 0.100" in decided
-    open_ = hypotheses._power_clause(
-        pd.Series({**base, "verdict": "inconclusive", "sd": 0.01}), "draw"
-    )
+    open_ = _power_clause(pd.Series({**base, "verdict": "inconclusive", "sd": 0.01}), "draw")
     assert "5 draws" in open_ and "(90 at the upper 95% bound of the SD)" in open_
     unknown = pd.Series(
         {
@@ -668,7 +672,7 @@ def test_what_the_verdict_says_where_no_power_can_be_computed_or_it_would_be_cir
             "expected": math.nan,
         }
     )
-    assert "no expected effect declared" in hypotheses._power_clause(unknown, "draw")
+    assert "no expected effect declared" in _power_clause(unknown, "draw")
 
 
 def test_an_mde_beyond_the_metrics_range_and_a_bound_from_one_df_are_said_as_such():
@@ -687,15 +691,15 @@ def test_an_mde_beyond_the_metrics_range_and_a_bound_from_one_df_are_said_as_suc
         "expected": 0.0,
         "verdict": "inconclusive",
     }
-    clause = hypotheses._power_clause(pd.Series(v), "draw")
+    clause = _power_clause(pd.Series(v), "draw")
     assert "within no margin inside the metric's range (±2.955 needed)" in clause
     assert "41573" not in clause and "not estimable from 1 df" in clause and "57 draws" in clause
     directional = {**v, "kind": "directional", "mde": 1.2, "n": 4}
-    clause = hypotheses._power_clause(pd.Series(directional), "draw")
+    clause = _power_clause(pd.Series(directional), "draw")
     assert "detects no effect within the metric's range (≥ 1.200)" in clause
     assert "(41573 at the upper 95% bound of the SD)" in clause  # 3 df: said
     length = {**directional, "metric": "length_incorrect_late", "mde": 22.3}
-    assert "detects ≥ 22.30" in hypotheses._power_clause(pd.Series(length), "draw")
+    assert "detects ≥ 22.30" in _power_clause(pd.Series(length), "draw")
     assert render.largest_difference("sampled_final") == 1.0
 
 
@@ -819,7 +823,7 @@ def test_a_push_hypothesis_is_judged_on_replicates_of_every_draw_at_its_policy()
     assert v["power_declared"] == pytest.approx(
         declarations.design_power(h, 1.0, 9, declarations.family_level([h]))["power"]
     )
-    text = hypotheses.verdicts_reading(table, "draw")
+    text = verdicts_reading(table, "draw")
     assert "at the base policy" in text and "over 6 replicates" in text
 
 
@@ -850,7 +854,7 @@ def test_a_hypothesis_without_a_policy_read_back_from_its_table_says_no_nan():
     table = table.assign(policy="")
     back = pd.read_csv(io.StringIO(table.to_csv(index=False)))
     assert back["policy"].isna().all()
-    text = hypotheses.verdicts_reading(back, "draw")
+    text = verdicts_reading(back, "draw")
     assert not re.search(r"\bnan\b", text, re.IGNORECASE), text
 
 
@@ -871,8 +875,8 @@ def test_the_reading_opens_with_one_row_per_hypothesis_then_the_prose():
     table = hypotheses.verdicts_table(
         declarations.declared(design), pd.DataFrame(), design.rows(), design, records, unit="draw"
     )
-    text = hypotheses.verdicts_reading(table, "draw")
-    overview = hypotheses.verdicts_overview(table, "draw")
+    text = verdicts_reading(table, "draw")
+    overview = verdicts_overview(table, "draw")
     assert text.index(overview) < text.index("Each in full:") < text.index("- ``p``: **SUPPORTED**")
     cells = overview.split("* - ``p``")[1].split("\n\n")[0].split("\n     - ")[1:]
     # one line each: no break within the prediction's relation or the interval
@@ -882,9 +886,9 @@ def test_the_reading_opens_with_one_row_per_hypothesis_then_the_prose():
     assert cells[2] == "**SUPPORTED**"
     mde = table.iloc[0]["mde"]
     assert cells[3].strip() == f"≥ {render.number('push_incorrect_length', mde)}"
-    assert cells[4].strip() == f"6 replicates: {hypotheses.SCOPE['replicate']}"
+    assert cells[4].strip() == f"6 replicates: {SCOPE['replicate']}"
     assert overview.split("* - ``p``")[0].rstrip().split("\n")[-1].endswith("- scope")
-    assert set(hypotheses.SCOPE) == {"seed", "draw", "replicate"}  # every unit a verdict has
+    assert set(SCOPE) == {"seed", "draw", "replicate"}  # every unit a verdict has
     # valid reStructuredText: docutils builds a table of 2 rows of 6 cells, with no complaint,
     # the row's drawing an SVG in its third cell, what the drawings show said under the table
     tree = publish_doctree(text, settings_overrides={"report_level": 2, "halt_level": 2})
@@ -893,10 +897,10 @@ def test_the_reading_opens_with_one_row_per_hypothesis_then_the_prose():
     (drawing,) = [n for n in rows[1].children[2].findall() if n.tagname == "raw"]
     assert drawing.astext().startswith('<svg class="verdict-mark"')
     assert "<title>p, supported: Δ -2 [-2.74, -1.26];" in drawing.astext()
-    assert text.index(hypotheses.MARKS_KEY) < text.index(LANDING_END)
+    assert text.index(MARKS_KEY) < text.index(LANDING_END)
     # a table written before the declarations were columns: its prediction in words, no drawing
-    older = hypotheses.verdicts_overview(table.drop(columns=["direction", "margin"]), "draw")
-    assert "raw::" not in older and hypotheses.MARKS_KEY not in older
+    older = verdicts_overview(table.drop(columns=["direction", "margin"]), "draw")
+    assert "raw::" not in older and MARKS_KEY not in older
     assert "lower than the reference by more than 0" in older
 
 

@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from grpo_ablation.analysis.calibration import calibration_reading, calibration_table
+from grpo_ablation.analysis.calibration import calibration_table
+from grpo_ablation.analysis.prose.calibration import calibration_reading
 from grpo_ablation.evaluation.calibration import policy_groups
 
 

@@ -21,7 +21,7 @@ import yaml
 from conftest import IMAGE_SIZES, LANDING, in_chromium, jobs, page_text, rendered, report_items
 
 from grpo_ablation.analysis import STAGE_FIGURES
-from grpo_ablation.analysis.tables import BASE_LABEL
+from grpo_ablation.analysis.result_tables import BASE_LABEL
 from grpo_ablation.design.ablation import Design, read_winners, reference_of
 from grpo_ablation.design.quantities import EFFECTS
 from grpo_ablation.layout import LANDING_END, READING, READING_VIEW, TABLES, Tree
@@ -207,7 +207,7 @@ def test_every_cell_of_a_seed_starts_from_the_same_keyed_draws(smoke_pipeline, d
 def test_the_push_is_measured_at_the_base_policy_and_the_final_checkpoint(smoke_pipeline):
     """push.json for the baseline cell's first seed, every choice at steps 0 and final; the
     directions the formulas call identical have cosine 1 up to the std's epsilon."""
-    from grpo_ablation.analysis.push import IDENTITIES
+    from grpo_ablation.analysis.push_tables import IDENTITIES
     from grpo_ablation.objective.conventions import AGGREGATIONS, SCALINGS
 
     exp = smoke_pipeline.exp
@@ -673,7 +673,8 @@ def test_no_figure_of_the_smoke_config_has_overlapping_text(smoke_pipeline, desi
     """saving.save checks every figure it writes for text that runs into other text (titles, axis
     and tick labels, legends, the suptitle), so the smoke run itself would have failed on one;
     drawn again here from the smoke tables, each stage's figures and the worked example pass it."""
-    from grpo_ablation.analysis import figures, saving
+    from grpo_ablation.analysis.jobs.figures import write_figures, write_weight_figure
+    from grpo_ablation.analysis.plots import saving
 
     _, stages = design
     checked = []
@@ -685,6 +686,6 @@ def test_no_figure_of_the_smoke_config_has_overlapping_text(smoke_pipeline, desi
     drawn = Design.load(smoke_pipeline.exp / "design.json")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(saving, "check_text", check)
-        figures.write_figures(drawn, smoke_pipeline.exp / "tables", tmp_path)
-        figures.write_weight_figure(smoke_pipeline.exp / "calculations/token_weights.csv", tmp_path)
+        write_figures(drawn, smoke_pipeline.exp / "tables", tmp_path)
+        write_weight_figure(smoke_pipeline.exp / "calculations/token_weights.csv", tmp_path)
     assert len(checked) == len(stages) * len(STAGE_FIGURES) + 1

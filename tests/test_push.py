@@ -192,8 +192,8 @@ def test_the_push_figure_keeps_its_labels_apart_at_a_real_models_scale():
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from grpo_ablation.analysis.push import push_figure
-    from grpo_ablation.analysis.saving import check_text
+    from grpo_ablation.analysis.plots.push import push_figure
+    from grpo_ablation.analysis.plots.saving import check_text
     from grpo_ablation.objective.conventions import SCALINGS
 
     measured = {  # the SmolLM2 push's four aggregations, sequence_mean, token_mean, group_token_mean, constant: (mean, low, high)
@@ -240,7 +240,7 @@ def test_a_replicate_of_the_hypotheses_choices_alone_gives_their_numbers_bit_for
     """Past push.full_replicates a replicate measures only the choices the push hypotheses
     compare: each direction is its own backward pass, so their pushes, norms and shares are the
     full replicate's to the bit, and the table still pairs them with the reference."""
-    from grpo_ablation.analysis.push import push_tables
+    from grpo_ablation.analysis.push_tables import push_tables
     from grpo_ablation.policy.base_policy import BasePolicyConfig, warm_start
     from grpo_ablation.tasks.addition import AdditionTask
     from grpo_ablation.tasks.splits import read_split

@@ -30,20 +30,20 @@ ENTRY = """    Quantity(
 FOLLOW = """
 import json, sys
 import pandas as pd
-from grpo_ablation.analysis import render, tables
+from grpo_ablation.analysis import render, result_tables
 from grpo_ablation.design import hypotheses, quantities, schema
 from grpo_ablation.design.ablation import Design
 
 runs = pd.read_csv(sys.argv[1])
 runs["greedy_gap"] = runs["greedy_best"] - runs["greedy_final"]  # its computation
-table = tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+table = result_tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
 config = json.loads(sys.argv[2])
 print(json.dumps({
     "registry": quantities.__file__,
     "columns": list(table.columns),
     "diff": float(table.set_index("cell").loc[sys.argv[3], "greedy_gap_diff_mean"]),
-    "shown": list(tables.display_table(table).columns),
-    "effects": sorted(set(tables.effects_table(table)["quantity"])),
+    "shown": list(result_tables.display_table(table).columns),
+    "effects": sorted(set(result_tables.effects_table(table)["quantity"])),
     "digits": render.number("greedy_gap_diff_low", 0.12345),
     "metrics": list(hypotheses.METRICS),
     "declared": [h.metric for h in hypotheses.declared(Design.of(config))],

@@ -265,7 +265,7 @@ def test_a_look_of_few_draws_is_planned_on_t_statistics():
 
 
 def test_the_pooled_reading_of_a_study_says_its_verdicts_are_not_the_studys():
-    from grpo_ablation.analysis.draws import study_note
+    from grpo_ablation.analysis.prose.draws import study_note
     from grpo_ablation.design.ablation import Design
     from grpo_ablation.design.schema import load_config
 

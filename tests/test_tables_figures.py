@@ -10,15 +10,20 @@ from grpo_ablation.analysis import (
     STAGE_FIGURES,
     calibration,
     draws,
-    figures,
     hypotheses,
     loading,
-    pooled_figures,
-    reading,
     render,
-    saving,
-    tables,
+    result_tables,
 )
+from grpo_ablation.analysis.jobs.figures import (
+    FigureData,
+    write_figures,
+    write_stage_figures,
+    write_weight_figure,
+)
+from grpo_ablation.analysis.jobs.pooled_figures import write_pooled_figures
+from grpo_ablation.analysis.plots import over_draws, per_stage, saving
+from grpo_ablation.analysis.prose.effects import effects_reading
 from grpo_ablation.design import checks
 from grpo_ablation.design.ablation import Design, cell_label
 from grpo_ablation.design.hypotheses import contrast_roles, declared
@@ -96,8 +101,10 @@ def run_rows(greedy: dict[str, list[float]]) -> pd.DataFrame:
 
 def test_results_table_has_intervals_and_paired_differences_to_the_reference():
     runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.7]})
-    table = tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}).set_index("cell")
-    assert table.loc[tables.BASE_LABEL, "greedy_final_mean"] == 0.1  # the base policy, step 0
+    table = result_tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}).set_index("cell")
+    assert (
+        table.loc[result_tables.BASE_LABEL, "greedy_final_mean"] == 0.1
+    )  # the base policy, step 0
     ref, other = table.loc[REF], table.loc[OTHER]
     assert ref["is_reference"] and not other["is_reference"] and other["reference"] == REF
     assert ref["greedy_final_mean"] == pytest.approx(0.4) and ref["greedy_final_n"] == 3
@@ -113,18 +120,18 @@ def test_results_table_has_intervals_and_paired_differences_to_the_reference():
 
 
 def test_one_seed_says_the_interval_is_undefined():
-    table = tables.results_table(
+    table = result_tables.results_table(
         run_rows({REF: [0.2], OTHER: [0.3]}), {"greedy": 0.1, "sampled": 0.0}
     )
     assert math.isnan(table.set_index("cell").loc[OTHER, "greedy_final_diff_low"])
-    shown = tables.display_table(table).set_index("cell")
+    shown = result_tables.display_table(table).set_index("cell")
     assert shown.loc[OTHER, "Δ final greedy vs ref."] == "+0.100 (n=1: interval undefined)"
     assert shown.loc[REF + " (ref.)", "Δ final greedy vs ref."] == "reference"
 
 
 def test_no_table_shows_mean_advantages_or_calls_truncation_clipping():
-    shown = tables.display_table(
-        tables.results_table(run_rows({REF: [0.2, 0.3]}), {"greedy": 0, "sampled": 0})
+    shown = result_tables.display_table(
+        result_tables.results_table(run_rows({REF: [0.2, 0.3]}), {"greedy": 0, "sampled": 0})
     )
     assert not any("advantage" in c for c in shown.columns)
     assert "truncation" in shown.columns and not any(
@@ -133,8 +140,8 @@ def test_no_table_shows_mean_advantages_or_calls_truncation_clipping():
 
 
 def test_markdown_and_latex_render_every_row():
-    shown = tables.display_table(
-        tables.results_table(run_rows({REF: [0.2, 0.3]}), {"greedy": 0, "sampled": 0})
+    shown = result_tables.display_table(
+        result_tables.results_table(run_rows({REF: [0.2, 0.3]}), {"greedy": 0, "sampled": 0})
     )
     md = render.to_markdown(shown)
     assert md.count("\n") == len(shown) + 2 and "[" in md
@@ -181,7 +188,7 @@ def test_stage_objective_names_what_varies_and_what_is_fixed():
 def test_palette_gives_each_cell_one_colour_whatever_the_order():
     cells = Design.of(CONFIG).all_cells()
     assert len(cells) == 4  # stage-2 cells for both possible winners, known before any result
-    a, b = figures.cell_palette(cells), figures.cell_palette(list(reversed(cells)))
+    a, b = per_stage.cell_palette(cells), per_stage.cell_palette(list(reversed(cells)))
     assert a == b and len(set(a.values())) == len(cells)
 
 
@@ -230,10 +237,12 @@ def synthetic_frames():
 
 def synthetic_effects() -> pd.DataFrame:
     runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.75]})
-    return tables.effects_table(tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}))
+    return result_tables.effects_table(
+        result_tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+    )
 
 
-def synthetic_figure_data() -> figures.FigureData:
+def synthetic_figure_data() -> FigureData:
     curves, steps = synthetic_frames()
     coupled = pd.DataFrame(
         {
@@ -247,7 +256,7 @@ def synthetic_figure_data() -> figures.FigureData:
         }
     )
     points, fits = synthetic_efficiency()
-    return figures.FigureData(
+    return FigureData(
         effects=synthetic_effects(),
         curves=curves,
         steps=steps,
@@ -260,10 +269,10 @@ def synthetic_figure_data() -> figures.FigureData:
 
 
 def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
-    palette = figures.cell_palette(Design.of(CONFIG).all_cells())
+    palette = per_stage.cell_palette(Design.of(CONFIG).all_cells())
     data = synthetic_figure_data().of_stage("std_scaling")
     out = tmp_path / "figures" / "std_scaling"
-    paths = figures.write_stage_figures(data, palette, out, "std_scaling")
+    paths = write_stage_figures(data, palette, out, "std_scaling")
     declared = Tree(tmp_path).stage_figures("std_scaling")
     assert sorted(map(str, paths)) == sorted(declared.values())
     assert sorted(p.name for p in paths) == sorted(
@@ -271,7 +280,7 @@ def test_stage_figures_are_written_as_png_and_pdf(tmp_path):
     )
     assert all(p.stat().st_size > 1000 for p in paths)
     weights = write_sheet(tmp_path / "calculations")[2]
-    paths = figures.write_weight_figure(weights, tmp_path)
+    paths = write_weight_figure(weights, tmp_path)
     assert all(p.stat().st_size > 1000 for p in paths)
 
 
@@ -282,7 +291,7 @@ def test_the_figures_job_reads_the_tables_and_writes_its_declared_files(tmp_path
     folder = tmp_path / "tables"
     folder.mkdir()
     runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.75]})
-    tables.results_table(runs, {"greedy": 0.1, "sampled": 0.5}).to_csv(
+    result_tables.results_table(runs, {"greedy": 0.1, "sampled": 0.5}).to_csv(
         folder / TABLE["results"], index=False
     )
     frames = {
@@ -296,10 +305,10 @@ def test_the_figures_job_reads_the_tables_and_writes_its_declared_files(tmp_path
     }
     for key, frame in frames.items():
         frame.to_csv(folder / TABLE[key], index=False)
-    back = figures.FigureData.read(folder)
+    back = FigureData.read(folder)
     assert back.R0 == 0.5
     pd.testing.assert_frame_equal(back.effects, data.effects, check_exact=True)
-    paths = figures.write_figures(Design.of(CONFIG), folder, tmp_path / "figures")
+    paths = write_figures(Design.of(CONFIG), folder, tmp_path / "figures")
     declared = Tree(tmp_path).stage_figures("std_scaling").values()
     assert sorted(map(str, paths)) == sorted(declared)
     assert {p.name for p in (tmp_path / "figures" / "std_scaling").iterdir()} == {
@@ -346,8 +355,8 @@ def synthetic_efficiency() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_efficiency_figure_draws_a_curve_for_identified_fits_only():
     points, fits = synthetic_efficiency()
-    palette = figures.cell_palette([REF, OTHER])
-    fig = figures.efficiency_figure(points, fits, 0.5, palette)
+    palette = per_stage.cell_palette([REF, OTHER])
+    fig = per_stage.efficiency_figure(points, fits, 0.5, palette)
     ref_ax, other_ax = fig.axes[:2]
     curves = [[ln for ln in ax.get_lines() if len(ln.get_xdata()) == 100] for ax in fig.axes[:2]]
     assert [len(c) for c in curves] == [2, 1]
@@ -358,8 +367,8 @@ def test_efficiency_figure_draws_a_curve_for_identified_fits_only():
 
 def test_accuracy_figure_draws_each_cell_in_its_palette_colour():
     curves, _ = synthetic_frames()
-    palette = figures.cell_palette([REF, OTHER, "std=none/agg=constant/G=4"])
-    fig = figures.accuracy_figure(curves, palette)
+    palette = per_stage.cell_palette([REF, OTHER, "std=none/agg=constant/G=4"])
+    fig = per_stage.accuracy_figure(curves, palette)
     colours = {line.get_label(): line.get_color() for line in fig.axes[0].get_lines()}
     assert colours[cell_label(REF)] == palette[REF]
     assert colours[cell_label(OTHER)] == palette[OTHER]
@@ -372,11 +381,11 @@ def test_a_run_with_one_checkpoint_is_drawn_as_points_not_a_line():
     from matplotlib.collections import LineCollection, PolyCollection
 
     curves, _ = synthetic_frames()
-    palette = figures.cell_palette([REF, OTHER])
+    palette = per_stage.cell_palette([REF, OTHER])
     steps = sorted(curves["step"].unique())
     assert len(steps) > 2
     for kept, style, curve in ((steps[:2], "None", False), (steps, "-", True)):
-        fig = figures.accuracy_figure(curves[curves["step"].isin(kept)], palette)
+        fig = per_stage.accuracy_figure(curves[curves["step"].isin(kept)], palette)
         ax = fig.axes[0]
         drawn = {line.get_label(): line for line in ax.get_lines()}
         assert drawn[cell_label(REF)].get_linestyle() == style
@@ -390,7 +399,9 @@ def test_cells_whose_groups_failed_scoring_are_flagged():
     runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.7]})
     runs.loc[runs["cell"] == REF, "fraction_failed_scoring"] = 0.0
     runs.loc[runs["cell"] == OTHER, "fraction_failed_scoring"] = 1.0
-    flags = tables.scoring_flags(tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}))
+    flags = result_tables.scoring_flags(
+        result_tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+    )
     assert flags == [
         f"**Scoring failed** in 100% of the groups of ``{OTHER}`` (mean over seeds): "
         "those groups carried no reward signal."
@@ -399,8 +410,8 @@ def test_cells_whose_groups_failed_scoring_are_flagged():
 
 def test_effects_are_the_results_tables_paired_differences():
     runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.75]})
-    table = tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
-    effects = tables.effects_table(table)
+    table = result_tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+    effects = result_tables.effects_table(table)
     assert list(effects["quantity"].unique()) == list(EFFECTS)
     rows = table.set_index("cell")
     for _, e in effects.iterrows():
@@ -422,7 +433,9 @@ def test_an_interval_of_zero_width_never_excludes_zero():
     assert Interval(0.05, 0.01, 0.09, 3).excludes_zero()
     # every seed's greedy difference is +0.1 exactly: a zero-width interval, not "excludes zero"
     runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.7]})
-    effects = tables.effects_table(tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}))
+    effects = result_tables.effects_table(
+        result_tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+    )
     greedy = effects[(effects["cell"] == OTHER) & (effects["quantity"] == "greedy_final")].iloc[0]
     assert greedy["low"] == pytest.approx(greedy["high"]) == pytest.approx(0.1)
     assert not greedy["excludes_zero"]
@@ -437,7 +450,7 @@ def test_the_results_table_has_the_columns_its_schema_lists():
     columns = json.loads((Path(__file__).parent / "schemas/csv_columns.schema.json").read_text())
     schema = columns["properties"]["tables/results.csv"]
     runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.75]})
-    table = tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+    table = result_tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
     jsonschema.validate(list(table.columns), schema)
     # the late accuracy, defined for every run, is paired like any other quantity: +0.1/3 + ...
     other = table.set_index("cell").loc[OTHER]
@@ -476,7 +489,7 @@ def test_the_reading_names_the_intervals_that_exclude_zero_and_counts_the_others
             effect_row(OTHER, "length_incorrect_late", -0.8, -1.2, -0.4),  # excludes it
         ]
     )
-    text = reading.effects_reading(effects)
+    text = effects_reading(effects)
     assert text.startswith("**Stage 2: length aggregation**") and "over 3 seeds" in text
     assert "1 of 2 contrasts excludes zero" in text
     assert (
@@ -497,9 +510,8 @@ def test_the_reading_says_when_nothing_can_be_read():
     none_excluding = pd.DataFrame(
         [effect_row(REF, "greedy_final", 0, 0, 0), effect_row(OTHER, "greedy_final", 0.1, -1, 1)]
     )
-    assert (
-        "Exploratory: no interval excludes zero, all 1 contrasts include it"
-        in reading.effects_reading(none_excluding)
+    assert "Exploratory: no interval excludes zero, all 1 contrasts include it" in effects_reading(
+        none_excluding
     )
     one_seed = pd.DataFrame(
         [
@@ -507,14 +519,14 @@ def test_the_reading_says_when_nothing_can_be_read():
             effect_row(OTHER, "greedy_final", 0.1, math.nan, math.nan, 1),
         ]
     )
-    text = reading.effects_reading(one_seed)
+    text = effects_reading(one_seed)
     assert "over 1 seed " in text and "nothing here can be read as an effect" in text
 
 
 def test_effects_figure_draws_each_contrast_at_its_mean_with_a_zero_line():
     effects = synthetic_effects()
-    palette = figures.cell_palette([REF, OTHER])
-    fig = figures.effects_figure(effects, palette)
+    palette = per_stage.cell_palette([REF, OTHER])
+    fig = per_stage.effects_figure(effects, palette)
     # titles wrap at word boundaries only, so neighbouring panels' titles never meet
     assert [" ".join(ax.get_title().split()) for ax in fig.axes] == list(EFFECTS.values())
     greedy = effects[(effects["cell"] == OTHER) & (effects["quantity"] == "greedy_final")].iloc[0]
@@ -524,9 +536,9 @@ def test_effects_figure_draws_each_contrast_at_its_mean_with_a_zero_line():
 
 
 def test_smoothing_window_adapts_to_short_runs_and_smooths_within_each_run():
-    assert figures.smoothing_window(200) == 10
-    assert figures.smoothing_window(20) == 5
-    assert figures.smoothing_window(4) == 1  # the smoke config: left as it is
+    assert per_stage.smoothing_window(200) == 10
+    assert per_stage.smoothing_window(20) == 5
+    assert per_stage.smoothing_window(4) == 1  # the smoke config: left as it is
     frame = pd.DataFrame(
         {
             "cell": ["a"] * 4 + ["b"] * 4,
@@ -535,22 +547,22 @@ def test_smoothing_window_adapts_to_short_runs_and_smooths_within_each_run():
             "y": [0.0, 3.0, 0.0, 3.0, 10.0, 10.0, 10.0, 10.0],
         }
     )
-    out = figures.smooth(frame, ["y"], 3).set_index(["cell", "step"])["y"]
+    out = per_stage.smooth(frame, ["y"], 3).set_index(["cell", "step"])["y"]
     assert out["a", 1] == pytest.approx(1.0) and out["a", 0] == pytest.approx(1.5)
     assert (out["b"] == 10).all()  # no mixing across runs
-    assert figures.smoothing_label(1) == "unsmoothed"
-    assert figures.smoothing_label(10) == "rolling mean over 10 steps"
+    assert per_stage.smoothing_label(1) == "unsmoothed"
+    assert per_stage.smoothing_label(10) == "rolling mean over 10 steps"
 
 
 def test_axes_fit_the_data_not_the_interval():
-    low, high = figures.fit_limits([3.1, 4.9, 4.0])
+    low, high = per_stage.fit_limits([3.1, 4.9, 4.0])
     assert 2.9 < low < 3.1 and 4.9 < high < 5.1
-    assert figures.fit_limits([math.nan]) is None
-    low, high = figures.fit_limits([0.0, 0.0], floor=0.0)  # a fraction that stayed at zero
+    assert per_stage.fit_limits([math.nan]) is None
+    low, high = per_stage.fit_limits([0.0, 0.0], floor=0.0)  # a fraction that stayed at zero
     assert -0.01 < low < 0 < high
     _, steps = synthetic_frames()
     steps.loc[steps["seed"] == 1, "length/incorrect"] = 9.0  # two seeds far apart: a wide band
-    fig = figures.length_figure(steps, figures.cell_palette([REF, OTHER]))
+    fig = per_stage.length_figure(steps, per_stage.cell_palette([REF, OTHER]))
     bottom, top = fig.axes[0].get_ylim()
     assert bottom > 3.5 and top < 9.5  # the runs span 4..9; the t band (t = 12.7) is cut
 
@@ -578,31 +590,33 @@ def test_calibration_bins_pair_predicted_and_observed_mixed_fractions():
     # Wilson interval of 1 in 2: 0.5 ± 0.405 (centre 0.5)
     assert bins.loc[1, "low"] == pytest.approx(0.0945, abs=1e-4)
     assert bins.loc[1, "high"] == pytest.approx(0.9055, abs=1e-4)
-    fig = figures.mixed_figure(bins.reset_index(), [REF], figures.cell_palette([REF]))
+    fig = per_stage.mixed_figure(bins.reset_index(), [REF], per_stage.cell_palette([REF]))
     # every group of a bin mixed: the Wilson bound meets the fraction (no negative bar)
     all_mixed = pd.DataFrame(
         {"cell": [REF] * 10, "failed": [False] * 10, "predicted": [0.9] * 10, "observed": [1] * 10}
     )
     mixed_bins = calibration.calibration_bins(all_mixed.assign(stage="x"))
     assert mixed_bins["high"].item() == pytest.approx(1.0) and mixed_bins["observed"].item() == 1.0
-    figures.mixed_figure(mixed_bins, [REF], figures.cell_palette([REF]))
+    per_stage.mixed_figure(mixed_bins, [REF], per_stage.cell_palette([REF]))
     identity = fig.axes[0].get_lines()[0]
     assert list(identity.get_xdata()) == list(identity.get_ydata())
 
 
 def test_the_results_table_reads_back_exactly_so_figures_recompute_no_contrast(tmp_path):
     runs = run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.75]})
-    table = tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+    table = result_tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
     table.to_csv(tmp_path / "results.csv", index=False)
     back = loading.read_results(tmp_path / "results.csv")
     pd.testing.assert_frame_equal(back, table, check_exact=True)  # every float, bit for bit
-    assert back.loc[back["cell"] == tables.BASE_LABEL, "reference"].item() == ""
-    pd.testing.assert_frame_equal(tables.effects_table(back), tables.effects_table(table))
+    assert back.loc[back["cell"] == result_tables.BASE_LABEL, "reference"].item() == ""
+    pd.testing.assert_frame_equal(
+        result_tables.effects_table(back), result_tables.effects_table(table)
+    )
 
 
 def test_a_stage_named_like_a_missing_value_keeps_its_name(tmp_path):
     runs = run_rows({REF: [0.2, 0.4], OTHER: [0.3, 0.5]}).assign(stage="NA")
-    table = tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
+    table = result_tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05})
     table.to_csv(tmp_path / "results.csv", index=False)
     back = loading.read_results(tmp_path / "results.csv")
     assert set(back["stage"]) == {"NA"}
@@ -699,15 +713,15 @@ def test_a_figure_without_a_title_is_not_saved(tmp_path):
 
 def test_the_effect_plot_wraps_long_titles_and_says_its_seeds_once():
     effects = synthetic_effects()
-    fig = figures.effects_figure(effects, figures.cell_palette([REF, OTHER]))
+    fig = per_stage.effects_figure(effects, per_stage.cell_palette([REF, OTHER]))
     assert saving.overlaps(fig) == []
     titles = [ax.get_title() for ax in fig.axes]
-    assert all(len(line) <= figures.TITLE_CHARACTERS for t in titles for line in t.split("\n"))
+    assert all(len(line) <= per_stage.TITLE_CHARACTERS for t in titles for line in t.split("\n"))
     notes = [t.get_text() for t in fig.texts]
     assert any("mean over 3 seed pairs" in t for t in notes), notes
     # one seed: said once, under the panels, not beside every point
     one = effects.assign(n=1, low=math.nan, high=math.nan)
-    fig = figures.effects_figure(one, figures.cell_palette([REF, OTHER]))
+    fig = per_stage.effects_figure(one, per_stage.cell_palette([REF, OTHER]))
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert not any("no interval" in t for t in texts)
     assert any("one seed pair" in t.get_text() for t in fig.texts)
@@ -720,7 +734,7 @@ def test_the_effect_plot_is_legible_at_the_width_a_report_shows_it():
     from matplotlib.text import Text
 
     effects = synthetic_effects()
-    fig = figures.effects_figure(effects, figures.cell_palette([REF, OTHER]))
+    fig = per_stage.effects_figure(effects, per_stage.cell_palette([REF, OTHER]))
     assert len(fig.axes) == len(EFFECTS)
     fig.canvas.draw()
     width = fig.get_figwidth()
@@ -781,7 +795,7 @@ def pooled_design(hypotheses: bool = True) -> Design:
 
 
 def pooled_tables(design: Design, folder: Path) -> dict[str, pd.DataFrame]:
-    """The pooled job's effects, draws and hypotheses tables (``draws.write_pooled``'s own
+    """The pooled job's effects, draws and hypotheses tables (``jobs.pooled.write_pooled``'s own
     functions) of runs whose difference is 0.022, 0.019 and 0.026 in the three draws."""
     gaps = {9: 0.022, 10: 0.019, 11: 0.026}
     runs = pd.concat(
@@ -792,10 +806,10 @@ def pooled_tables(design: Design, folder: Path) -> dict[str, pd.DataFrame]:
         ignore_index=True,
     )
     pooled = draws.draw_means(runs)
-    table = tables.results_table(pooled, {"greedy": 0.1, "sampled": 0.05})
+    table = result_tables.results_table(pooled, {"greedy": 0.1, "sampled": 0.05})
     rows = design.rows()
     out = {
-        "effects": tables.effects_table(table, None, contrast_roles(design, rows)),
+        "effects": result_tables.effects_table(table, None, contrast_roles(design, rows)),
         "draws": draws.per_draw_contrasts(runs),
         "hypotheses": hypotheses.verdicts_table(declared(design), pooled, rows, design),
     }
@@ -810,7 +824,7 @@ def test_the_pooled_figures_job_draws_the_pooled_tables_into_its_declared_files(
         design = pooled_design(declared_hypotheses)
         out = tmp_path / str(declared_hypotheses)
         pooled_tables(design, out / "tables")
-        paths = pooled_figures.write_pooled_figures(design, out / "tables", out)
+        paths = write_pooled_figures(design, out / "tables", out)
         assert list(map(str, paths)) == Tree(out).pooled_figures(
             ["std_scaling"], declared_hypotheses
         )
@@ -820,8 +834,8 @@ def test_the_pooled_figures_job_draws_the_pooled_tables_into_its_declared_files(
 def test_the_effect_plot_over_draws_shows_each_draw_faintly_and_the_interval_over_draws(tmp_path):
     design = pooled_design()
     frames = pooled_tables(design, tmp_path)
-    palette = figures.cell_palette(design.all_cells())
-    fig = figures.effects_figure(frames["effects"], palette, frames["draws"])
+    palette = per_stage.cell_palette(design.all_cells())
+    fig = per_stage.effects_figure(frames["effects"], palette, frames["draws"])
     greedy = fig.axes[0]
     faint = [
         x for line in greedy.get_lines() if (line.get_alpha() or 1) < 1 for x in line.get_xdata()
@@ -844,7 +858,7 @@ def test_the_verdict_figure_draws_each_interval_against_its_margin_or_minimum_ef
     # the three verdicts, so that the colours are seen to differ
     assert list(verdicts["verdict"]) == ["supported", "inconclusive", "refuted"]
     declared_ = {h.id: h for h in declared(design)}
-    fig = pooled_figures.verdicts_figure(verdicts, declared_)
+    fig = over_draws.verdicts_figure(verdicts, declared_)
     assert len(fig.axes) == len(verdicts)
     for ax, (_, v) in zip(fig.axes, verdicts.iterrows(), strict=True):
         h = declared_[v["id"]]
@@ -854,7 +868,7 @@ def test_the_verdict_figure_draws_each_interval_against_its_margin_or_minimum_ef
             for line in ax.get_lines()
             if list(line.get_xdata()) == pytest.approx([v["low90"], v["high90"]])
         ]
-        assert to_hex(bar.get_color()) == pooled_figures.VERDICT_COLOURS[v["verdict"]]
+        assert to_hex(bar.get_color()) == over_draws.VERDICT_COLOURS[v["verdict"]]
         dashed = sorted(
             line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"
         )
@@ -874,17 +888,17 @@ def test_the_verdict_figure_draws_each_interval_against_its_margin_or_minimum_ef
 
 # -- tables for people: every number rounded by what it holds (render.kind_of) ------------------
 def test_the_results_table_shows_accuracies_to_3_decimals_and_lengths_to_2():
-    table = tables.results_table(
+    table = result_tables.results_table(
         run_rows({REF: [0.2, 0.4, 0.6], OTHER: [0.3, 0.5, 0.71]}), {"greedy": 0.1, "sampled": 0.05}
     )
-    shown = tables.display_table(table).set_index("cell")
+    shown = result_tables.display_table(table).set_index("cell")
     ref, other = shown.loc[REF + " (ref.)"], shown.loc[OTHER]
     # length_incorrect_late = 5 + greedy: 5.4 over the reference's seeds
     r = table.set_index("cell").loc[REF]
     low, high = r["length_incorrect_late_low"], r["length_incorrect_late_high"]
     assert ref["length incorrect, last ¼ of steps"] == f"5.40 [{low:.2f}, {high:.2f}]"
     assert ref["final greedy acc."].startswith("0.400 [")
-    assert shown.loc[tables.BASE_LABEL, "final greedy acc."] == "0.100"  # one stage: one row
+    assert shown.loc[result_tables.BASE_LABEL, "final greedy acc."] == "0.100"  # one stage: one row
     assert other["Δ final greedy vs ref."].startswith("+0.103 [")
     assert other["generated tokens"] == "100" and other["seeds"] == 3
 
@@ -896,9 +910,9 @@ def test_a_written_csv_keeps_full_precision_while_its_markdown_is_rounded(tmp_pa
         efficiency_status=efficiency.FIT, efficiency_reason=""
     )
     curves = efficiency.efficiency_table(
-        tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}), runs
+        result_tables.results_table(runs, {"greedy": 0.1, "sampled": 0.05}), runs
     )
-    tables.write_efficiency(curves, tmp_path, "caption")
+    result_tables.write_efficiency(curves, tmp_path, "caption")
     csv = (tmp_path / "efficiency.csv").read_text()
     assert csv == curves.to_csv(index=False)
     auc = float(curves.set_index("cell").loc[OTHER, "efficiency_auc_mean"])
@@ -920,8 +934,8 @@ def test_the_verdict_figure_stays_within_an_accuracys_range_and_marks_an_mde_bey
     declared_ = {h.id: h for h in declared(design)}
     wide, none = verdicts.copy(), verdicts.copy()
     wide["mde"], none["mde"] = 2.955, math.nan
-    fig = pooled_figures.verdicts_figure(wide, declared_)
-    unmarked = pooled_figures.verdicts_figure(none, declared_)
+    fig = over_draws.verdicts_figure(wide, declared_)
+    unmarked = over_draws.verdicts_figure(none, declared_)
     accuracies = 0
     for ax, bare, (_, v) in zip(fig.axes, unmarked.axes, wide.iterrows(), strict=True):
         assert ax.get_xlim() == bare.get_xlim()

@@ -1,7 +1,7 @@
 """The source files a job's code depends on: a rule lists them as inputs, so editing any of them
 reruns the job, and no list of files is kept by hand.
 
-``sources("analysis.tabulate")`` is the module's file and the files of every ``grpo_ablation``
+``sources("analysis.jobs.tables")`` is the module's file and the files of every ``grpo_ablation``
 module it imports, directly or through others, at the top or inside a function (read from the
 syntax tree, nothing imported). Importable without torch: the DAG is built from it.
 """
@@ -54,7 +54,7 @@ def _imports(path: Path, module: str, root: Path = ROOT) -> set[str]:
 
 
 def sources(*modules: str, root: Path = ROOT) -> list[str]:
-    """The files of ``modules`` (relative to the package: ``analysis.tabulate``) and of every
+    """The files of ``modules`` (relative to the package: ``analysis.jobs.tables``) and of every
     package module they import, transitively; sorted paths as strings. ``root``: the package
     folder to read, by default this one's (the rules pass the workflow's own, so the inputs do
     not move with whichever copy of the package is on the path)."""

@@ -70,7 +70,7 @@ POOLED_TABLES = (
     "hypotheses.html",
     "draws.csv",
     # one row per (stage, cell, draw): the mean over the draw's seeds, the unit the pooled tests
-    # run on; a study's look reads it (``analysis.study.write_look``)
+    # run on; a study's look reads it (``analysis.jobs.study_look.write_look``)
     "draw_means.csv",
     "agreement.csv",
     "agreement.md",
@@ -80,7 +80,7 @@ POOLED_TABLES = (
     "efficiency.md",
     "efficiency.html",
 )
-# What the tables job writes in a draw's tables/ (``analysis.tabulate.write_all``): every number
+# What the tables job writes in a draw's tables/ (``analysis.jobs.tables.write_all``): every number
 # of the analysis, computed once; the figures and the reading read them. The DAG declares the
 # same (a rule's output key: ``output_key``), and the job refuses to write any other set. Each
 # table people read has its text and HTML view beside its CSV, as in POOLED_TABLES.
@@ -133,7 +133,7 @@ STAGE_FIGURES = (
     "efficiency",
 )
 FIGURE_FORMATS = ("png", "pdf")
-# What the pooled figures job draws in pooled/figures/ (``analysis.pooled_figures``): per stage its
+# What the pooled figures job draws in pooled/figures/ (``analysis.jobs.pooled_figures``): per stage its
 # effect plot over draws (figures/<stage>/<kind>.<format>) and, where the config declares
 # hypotheses, their verdicts (figures/verdicts.<format>). The DAG declares the same.
 POOLED_STAGE_FIGURES = ("effects",)
@@ -159,7 +159,7 @@ def output_key(name: str) -> str:
     return stem if ext == "csv" else f"{stem}_{ext}"
 
 
-# What the push report writes in tables/ (``analysis.push``), and the pilot's table.
+# What the push report writes in tables/ (``analysis.jobs.push_report``), and the pilot's table.
 PUSH_TABLES = ("push.csv", "push_cosine.csv", "push.md", "push.html")
 PUSH_PILOT_TABLE = "push_pilot.csv"
 # The push's figure (figures/push.<format>).

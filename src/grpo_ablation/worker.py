@@ -350,13 +350,13 @@ def _preload() -> None:
     import trl  # noqa: F401
     from lm_eval.tasks import TaskManager  # noqa: F401
 
-    import grpo_ablation.analysis.compose
-    import grpo_ablation.analysis.diagnostics
-    import grpo_ablation.analysis.draws
-    import grpo_ablation.analysis.figures
-    import grpo_ablation.analysis.pooled_figures
-    import grpo_ablation.analysis.push
-    import grpo_ablation.analysis.tabulate
+    import grpo_ablation.analysis.jobs.diagnostics
+    import grpo_ablation.analysis.jobs.figures
+    import grpo_ablation.analysis.jobs.pooled
+    import grpo_ablation.analysis.jobs.pooled_figures
+    import grpo_ablation.analysis.jobs.push_report
+    import grpo_ablation.analysis.jobs.reading
+    import grpo_ablation.analysis.jobs.tables
     import grpo_ablation.evaluation.evaluate
     import grpo_ablation.training.push
     import grpo_ablation.training.train

@@ -95,7 +95,7 @@ rule push_pilot:
 rule push_report:
     input:
         push=PUSH_JSON,
-        code=sources("analysis.push", root=SRC),
+        code=sources("analysis.jobs.push_report", root=SRC),
     output:
         csv=PUSH_OUTPUTS[0],
         cosine=PUSH_OUTPUTS[1],
@@ -130,7 +130,7 @@ rule push_report:
 rule push_pilot_report:
     input:
         push=TREE.push(PUSH_CELL, SEEDS[0], "pilot"),
-        code=sources("analysis.push", root=SRC),
+        code=sources("analysis.jobs.push_report", root=SRC),
     output:
         table=TREE.table(PUSH_PILOT_TABLE),
     params:

@@ -2,8 +2,8 @@
 #
 # Figures alone, after a style change (retrains nothing; seconds once results exist):
 #     snakemake --cores 2 --configfile config/<name>.yaml figures
-# figures.py is an input of the figure rules, so editing it is enough to rebuild them; add
-# `--forcerun stage_figures token_weight_figure` to rebuild them without any edit.
+# The figure code (analysis/plots/) is an input of the figure rules, so editing it is enough to
+# rebuild them; add `--forcerun stage_figures token_weight_figure` to rebuild them without any edit.
 from grpo_ablation.code import sources
 from grpo_ablation.layout import (
     FIGURE_FORMATS,
@@ -17,9 +17,9 @@ from grpo_ablation.layout import (
 STAGES_ON = DESIGN.stage_names
 # Each job's code (its module and every package module it imports: grpo_ablation.code) is an
 # input, so editing any of it rebuilds what the job writes, and no list is kept by hand.
-FIGURE_CODE = sources("analysis.figures", root=SRC)
-TABLE_CODE = sources("analysis.tabulate", root=SRC)
-READING_CODE = sources("analysis.compose", root=SRC)
+FIGURE_CODE = sources("analysis.jobs.figures", root=SRC)
+TABLE_CODE = sources("analysis.jobs.tables", root=SRC)
+READING_CODE = sources("analysis.jobs.reading", root=SRC)
 
 
 wildcard_constraints:
@@ -91,7 +91,7 @@ table_output = lambda key, path: (
 
 
 rule tables:
-    # Every number of the analysis, computed once (analysis/tabulate.py): the figures and the
+    # Every number of the analysis, computed once (analysis/jobs/tables.py): the figures and the
     # reading read these files.
     input:
         unpack(lambda wildcards: results_of(STAGES_ON, draw_of(wildcards))),
@@ -159,8 +159,8 @@ rule stage_figures:
 
 rule effects_reading:
     # The verdicts on the declared hypotheses, then one paragraph per stage from the effects
-    # table; composed from the tables job's files (analysis/compose.py). The report's landing page
-    # shows its opening (from the RST); its item is the HTML view, the reading rendered.
+    # table; composed from the tables job's files (analysis/jobs/reading.py). The report's landing
+    # page shows its opening (from the RST); its item is the HTML view, the reading rendered.
     input:
         effects=rules.tables.output.effects,
         verdicts=rules.tables.output.hypotheses,
@@ -308,7 +308,7 @@ rule pooled:
         else [RECORD(d) for d in DRAWS],
         per_draw([PUSH_JSON] if PUSH_JUDGED else []),
         design=rules.design.output[0],
-        code=sources("analysis.draws", root=SRC),
+        code=sources("analysis.jobs.pooled", root=SRC),
     output:
         **{key: pooled_table_output(key, path) for key, path in POOLED.pooled_tables().items()},
         reading=POOLED.pooled_reading(),
@@ -331,9 +331,9 @@ rule pooled:
         "python {params.cli} pooled --design {input.design} --out {params.out} > {log} 2>&1"
 
 
-# The pooled figures (analysis/pooled_figures.py), drawn from the pooled tables: the verdicts on the
-# declared hypotheses (where there are any) beside the pooled reading, then each stage's effect plot
-# over draws. Every file comes from layout (``Tree.pooled_figures``); the first format (PNG) of each
+# The pooled figures (analysis/jobs/pooled_figures.py), drawn from the pooled tables: the verdicts
+# on the declared hypotheses (where there are any) beside the pooled reading, then each stage's
+# effect plot over draws. Every file comes from layout (``Tree.pooled_figures``); the first format (PNG) of each
 # is the report's, in the pooled category, before every draw's own figures.
 POOLED_FIGURES = POOLED.pooled_figures(STAGES_ON, bool(DESIGN.sections.get("hypotheses")))
 POOLED_SHOWN = {
@@ -367,7 +367,7 @@ rule pooled_figures:
         results=rules.pooled.output.results,
         reading=rules.pooled.output.reading,
         design=rules.design.output[0],
-        code=sources("analysis.pooled_figures", root=SRC),
+        code=sources("analysis.jobs.pooled_figures", root=SRC),
     output:
         [pooled_figure_output(path) for path in POOLED_FIGURES],
     params:
@@ -386,7 +386,7 @@ rule pooled_figures:
 
 # A sequential study's look (study.looks): where this design's draws are one look's
 # (study.draws[:n]), the look is judged on the pooled tables' draws, recorded in the study's ledger
-# and in its own file, and the next look's override written (analysis/study.py).
+# and in its own file, and the next look's override written (analysis/jobs/study_look.py).
 STUDY_LOOK = SHARED.study_look(len(DRAWS)) if DRAWS and DESIGN.study_look is not None else None
 
 
@@ -405,7 +405,7 @@ if STUDY_LOOK:
             records=[RECORD(d) for d in DRAWS],  # the numbers' hashes the ledger keeps
             design=rules.design.output[0],
             registration=str(registration_file(config)),
-            code=sources("analysis.study", root=SRC),
+            code=sources("analysis.jobs.study_look", root=SRC),
         output:
             STUDY_LOOK,
         params:

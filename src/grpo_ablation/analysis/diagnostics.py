@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from grpo_ablation.layout import BUDGET, METRICS_LOG, OBJECTIVE, ROLLOUTS, STEPS, SUMMARY
+from grpo_ablation.layout import METRICS_LOG, OBJECTIVE, ROLLOUTS
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 from grpo_ablation.objective.formulas import (
     clip_factor,
@@ -282,19 +282,3 @@ def run_diagnostics(run: Path) -> pd.DataFrame:
     return step_diagnostics(
         read_rollouts(run / ROLLOUTS), read_metrics(run / METRICS_LOG), objective
     )
-
-
-def _clean(value: Any) -> Any:
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-def write_run_diagnostics(run: Path, out: Path) -> list[Path]:
-    """``out/steps.csv`` (one row per generation step) and ``out/summary.json`` (the run)."""
-    out.mkdir(parents=True, exist_ok=True)
-    steps = run_diagnostics(run)
-    steps.to_csv(out / STEPS, index=False)
-    summary = {k: _clean(v) for k, v in run_summary(steps).items()}
-    summary["objective"] = json.loads((run / OBJECTIVE).read_text())
-    summary["budget"] = json.loads((run / BUDGET).read_text())
-    (out / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    return [out / STEPS, out / SUMMARY]

@@ -30,29 +30,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grpo_ablation.analysis import efficiency, hypotheses, loading, reading, render, tables
+from grpo_ablation.analysis import hypotheses, loading, result_tables
 from grpo_ablation.analysis.stats import paired_differences, paired_interval, sample_sd
 from grpo_ablation.design.ablation import Design, cell_label, read_winners
 from grpo_ablation.design.hypotheses import (
     EXPLORATORY,
     REPEAT,
-    declared,
-    planned_roles,
     planned_rows,
 )
 from grpo_ablation.design.quantities import EFFECTS, OUTCOME_DEPENDENT, PAIRED
 from grpo_ablation.design.records import draw_source, study_records
 from grpo_ablation.layout import (
-    POOLED_READING,
-    POOLED_READING_VIEW,
-    POOLED_TABLE,
-    POOLED_TABLES,
     TABLE,
     Tree,
 )
 
 UNIT = "draw"
-READING = POOLED_READING
 # The level of the draw × cell interaction test (one contrast at a time, no correction: the
 # reading sets the count of contrasts below it next to the count expected by chance).
 ALPHA = 0.05
@@ -89,8 +82,8 @@ class DrawInputs:
         return cls(
             rows,
             loading.with_rows(runs, rows),
-            tables.base_of(loading.read_results(Path(tree.table(TABLE["results"])))),
-            tables.predictions_of(loading.read_table(Path(tree.table(TABLE["effects"])))),
+            result_tables.base_of(loading.read_results(Path(tree.table(TABLE["results"])))),
+            result_tables.predictions_of(loading.read_table(Path(tree.table(TABLE["effects"])))),
         )
 
     @classmethod
@@ -244,7 +237,7 @@ def interaction_test(differences: Mapping[Any, Iterable[float]]) -> dict[str, fl
 
 
 def consistency(effects: pd.DataFrame, within: pd.DataFrame) -> pd.DataFrame:
-    """Per pooled contrast (``tables.effects_table`` rows of the differences): in how many draws
+    """Per pooled contrast (``result_tables.effects_table`` rows of the differences): in how many draws
     the draw's mean difference has the pooled sign, whether the effect holds across draws (the
     pooled interval excludes zero and every draw agrees in sign), the fewest seeds of a draw, and
     the p-value of the draw × cell interaction (``anova_from_summaries`` on ``within``'s per-draw
@@ -286,153 +279,3 @@ def consistency(effects: pd.DataFrame, within: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out)
-
-
-def consistency_reading(table: pd.DataFrame) -> str:
-    """Which pooled contrasts hold across draws and how many agree in sign without being
-    resolved; where every draw has two seeds or more, how many show a draw × cell interaction
-    next to the count expected by chance. With one seed a draw, that the design cannot tell
-    draw-to-draw differences from seed noise (and no claim about them)."""
-    if table.empty:
-        return "**Across draws**: no contrast to compare.\n"
-    draws = int(table["draws"].max())
-    held = table[table["holds_across_draws"]]
-    agree = table[~table["holds_across_draws"] & (table["same_sign"] == table["draws"])]
-    head = (
-        f"**Across draws** ({draws} base-policy draws, {len(table)} distinct pooled contrasts): "
-        f"{len(held)} {'holds' if len(held) == 1 else 'hold'} across draws (pooled 95% interval "
-        "excludes zero and every draw's mean difference has its sign)"
-    )
-    if not held.empty:
-        head += ": " + "; ".join(
-            f"``{r['label']}`` ({r['stage']}) on {PAIRED[r['quantity']]}, "
-            f"{r['mean']:+.3g} [{r['low']:+.3g}, {r['high']:+.3g}]"
-            + ("" if r.get("role", EXPLORATORY) == EXPLORATORY else f" ({r['role']})")
-            for _, r in held.iterrows()
-        )
-    text = (
-        f"{head}. {len(agree)} {'agrees' if len(agree) == 1 else 'agree'} in sign in every draw "
-        "without a resolved pooled difference."
-    )
-    seeds = table["seeds_per_draw"] if "seeds_per_draw" in table else pd.Series(1, table.index)
-    if (seeds < 2).all():
-        text += (
-            " With one seed a draw the design cannot separate draw-to-draw differences from seed "
-            "noise (each draw's difference is one run), so whether an effect varies between base "
-            "policies is not assessed."
-        )
-    else:
-        p = table["interaction_p"]
-        tested = table[p.notna()]
-        hits = tested[tested["interaction_p"] < ALPHA]
-        text += (
-            " Draw × cell interaction (one-way ANOVA of the per-seed paired differences, "
-            "between-draw over within-draw mean square): "
-            f"{len(hits)} of {len(tested)} contrasts at α = {ALPHA:g}, "
-            f"{ALPHA * len(tested):.2f} expected by chance with none (exploratory, no correction "
-            "for multiplicity)"
-        )
-        if not hits.empty:
-            text += ": " + "; ".join(
-                f"``{r['label']}`` ({r['stage']}) on {PAIRED[r['quantity']]}, "
-                f"p = {r['interaction_p']:.3g}"
-                for _, r in hits.iterrows()
-            )
-        text += "."
-        if len(tested) < len(table):
-            text += (
-                f" {len(table) - len(tested)} contrasts have no such test (fewer than two seeds "
-                "in some draw, or no spread within draws)."
-            )
-    return (
-        f"{text} A declared hypothesis is judged above by its own test (Holm's correction, the "
-        "minimum effect), not by this count; a manipulation check moves by construction.\n"
-    )
-
-
-def study_note(design: Design) -> str:
-    """In a sequential study (``study.looks``), what the verdicts of the pooled reading are and
-    are not: fixed-sample tests on the draws so far; the study decides in its ledger."""
-    plan = design.sections.get("study") or {}
-    if not plan.get("looks"):
-        return ""
-    return (
-        f"**A sequential study** (looks at {', '.join(map(str, plan['looks']))} draws): the "
-        f"verdicts below are fixed-sample tests on the {len(design.draws)} draws trained so far, "
-        "as if no other look came; the study decides in its ledger (``studies/<experiment>/ledger.jsonl``, "
-        "each look in ``study/look_<n>.json``), against the boundaries of the error spent so "
-        "far, which are stricter at an early look. Read these as the look's estimates.\n\n"
-    )
-
-
-def pooled_opening(design: Design, verdicts: pd.DataFrame) -> str:
-    """The pooled reading's opening (the report's landing page up to ``LANDING_END``, then the
-    verdicts in full): the study's note, then the verdicts over draws."""
-    return study_note(design) + hypotheses.verdicts_reading(verdicts, UNIT)
-
-
-def write_pooled(design: Design, out: Path) -> list[Path]:
-    """``out/tables/`` (``POOLED_TABLES``) and ``out/pooled_reading.{rst,html}``: the draws'
-    means, the results table and the declared hypotheses' verdicts with the draw as the unit,
-    each contrast per draw, and the reading (verdicts first), each text for people with its HTML
-    view; from each draw's ``DrawInputs``."""
-    inputs = {d: DrawInputs.read(design, d) for d in design.draws}
-    first, rows = next((d, i.rows) for d, i in inputs.items())
-    for d, other in ((d, i.rows) for d, i in inputs.items()):
-        if other != rows:
-            stages = sorted({r["stage"] for r in rows if r not in other})
-            raise ValueError(
-                f"draw {d} runs other cells than draw {first} in stages {stages} (a winner chosen "
-                "within each draw differs), so the draws cannot be pooled cell by cell; fix that "
-                "axis in the stage's `fixed` instead of taking the winner"
-            )
-    runs = pd.concat([i.runs for i in inputs.values()], ignore_index=True)
-    pooled = draw_means(runs)
-    table = tables.results_table(pooled, base_means(inputs.values()))
-    titles = {r["stage"]: design.stage_title(r["stage"]) for r in rows}
-    effects = tables.effects_table(
-        table, titles, planned_roles(design, rows), mean_predictions(inputs.values())
-    )
-    push = hypotheses.push_records(design, [draw_source(design, d) for d in design.draws])
-    verdicts = hypotheses.verdicts_table(declared(design), pooled, rows, design, push, UNIT)
-    within = per_draw_contrasts(runs)
-    agreement = consistency(effects, within)
-
-    folder = out / "tables"
-    folder.mkdir(parents=True, exist_ok=True)
-    table.to_csv(folder / POOLED_TABLE["results"], index=False)
-    pooled.drop(columns="singles").to_csv(folder / POOLED_TABLE["draw_means"], index=False)
-    caption = (
-        f"Pooled over {len(design.draws)} base-policy draws: each draw contributes the "
-        "mean over its seeds; intervals are 95% t intervals over the draws (Δ pairs cells within "
-        "a draw)."
-    )
-    shown = tables.display_table(table)
-    (folder / POOLED_TABLE["results_md"]).write_text(caption + "\n\n" + render.to_markdown(shown))
-    view = render.html_view(caption, shown, folder / POOLED_TABLE["results"])
-    (folder / POOLED_TABLE["results_html"]).write_text(view)
-    verdicts.to_csv(folder / POOLED_TABLE["hypotheses"], index=False)
-    opening = pooled_opening(design, verdicts)
-    (folder / POOLED_TABLE["hypotheses_rst"]).write_text(opening + "\n" + render.to_rst(verdicts))
-    view = render.html_view(opening, verdicts, folder / POOLED_TABLE["hypotheses"])
-    (folder / POOLED_TABLE["hypotheses_html"]).write_text(view)
-    within.to_csv(folder / POOLED_TABLE["draws"], index=False)
-    agreement.to_csv(folder / POOLED_TABLE["agreement"], index=False)
-    across = consistency_reading(agreement)
-    (folder / POOLED_TABLE["agreement_md"]).write_text(
-        across + "\n" + render.to_markdown(agreement)
-    )
-    view = render.html_view(across, agreement, folder / POOLED_TABLE["agreement"])
-    (folder / POOLED_TABLE["agreement_html"]).write_text(view)
-    effects.to_csv(folder / POOLED_TABLE["effects"], index=False)
-    curves = efficiency.efficiency_table(table, runs)
-    tables.write_efficiency(curves, folder, f"{caption} {tables.EFFICIENCY_CAPTION}")
-    text = reading.effects_reading(effects, opening, UNIT)
-    late = efficiency.efficiency_reading(
-        curves, UNIT, declared=hypotheses.uncounted_pairs(verdicts, effects)
-    )
-    text = text.rstrip("\n") + "\n\n" + late
-    text = text.rstrip("\n") + "\n\n" + across
-    (out / READING).write_text(text)
-    (out / POOLED_READING_VIEW).write_text(render.html_view(text))
-    return [*(folder / n for n in POOLED_TABLES), out / READING, out / POOLED_READING_VIEW]

@@ -1,7 +1,7 @@
 """The verdict marks: a declared hypothesis's 90% interval against what it predicts, on its metric's
 own axis. One palette and one axis rule for the verdicts figure's rows
-(``pooled_figures.verdicts_figure``) and for the small inline drawing in each row of the verdict
-table (``hypotheses.verdicts_overview``), so that the landing page shows every verdict's marks
+(``plots.over_draws.verdicts_figure``) and for the small inline drawing in each row of the verdict
+table (``prose.verdicts.verdicts_overview``), so that the landing page shows every verdict's marks
 beside its numbers, whatever the number of hypotheses, with no figure of its own.
 
 Pure: no plotting library; the inline drawing is an SVG string.

@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(a: argparse.Namespace) -> None:
     """Per-step and per-run diagnostics of one run's rollout log."""
-    from grpo_ablation.analysis.diagnostics import write_run_diagnostics
+    from grpo_ablation.analysis.jobs.diagnostics import write_run_diagnostics
 
     for path in write_run_diagnostics(a.run, a.out):
         print(path)

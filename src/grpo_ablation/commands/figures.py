@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.figures import write_figures
+    from grpo_ablation.analysis.jobs.figures import write_figures
     from grpo_ablation.design.ablation import Design
 
     for path in write_figures(Design.load(a.design), a.tables, a.out, a.stage):

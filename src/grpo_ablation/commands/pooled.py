@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.draws import write_pooled
+    from grpo_ablation.analysis.jobs.pooled import write_pooled
     from grpo_ablation.design.ablation import Design
 
     for path in write_pooled(Design.load(a.design), a.out):

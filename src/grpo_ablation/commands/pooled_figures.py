@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.pooled_figures import write_pooled_figures
+    from grpo_ablation.analysis.jobs.pooled_figures import write_pooled_figures
     from grpo_ablation.design.ablation import Design
 
     for path in write_pooled_figures(Design.load(a.design), a.tables, a.out):

@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.push import write_pilot, write_push
+    from grpo_ablation.analysis.jobs.push_report import write_pilot, write_push
     from grpo_ablation.layout import PUSH_FIGURE, PUSH_PILOT_TABLE, PUSH_TABLES, Tree
 
     out = Tree(a.out)

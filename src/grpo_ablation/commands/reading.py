@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.compose import write_reading
+    from grpo_ablation.analysis.jobs.reading import write_reading
     from grpo_ablation.layout import READING, READING_VIEW
 
     written = write_reading(

@@ -24,8 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
+    from grpo_ablation.analysis.jobs.study_look import write_look
     from grpo_ablation.analysis.loading import FIT_TEXT, read_table
-    from grpo_ablation.analysis.study import write_look
     from grpo_ablation.design.ablation import Design
     from grpo_ablation.design.records import study_records
     from grpo_ablation.layout import NEXT_LOOK

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.tabulate import write_all
+    from grpo_ablation.analysis.jobs.tables import write_all
     from grpo_ablation.design.ablation import Design, read_winners
 
     design = Design.load(a.design)

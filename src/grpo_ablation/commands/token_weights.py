@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(a: argparse.Namespace) -> None:
-    from grpo_ablation.analysis.figures import write_weight_figure
+    from grpo_ablation.analysis.jobs.figures import write_weight_figure
 
     for path in write_weight_figure(a.table, a.out):
         print(path)

@@ -1,6 +1,6 @@
 """The report's reading (reStructuredText, and its HTML view), composed from the tables job's
-files: the verdicts on the declared hypotheses first (``hypotheses.verdicts_reading``), then one
-paragraph per stage from the effects table (``reading.effects_reading``), then the compute
+files: the verdicts on the declared hypotheses first (``prose.verdicts.verdicts_reading``), then one
+paragraph per stage from the effects table (``prose.effects.effects_reading``), then the compute
 efficiency, the mixed-group calibration, the coupling of the cells' samples and the push of each
 objective. It computes no number: every one is read from ``tables/``."""
 
@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from grpo_ablation.analysis.calibration import calibration_reading
-from grpo_ablation.analysis.coupling import coupling_reading
-from grpo_ablation.analysis.efficiency import efficiency_reading
-from grpo_ablation.analysis.hypotheses import VERDICT_COLUMNS, uncounted_pairs, verdicts_reading
-from grpo_ablation.analysis.push import push_reading
-from grpo_ablation.analysis.reading import effects_reading
+from grpo_ablation.analysis.hypotheses import VERDICT_COLUMNS, uncounted_pairs
+from grpo_ablation.analysis.prose.calibration import calibration_reading
+from grpo_ablation.analysis.prose.coupling import coupling_reading
+from grpo_ablation.analysis.prose.effects import effects_reading
+from grpo_ablation.analysis.prose.efficiency import efficiency_reading
+from grpo_ablation.analysis.prose.push import push_reading
+from grpo_ablation.analysis.prose.verdicts import verdicts_reading
 from grpo_ablation.analysis.render import html_view
 from grpo_ablation.layout import PUSH_TABLE
 

@@ -1,9 +1,10 @@
-"""Figures (seaborn; PNG and PDF). One colour per cell across every figure: the palette is keyed
-by cell path (sorted), so a cell keeps its colour whichever stage or figure shows it.
+"""Each stage's figures and the worked example's (seaborn; PNG and PDF). One colour per cell across
+every figure: the palette is keyed by cell path (sorted), so a cell keeps its colour whichever
+stage or figure shows it.
 
-Pure plotting functions take the frames the tables job wrote (``FigureData``: the effects table,
-``loading.load_curves``, ``loading.load_steps`` ...) and return a matplotlib Figure;
-``write_stage_figures`` and ``write_weight_figure`` save them (``saving.save``). The figures job
+Pure plotting functions take the frames the tables job wrote (``jobs.figures.FigureData``: the
+effects table, ``loading.load_curves``, ``loading.load_steps`` ...) and return a matplotlib Figure;
+``jobs.figures`` saves them (``plots.saving.save``). The figures job
 reads the tables job's files: it loads no run, fits nothing and writes no number the reading or
 another table uses. What it computes is how a number is shown: a 95% Student-t band over seeds
 around a curve (``stats.t_interval``; with one seed no band is drawn) and a rolling mean. The
@@ -18,8 +19,6 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
-from pathlib import Path
 
 import matplotlib
 
@@ -32,19 +31,17 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
-from grpo_ablation.analysis import STAGE_FIGURES, calibration, efficiency, loading, tables
+from grpo_ablation.analysis import calibration, efficiency
 from grpo_ablation.analysis.render import fit_limits
-from grpo_ablation.analysis.saving import save
 from grpo_ablation.analysis.stats import t_interval
-from grpo_ablation.design.ablation import Design, cell_label
+from grpo_ablation.design.ablation import cell_label
 from grpo_ablation.design.quantities import EFFECTS
-from grpo_ablation.layout import TABLE, TOKEN_WEIGHTS, figure_files
 from grpo_ablation.objective.conventions import AGGREGATIONS, GROUP_CATEGORIES
 
 # Rolling-mean window of the per-step curves, shortened for short runs (``smoothing_window``).
 SMOOTHING_STEPS = 10
 # Longest line of a panel title (characters): longer titles wrap, so neighbouring panels' titles
-# never run into one another (``saving.save`` checks).
+# never run into one another (``plots.saving.save`` checks).
 TITLE_CHARACTERS = 36
 CELL_TITLE_CHARACTERS = 30
 # Where the effect plot over draws puts each draw's point: just below its cell's bar.
@@ -578,99 +575,3 @@ def weight_figure(weights: pd.DataFrame) -> plt.Figure:
     )
     fig.tight_layout()
     return fig
-
-
-@dataclass(frozen=True)
-class FigureData:
-    """What the figures draw, read from the tables job's files (``layout.TABLES``): the effects
-    table, the test-accuracy curves, the per-step diagnostics, the calibration's bins, the
-    coupling per step, the efficiency-curve points and each run's fit, and the base policy's
-    sampled accuracy R0 (the results table's base row). Nothing here is computed again."""
-
-    effects: pd.DataFrame
-    curves: pd.DataFrame
-    steps: pd.DataFrame
-    bins: pd.DataFrame
-    coupling: pd.DataFrame
-    points: pd.DataFrame
-    fits: pd.DataFrame
-    R0: float
-
-    @classmethod
-    def read(cls, folder: Path) -> FigureData:
-        """From the tables job's folder."""
-        results = loading.read_results(folder / TABLE["results"])
-        base = results.loc[results["cell"] == tables.BASE_LABEL, "sampled_final_mean"]
-        return cls(
-            effects=loading.read_table(folder / TABLE["effects"]),
-            curves=loading.read_table(folder / TABLE["accuracy_curves"]),
-            steps=loading.read_table(folder / TABLE["training_steps"]),
-            bins=loading.read_table(folder / TABLE["calibration_bins"]),
-            coupling=loading.read_table(folder / TABLE["coupling_steps"]),
-            points=loading.read_table(folder / TABLE["efficiency_points"]),
-            fits=loading.read_table(folder / TABLE["efficiency_fits"]),
-            R0=float(base.iloc[0]),
-        )
-
-    def of_stage(self, stage: str) -> FigureData:
-        """The rows of one stage."""
-        frames = {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if isinstance(getattr(self, f.name), pd.DataFrame)
-        }
-        return replace(
-            self,
-            **{
-                name: frame[frame["stage"] == stage] if "stage" in frame else frame
-                for name, frame in frames.items()
-            },
-        )
-
-
-def write_stage_figures(data: FigureData, palette, out: Path, title: str) -> list[Path]:
-    """``out/<kind>.{png,pdf}`` for every kind of STAGE_FIGURES, from one stage's ``data``
-    (``FigureData.of_stage``); refuses to have written other files than layout declares."""
-    s = data.steps
-    out.mkdir(parents=True, exist_ok=True)
-    made = {
-        "effects": effects_figure(data.effects, palette),
-        "accuracy": accuracy_figure(data.curves, palette),
-        "groups": groups_figure(s, palette),
-        "length": length_figure(s, palette),
-        "clip_truncation": clip_truncation_figure(s, palette),
-        "mixed": mixed_figure(data.bins, sorted(s["cell"].unique()), palette),
-        "coupling": coupling_figure(data.coupling, palette),
-        "efficiency": efficiency_figure(data.points, data.fits, data.R0, palette),
-    }
-    if tuple(made) != STAGE_FIGURES:  # the DAG names these files from STAGE_FIGURES
-        raise RuntimeError(f"figures drawn {tuple(made)} differ from STAGE_FIGURES {STAGE_FIGURES}")
-    paths: list[Path] = []
-    for kind, fig in made.items():
-        suptitle(fig, title)
-        paths += save(fig, out / kind)
-    # the files layout declares for a stage (Tree.stage_figures), which the DAG expects
-    declared = [out / name for kind in STAGE_FIGURES for name in figure_files(kind)]
-    if paths != declared:
-        raise RuntimeError(f"the figures job wrote {paths}, not the declared {declared}")
-    return paths
-
-
-def write_weight_figure(table: Path, out: Path) -> list[Path]:
-    """The worked example's figure, drawn from the calculations job's token_weights.csv."""
-    out.mkdir(parents=True, exist_ok=True)
-    return save(weight_figure(pd.read_csv(table)), out / TOKEN_WEIGHTS)
-
-
-def write_figures(design: Design, folder: Path, out: Path, stage: str | None = None) -> list[Path]:
-    """``out/<kind>.{png,pdf}`` for ``stage``, or the same under ``out/<stage>/`` for every stage
-    of the tables, drawn from the tables job's files in ``folder`` (``FigureData``); the palette
-    comes from the design, so separate calls agree on colours."""
-    data = FigureData.read(folder)
-    palette = cell_palette(design.all_cells())
-    stages = [stage] if stage is not None else list(dict.fromkeys(data.effects["stage"]))
-    paths = []
-    for name in stages:
-        where = out if stage is not None else out / name
-        paths += write_stage_figures(data.of_stage(name), palette, where, design.stage_title(name))
-    return paths

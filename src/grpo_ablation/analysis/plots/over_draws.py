@@ -1,7 +1,7 @@
 """Figures pooled over base-policy draws (``analysis.draws``), drawn from the pooled job's tables
 (``layout.POOLED_TABLES``): nothing is pooled, tested or fitted again.
 
-- Per stage, the effect plot over draws (``figures.effects_figure`` given the draws): each
+- Per stage, the effect plot over draws (``per_stage.effects_figure`` given the draws): each
   contrast's pooled mean with its 95% t interval over draws (``effects.csv``) and each draw's mean
   over its seeds as a faint point (``draws.csv``), the draw being the unit.
 - Where the config declares hypotheses, the verdicts: each hypothesis's 90% interval over draws
@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Mapping
-from pathlib import Path
 
 import matplotlib
 
@@ -27,12 +26,10 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from grpo_ablation.analysis import figures, loading, marks
+from grpo_ablation.analysis import marks
 from grpo_ablation.analysis.marks import BOUND_COLOUR, MDE_COLOUR, VERDICT_COLOURS
-from grpo_ablation.analysis.saving import save
-from grpo_ablation.design.ablation import Design
-from grpo_ablation.design.hypotheses import METRICS, Hypothesis, declared
-from grpo_ablation.layout import POOLED_STAGE_FIGURES, POOLED_TABLE, POOLED_VERDICTS, Tree
+from grpo_ablation.analysis.plots import per_stage
+from grpo_ablation.design.hypotheses import METRICS, Hypothesis
 
 
 def _finite(*xs: float) -> bool:
@@ -104,7 +101,7 @@ def verdicts_figure(
     equivalence the smallest margin it could show) as grey ticks where it is known, or as an
     arrow at the edge with its value where it lies off the axis, which it never sets (the
     verdict table draws each row small and inline by the same rules: ``marks``)."""
-    figures._style()
+    per_stage._style()
     rows = len(verdicts)
     height = 1.25 * rows + 0.9
     fig, axes = plt.subplots(rows, 1, figsize=(7.5, height), squeeze=False)
@@ -123,44 +120,3 @@ def verdicts_figure(
     legend = 0.2 * math.ceil(len(handles) / 3) + 0.15  # inches below the panels
     fig.tight_layout(rect=(0, legend / height, 1, 1), h_pad=1.2)
     return fig
-
-
-def write_pooled_figures(design: Design, tables: Path, out: Path) -> list[Path]:
-    """``out/figures/<stage>/effects.{png,pdf}`` per stage and, with declared hypotheses,
-    ``out/figures/verdicts.{png,pdf}``, from the pooled job's tables in ``tables``; refuses to
-    have written other files than layout declares (``Tree.pooled_figures``)."""
-    effects = loading.read_table(tables / POOLED_TABLE["effects"])
-    per_draw = loading.read_table(tables / POOLED_TABLE["draws"])
-    verdicts = loading.read_table(tables / POOLED_TABLE["hypotheses"])
-    hypotheses = {h.id: h for h in declared(design)}
-    palette = figures.cell_palette(design.all_cells())
-    tree, draws = Tree(out), len(design.draws)
-    paths: list[Path] = []
-    if hypotheses:
-        fig = verdicts_figure(verdicts, hypotheses)
-        figures.suptitle(
-            fig,
-            f"Declared hypotheses pooled over {draws} base-policy draws: each 90% interval over "
-            "the draws against its margin or minimum effect",
-        )
-        paths += save(fig, Path(tree.figure(POOLED_VERDICTS)))
-    for stage in design.stage_names:
-        of_stage = effects[effects["stage"] == stage]
-        made = {
-            "effects": figures.effects_figure(
-                of_stage, palette, per_draw[per_draw["stage"] == stage]
-            )
-        }
-        if tuple(made) != POOLED_STAGE_FIGURES:  # the DAG names these files from layout
-            raise RuntimeError(
-                f"drew {tuple(made)}, not POOLED_STAGE_FIGURES {POOLED_STAGE_FIGURES}"
-            )
-        for kind, fig in made.items():
-            figures.suptitle(
-                fig, f"{design.stage_title(stage)}, pooled over {draws} base-policy draws"
-            )
-            paths += save(fig, Path(tree.figure(kind, stage)))
-    wanted = tree.pooled_figures(design.stage_names, bool(hypotheses))
-    if sorted(map(str, paths)) != sorted(wanted):
-        raise RuntimeError(f"the pooled figures job wrote {paths}, not the declared {wanted}")
-    return paths

@@ -8,12 +8,12 @@ import math
 
 import pandas as pd
 
+from grpo_ablation.analysis.result_tables import CHANCE
 from grpo_ablation.analysis.stats import (
     Interval,
     format_interval,
     sd_of_interval,
 )
-from grpo_ablation.analysis.tables import CHANCE
 from grpo_ablation.design.ablation import cell_label
 from grpo_ablation.design.hypotheses import EXPLORATORY, NEGATIVE, REPEAT
 
