@@ -9,6 +9,7 @@ import pytest
 from grpo_ablation.analysis import (
     STAGE_FIGURES,
     calibration,
+    curves,
     draws,
     hypotheses,
     loading,
@@ -536,9 +537,9 @@ def test_effects_figure_draws_each_contrast_at_its_mean_with_a_zero_line():
 
 
 def test_smoothing_window_adapts_to_short_runs_and_smooths_within_each_run():
-    assert per_stage.smoothing_window(200) == 10
-    assert per_stage.smoothing_window(20) == 5
-    assert per_stage.smoothing_window(4) == 1  # the smoke config: left as it is
+    assert curves.smoothing_window(200) == 10
+    assert curves.smoothing_window(20) == 5
+    assert curves.smoothing_window(4) == 1  # the smoke config: left as it is
     frame = pd.DataFrame(
         {
             "cell": ["a"] * 4 + ["b"] * 4,
@@ -547,11 +548,11 @@ def test_smoothing_window_adapts_to_short_runs_and_smooths_within_each_run():
             "y": [0.0, 3.0, 0.0, 3.0, 10.0, 10.0, 10.0, 10.0],
         }
     )
-    out = per_stage.smooth(frame, ["y"], 3).set_index(["cell", "step"])["y"]
+    out = curves.smooth(frame, ["y"], 3).set_index(["cell", "step"])["y"]
     assert out["a", 1] == pytest.approx(1.0) and out["a", 0] == pytest.approx(1.5)
     assert (out["b"] == 10).all()  # no mixing across runs
-    assert per_stage.smoothing_label(1) == "unsmoothed"
-    assert per_stage.smoothing_label(10) == "rolling mean over 10 steps"
+    assert curves.smoothing_label(1) == "unsmoothed"
+    assert curves.smoothing_label(10) == "rolling mean over 10 steps"
 
 
 def test_axes_fit_the_data_not_the_interval():

@@ -49,6 +49,15 @@ def scalerl_curve(
     return R0 + (A - R0) / (1.0 + (C_mid / np.asarray(C, dtype=float)) ** B)
 
 
+def fitted_curve(
+    C_low: float, C_high: float, R0: float, A: float, B: float, C_mid: float, points: int = 100
+) -> tuple[np.ndarray, np.ndarray]:
+    """A fitted run's ScaleRL curve over its compute [``C_low``, ``C_high``]: ``points`` compute
+    values spaced evenly in log (the efficiency figure's x axis) and R at each."""
+    grid = np.geomspace(C_low, C_high, points)
+    return grid, scalerl_curve(grid, R0, A, B, C_mid)
+
+
 def area_under_curve(C: np.ndarray, R: np.ndarray) -> float:
     """Mean of R over [min C, max C] by the trapezoid rule (the area divided by the range)."""
     C, R = np.asarray(C, dtype=float), np.asarray(R, dtype=float)

@@ -4,14 +4,12 @@ stage or figure shows it.
 
 Pure plotting functions take the frames the tables job wrote (``jobs.figures.FigureData``: the
 effects table, ``loading.load_curves``, ``loading.load_steps`` ...) and return a matplotlib Figure;
-``jobs.figures`` saves them (``plots.saving.save``). The figures job
-reads the tables job's files: it loads no run, fits nothing and writes no number the reading or
-another table uses. What it computes is how a number is shown: a 95% Student-t band over seeds
-around a curve (``stats.t_interval``; with one seed no band is drawn) and a rolling mean. The
-calibration plot's bins are the tables job's, the worked example's bars the calculations job's. Per-step curves of a few prompts per step
-are noise at every step, so each run is smoothed by a centred rolling mean (``smoothing_window``
-steps, stated on the axis) before the mean over seeds; axes fit the runs' smoothed values, so a
-band wider than the runs themselves (two seeds: t = 12.7) is cut at the axes, not the data.
+``jobs.figures`` saves them (``plots.saving.save``). They draw what other code computed: the
+tables job's numbers, the mean and t band over seeds of each curve and its rolling mean
+(``analysis/curves.py``), a fitted run's ScaleRL curve (``efficiency.fitted_curve``), the
+calibration plot's bins (the tables job's) and the worked example's bars (the calculations job's).
+Axes fit the runs' smoothed values, so a band wider than the runs themselves (two seeds: t =
+12.7) is cut at the axes, not the data.
 """
 
 from __future__ import annotations
@@ -25,21 +23,18 @@ import matplotlib
 matplotlib.use("Agg")  # headless: jobs run without a display
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from grpo_ablation.analysis import calibration, efficiency
+from grpo_ablation.analysis.curves import seed_bands, smooth, smoothing_label, smoothing_window
 from grpo_ablation.analysis.render import fit_limits
-from grpo_ablation.analysis.stats import t_interval
 from grpo_ablation.design.ablation import cell_label
 from grpo_ablation.design.quantities import EFFECTS
 from grpo_ablation.objective.conventions import AGGREGATIONS, GROUP_CATEGORIES
 
-# Rolling-mean window of the per-step curves, shortened for short runs (``smoothing_window``).
-SMOOTHING_STEPS = 10
 # Longest line of a panel title (characters): longer titles wrap, so neighbouring panels' titles
 # never run into one another (``plots.saving.save`` checks).
 TITLE_CHARACTERS = 36
@@ -66,46 +61,6 @@ def cell_palette(cells: Iterable[str]) -> dict[str, tuple[float, float, float]]:
 
 def _style() -> None:
     sns.set_theme(style="whitegrid", context="paper", font_scale=0.9)
-
-
-def seed_bands(frame: pd.DataFrame, x: str, y: str, by: list[str]) -> pd.DataFrame:
-    """Mean and 95% t interval over seeds of ``y`` at every ``x`` within each ``by`` group."""
-    rows = []
-    for key, g in frame.groupby([*by, x], sort=True):
-        iv = t_interval(g[y])
-        rows.append(
-            {
-                **dict(zip([*by, x], key, strict=True)),
-                "mean": iv.mean,
-                "low": iv.low,
-                "high": iv.high,
-                "n": iv.n,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def smoothing_window(n_steps: int, target: int = SMOOTHING_STEPS) -> int:
-    """Steps per rolling mean: ``target``, but at most a quarter of the run, so a short run keeps
-    its shape (the smoke config's 4 steps: 1, i.e. unsmoothed)."""
-    return max(1, min(target, n_steps // 4))
-
-
-def smooth(frame: pd.DataFrame, columns: list[str], window: int, x: str = "step") -> pd.DataFrame:
-    """Centred rolling mean of ``columns`` over ``window`` steps within each run (cell, seed);
-    NaN steps are skipped and the ends use the partial window."""
-    if window <= 1 or frame.empty:
-        return frame
-    out = frame.sort_values(["cell", "seed", x]).copy()
-    rolled = out.groupby(["cell", "seed"], sort=False)[columns].transform(
-        lambda v: v.rolling(window, center=True, min_periods=1).mean()
-    )
-    out[columns] = rolled
-    return out
-
-
-def smoothing_label(window: int) -> str:
-    return "unsmoothed" if window <= 1 else f"rolling mean over {window} steps"
 
 
 def _no_data(ax, what: str = "") -> None:
@@ -514,15 +469,15 @@ def efficiency_figure(points: pd.DataFrame, runs: pd.DataFrame, R0: float, palet
             fit = fits[fits["seed"] == seed]
             if len(fit) and fit["efficiency_identified"].iloc[0] == 1.0:
                 f = fit.iloc[0]
-                grid = np.geomspace(x.min(), x.max(), 100)
-                ax.plot(
-                    grid,
-                    efficiency.scalerl_curve(
-                        grid, R0, f["efficiency_A"], f["efficiency_B"], f["efficiency_C_mid"]
-                    ),
-                    lw=0.9,
-                    color=palette[cell],
+                grid, curve = efficiency.fitted_curve(
+                    x.min(),
+                    x.max(),
+                    R0,
+                    f["efficiency_A"],
+                    f["efficiency_B"],
+                    f["efficiency_C_mid"],
                 )
+                ax.plot(grid, curve, lw=0.9, color=palette[cell])
         ax.axhline(R0, color="0.4", lw=0.8, ls=":")
         n_fit = int(fits["efficiency_identified"].sum())
         ax.set(
