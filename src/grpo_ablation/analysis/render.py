@@ -52,13 +52,15 @@ def _words(*words: str) -> str:
 
 
 # name pattern -> kind, first match wins (``re.search`` on the name of a column or quantity that
-# is not registered: a table's own columns, an external benchmark's accuracy, a push).
+# is not registered: a table's own columns, an external benchmark's accuracy, a push). A
+# registered quantity's name never reaches them (``unit_of`` decides it), so they hold no word
+# that only a registered quantity's name has (efficiency_A, _B, _C_mid, _auc, _late, fraction_*).
 RULES: tuple[tuple[str, str], ...] = (
     # A push (per unit L2 step) is unbounded, whatever quantity it moves.
     (r"^push_", OTHER),
     (_words("level", "unresolved", "cosine", "norm"), OTHER),  # thresholds, tiny probabilities
     (_words("p"), P_VALUE),  # p, p_holm, p_refute_holm, interaction_p
-    (_words("log10"), LOG10),  # efficiency_log10_C_mid (before C_mid, a number of tokens)
+    (_words("log10"), LOG10),  # efficiency_log10_C_mid_diff_n (before n, a count)
     (_words("wall", "minutes", "hours"), OTHER),  # durations
     (r"first_difference_median", OTHER),  # a median of steps: a half where seeds split evenly
     (
@@ -76,20 +78,17 @@ RULES: tuple[tuple[str, str], ...] = (
             "excluded",
             "same_sign",
             "first_difference",
-            "C_mid",
         ),
         COUNT,
     ),
     (r"length", LENGTH),  # length_incorrect_late, test_length_incorrect, incorrect_length
-    (_words("z", "B"), STATISTIC),
+    (_words("z"), STATISTIC),
     (
         _words(
             "greedy",
             "sampled",
             "accuracy",
             "external",
-            "fraction",
-            "share",
             "rate",
             "clip",
             "clipped",
@@ -99,9 +98,6 @@ RULES: tuple[tuple[str, str], ...] = (
             "scoring",
             "identical",
             "identified",
-            "auc",
-            "late",
-            "A",
             "observed",
             "predicted",
             "power",
