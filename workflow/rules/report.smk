@@ -303,7 +303,7 @@ rule pooled:
     input:
         # each draw's per-run table, base row and predictions (its tables: no run's file is read
         # again); a study's draws from its records (records.json lists and hashes their files)
-        per_draw([rules.tables.output.runs, rules.tables.output.results, rules.tables.output.effects])
+        per_draw([rules.tables.output[k] for k in ("runs", "results", "effects")])
         if not STUDY_RECORDS
         else [RECORD(d) for d in DRAWS],
         per_draw([PUSH_JSON] if PUSH_JUDGED else []),
