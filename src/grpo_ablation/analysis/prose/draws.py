@@ -14,65 +14,76 @@ from grpo_ablation.design.hypotheses import (
 from grpo_ablation.design.quantities import PAIRED
 
 
-def consistency_reading(table: pd.DataFrame) -> str:
-    """Which pooled contrasts hold across draws and how many agree in sign without being
-    resolved; where every draw has two seeds or more, how many show a draw × cell interaction
-    next to the count expected by chance. With one seed a draw, that the design cannot tell
-    draw-to-draw differences from seed noise (and no claim about them)."""
-    if table.empty:
-        return "**Across draws**: no contrast to compare.\n"
-    draws = int(table["draws"].max())
+def _contrast(r: pd.Series) -> str:
+    """A pooled contrast named: its cell, stage and quantity."""
+    return f"``{r['label']}`` ({r['stage']}) on {PAIRED[r['quantity']]}"
+
+
+def _held(table: pd.DataFrame) -> str:
+    """The contrasts that hold across draws (each with its pooled interval and role), then how
+    many agree in sign in every draw without a resolved pooled difference."""
     held = table[table["holds_across_draws"]]
     agree = table[~table["holds_across_draws"] & (table["same_sign"] == table["draws"])]
     head = (
-        f"**Across draws** ({draws} base-policy draws, {len(table)} distinct pooled contrasts): "
-        f"{len(held)} {'holds' if len(held) == 1 else 'hold'} across draws (pooled 95% interval "
-        "excludes zero and every draw's mean difference has its sign)"
+        f"**Across draws** ({int(table['draws'].max())} base-policy draws, {len(table)} distinct "
+        f"pooled contrasts): {len(held)} {'holds' if len(held) == 1 else 'hold'} across draws "
+        "(pooled 95% interval excludes zero and every draw's mean difference has its sign)"
     )
     if not held.empty:
         head += ": " + "; ".join(
-            f"``{r['label']}`` ({r['stage']}) on {PAIRED[r['quantity']]}, "
-            f"{r['mean']:+.3g} [{r['low']:+.3g}, {r['high']:+.3g}]"
+            f"{_contrast(r)}, {r['mean']:+.3g} [{r['low']:+.3g}, {r['high']:+.3g}]"
             + ("" if r.get("role", EXPLORATORY) == EXPLORATORY else f" ({r['role']})")
             for _, r in held.iterrows()
         )
-    text = (
+    return (
         f"{head}. {len(agree)} {'agrees' if len(agree) == 1 else 'agree'} in sign in every draw "
         "without a resolved pooled difference."
     )
+
+
+def _interaction(table: pd.DataFrame) -> str:
+    """With one seed a draw, that draw-to-draw differences are not assessed; else the draw × cell
+    interactions at ALPHA beside the count expected by chance, and the contrasts without one."""
     seeds = table["seeds_per_draw"] if "seeds_per_draw" in table else pd.Series(1, table.index)
     if (seeds < 2).all():
-        text += (
-            " With one seed a draw the design cannot separate draw-to-draw differences from seed "
+        return (
+            "With one seed a draw the design cannot separate draw-to-draw differences from seed "
             "noise (each draw's difference is one run), so whether an effect varies between base "
             "policies is not assessed."
         )
-    else:
-        p = table["interaction_p"]
-        tested = table[p.notna()]
-        hits = tested[tested["interaction_p"] < ALPHA]
-        text += (
-            " Draw × cell interaction (one-way ANOVA of the per-seed paired differences, "
-            "between-draw over within-draw mean square): "
-            f"{len(hits)} of {len(tested)} contrasts at α = {ALPHA:g}, "
-            f"{ALPHA * len(tested):.2f} expected by chance with none (exploratory, no correction "
-            "for multiplicity)"
+    tested = table[table["interaction_p"].notna()]
+    hits = tested[tested["interaction_p"] < ALPHA]
+    text = (
+        "Draw × cell interaction (one-way ANOVA of the per-seed paired differences, "
+        "between-draw over within-draw mean square): "
+        f"{len(hits)} of {len(tested)} contrasts at α = {ALPHA:g}, "
+        f"{ALPHA * len(tested):.2f} expected by chance with none (exploratory, no correction "
+        "for multiplicity)"
+    )
+    if not hits.empty:
+        text += ": " + "; ".join(
+            f"{_contrast(r)}, p = {r['interaction_p']:.3g}" for _, r in hits.iterrows()
         )
-        if not hits.empty:
-            text += ": " + "; ".join(
-                f"``{r['label']}`` ({r['stage']}) on {PAIRED[r['quantity']]}, "
-                f"p = {r['interaction_p']:.3g}"
-                for _, r in hits.iterrows()
-            )
-        text += "."
-        if len(tested) < len(table):
-            text += (
-                f" {len(table) - len(tested)} contrasts have no such test (fewer than two seeds "
-                "in some draw, or no spread within draws)."
-            )
+    text += "."
+    if len(tested) < len(table):
+        text += (
+            f" {len(table) - len(tested)} contrasts have no such test (fewer than two seeds "
+            "in some draw, or no spread within draws)."
+        )
+    return text
+
+
+def consistency_reading(table: pd.DataFrame) -> str:
+    """Which pooled contrasts hold across draws and how many agree in sign without being
+    resolved (``_held``); where every draw has two seeds or more, how many show a draw × cell
+    interaction next to the count expected by chance; with one seed a draw, that the design
+    cannot tell draw-to-draw differences from seed noise (``_interaction``)."""
+    if table.empty:
+        return "**Across draws**: no contrast to compare.\n"
     return (
-        f"{text} A declared hypothesis is judged above by its own test (Holm's correction, the "
-        "minimum effect), not by this count; a manipulation check moves by construction.\n"
+        f"{_held(table)} {_interaction(table)} A declared hypothesis is judged above by its own "
+        "test (Holm's correction, the minimum effect), not by this count; a manipulation check "
+        "moves by construction.\n"
     )
 
 
