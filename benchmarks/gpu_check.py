@@ -17,6 +17,19 @@ key as Snakemake merges them: G = 8, 16 prompts a step, 128 tokens), in a work f
   built-in model is a random Qwen2 at SmolLM2-135M's shape (576 wide, 30 layers, 9 heads, 3 KV
   heads, 49,152 embedding rows): every completion runs to its cap, so a step's time and memory are
   the preset's upper bound, not its typical step.
+- ``options``: on a GPU (``--options``; none under ``--cpu``, where each would add a training to a
+  test that runs twice in CI), each compute option of issue 65 timed alone as a short training of
+  the same model and shape (``OPTION_PROBES``: TF32, a static KV cache, the static cache compiled,
+  bfloat16 weights for generation, all of them combined), with its steady step, tokens per second
+  of generation and of the update, peak memory, the preset's GPU-hours recomputed at its steps
+  (the evaluation as the probe of its precision measured it), and the share of its step-0
+  completions identical to that probe's (keyed sampling: 1.0 where the option changes no token);
+  and ``packed``: ``PACKED_RUNS`` runs trained at once on the one device
+  (``resources.runs_per_gpu``), their mean steady step and the preset's GPU-hours packed. The
+  table closes with the targets: a step at most ``STEP_TARGET_S`` s, bfloat16 no slower than
+  float32. The options add a training alone each (the compiled ones their compile too):
+  where one call's time is short, run the checks with ``--options none`` and the timings in a
+  second call with ``--timings-only`` (the probes, the options, the CPU reference).
 - ``cost_probe_cpu``: the same probe in float32 on the CPU for ``--cpu-reference-steps`` steps,
   the reference the device's figures are read against (beside the checks' runs, not alone: an
   upper bound of the CPU's time).
@@ -101,6 +114,23 @@ CHECK_SFT = {"sft_steps": 100, "sft_lr": 3.0e-3}
 DEFAULT_SFT_STEPS, DEFAULT_STEPS = 300, 5
 # bfloat16 resume: the resumed run's weights within this share of the run's own change of them.
 BF16_RESUME_TOLERANCE = 0.01
+# Issue 65's compute options, each timed alone on top of a precision's probe (the compute section's
+# keys), and the runs a GPU packs for the packing figure (resources.runs_per_gpu).
+OPTION_PROBES = {
+    "tf32": {"dtype": "float32", "tf32": True},
+    "static_cache": {"dtype": "float32", "generation_cache": "static"},
+    "static_compiled": {"dtype": "float32", "generation_cache": "static_compiled"},
+    "bf16_weights": {"dtype": "bfloat16", "generation_weights": "bfloat16"},
+    "combined": {
+        "dtype": "bfloat16",
+        "generation_weights": "bfloat16",
+        "generation_cache": "static_compiled",
+        "tf32": True,
+    },
+}
+PACKED_RUNS = 4
+# The issue's target for a training step at the SmolLM2 GPU preset's shape (from 3.74 s).
+STEP_TARGET_S = 1.0
 
 
 def merged_config(paths: list[Path], cpu: bool, vllm: bool = False) -> dict[str, Any]:
@@ -148,6 +178,10 @@ def with_dtype(config: dict[str, Any], dtype: str) -> dict[str, Any]:
 
 def with_device(config: dict[str, Any], device: str) -> dict[str, Any]:
     return {**config, "compute": {**config["compute"], "device": device}}
+
+
+def with_compute(config: dict[str, Any], **options: Any) -> dict[str, Any]:
+    return {**config, "compute": {**config["compute"], **options}}
 
 
 def environment(device: str, dtype: str) -> dict[str, Any]:
@@ -284,6 +318,75 @@ def cost_probe(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any]
         "checkpoint_dtypes": checkpoint_dtypes(last_checkpoint(work / "run")),
         "over_limit": refusals(m, p, config),
         "seconds": time.perf_counter() - started,
+    }
+
+
+def trained_alone(config: dict[str, Any], steps: int, work: Path) -> dict[str, Any]:
+    """The probe's training alone (no evaluation: the options change training only), with the
+    task's splits and content in ``work`` as the probe has them; in a process of its own."""
+    from grpo_ablation.policy.prefetch import prefetch
+    from grpo_ablation.process import in_own_process
+    from grpo_ablation.tasks import get_task
+    from grpo_ablation.training.cost_probe import train_steps
+
+    prefetch(config)
+    get_task(config["task"]).write_splits(work / "data")
+    return in_own_process(train_steps, config, steps, work)
+
+
+def option_probe(
+    config: dict[str, Any], steps: int, work: Path, probe: dict[str, Any], probe_run: Path
+) -> dict[str, Any]:
+    """One compute option's training alone, priced as ``probe`` (the cost probe of its precision,
+    whose run is ``probe_run``) with its training figures: its figures shaped as the probe's, and
+    the share of its step-0 completions identical to the probe's."""
+    from grpo_ablation.training.cost_probe import (
+        Measurement,
+        dag_shape,
+        project,
+        training_times,
+    )
+
+    trained = trained_alone(config, steps, work)
+    peak = trained["peak"]
+    on_gpu = peak.gpu_allocated_bytes is not None
+    m = replace(
+        Measurement(**probe["measured"]),
+        **training_times(trained),
+        peak_memory_bytes=peak.gpu_allocated_bytes if on_gpu else peak.host_rss_bytes,
+        train_peak_gpu_bytes=peak.gpu_allocated_bytes,
+    )
+    ours, theirs = completions(work / "run", 0), completions(probe_run, 0)
+    same = (ours["completion"].astype(str).values == theirs["completion"].astype(str).values).mean()
+    return {
+        "compute": config["compute"],
+        "measured": asdict(m),
+        "peak_memory_gib": m.peak_memory_bytes / 1024**3,
+        "projected": project(m, dag_shape(config)),
+        "identical_step0_completions": float(same),
+    }
+
+
+def packed_probe(
+    config: dict[str, Any], steps: int, work: Path, probe: dict[str, Any]
+) -> dict[str, Any]:
+    """``PACKED_RUNS`` runs of ``config`` trained at once on the device: their mean steady step,
+    and the preset's GPU-hours with its train jobs packed so (``probe``: the cost probe of the
+    config's precision, alone)."""
+    from grpo_ablation.policy.prefetch import prefetch
+    from grpo_ablation.tasks import get_task
+    from grpo_ablation.training.cost_probe import Measurement, dag_shape, packed_steps, project
+
+    prefetch(config)
+    get_task(config["task"]).write_splits(work / "data")
+    step_s = packed_steps(config, steps, work, PACKED_RUNS)
+    m = replace(Measurement(**probe["measured"]), packed_runs=PACKED_RUNS, packed_step_s=step_s)
+    shape = dag_shape(config) | {"runs_per_gpu": PACKED_RUNS}
+    return {
+        "runs": PACKED_RUNS,
+        "packed_step_s": step_s,
+        "alone_step_s": m.train_step_s,
+        "projected": project(m, shape),
     }
 
 
@@ -436,8 +539,13 @@ def run_checks(
     default_steps: int,
     default_sft_steps: int,
     cpu_reference_steps: int = 2,
+    options: list[str] | None = None,
+    packed: bool = False,
+    with_checks: bool = True,
 ) -> None:
-    """Every figure and check of the module docstring, in ``work``, into ``record``."""
+    """Every figure and check of the module docstring, in ``work``, into ``record``; ``options``:
+    the names of ``OPTION_PROBES`` to time, ``packed``: whether to time ``PACKED_RUNS`` at once;
+    ``with_checks`` False: the timings alone (the probes, the options, the CPU reference)."""
     from grpo_ablation.design.ablation import Design
     from grpo_ablation.device import resolve_device
     from grpo_ablation.process import in_own_process
@@ -447,8 +555,10 @@ def run_checks(
     fp32, bf16 = (work / "checks" / d for d in DTYPES)
     with ThreadPoolExecutor(max_workers=4) as pool:
         # The default's warm start is CPU work on one thread: beside the timings, not in them.
-        default_base = pool.submit(
-            in_own_process, prepare_base, default, work / "default", default_sft_steps
+        default_base = (
+            pool.submit(in_own_process, prepare_base, default, work / "default", default_sft_steps)
+            if with_checks
+            else None
         )
         cal = figures["cost_probe"] = {}
         for d in DTYPES:
@@ -464,6 +574,28 @@ def run_checks(
         checks["cost_probe"] = {
             "passed": len(cal) == len(DTYPES) and all(c["passed"] for c in cal.values())
         }
+        # The options and the packing, timed alone like the probes (each against its precision's).
+        figures["options"] = {}
+        for name in options or []:
+            dtype = OPTION_PROBES[name]["dtype"]
+            if dtype not in cal:
+                continue
+            part = record.part(
+                f"option_{name}",
+                option_probe,
+                with_compute(timing, **OPTION_PROBES[name]),
+                steps,
+                work / f"option_{name}",
+                cal[dtype],
+                work / f"cost_probe_{dtype}" / "run",
+            )
+            if part is not None:
+                figures["options"][name] = part
+        preset = timing["compute"]["dtype"]
+        if packed and preset in cal:
+            figures["packed"] = record.part(
+                "packed", packed_probe, timing, steps, work / "packed", cal[preset]
+            )
         runs = {}
         if cpu_reference_steps:
             reference = with_device(with_dtype(timing, "float32"), "cpu")
@@ -471,8 +603,10 @@ def run_checks(
                 in_own_process, cost_probe, reference, cpu_reference_steps, work / "cost_probe_cpu"
             )
 
-        base_info = record.part(
-            "checks_base", in_own_process, prepare_base, checked, work / "checks", None
+        base_info = (
+            record.part("checks_base", in_own_process, prepare_base, checked, work / "checks", None)
+            if with_checks
+            else None
         )
         if base_info is not None:
             runs |= {
@@ -481,7 +615,7 @@ def run_checks(
                 )
                 for d in DTYPES
             }
-        if record.part("default_base", default_base.result) is not None:
+        if default_base and record.part("default_base", default_base.result) is not None:
             design = Design.of(default)
             cfg = replace(
                 design.training_config(design.baseline(), seed=0),
@@ -533,9 +667,10 @@ def run_checks(
         checks["evaluation_twice"] = record.part(
             "evaluation_twice", evaluation_twice, checked, work
         ) or {"passed": False}
-    figures["device_vs_cpu"] = record.part(
-        "device_vs_cpu", device_figures, work / "default" / "device", work / "default" / "cpu"
-    )
+    if with_checks:
+        figures["device_vs_cpu"] = record.part(
+            "device_vs_cpu", device_figures, work / "default" / "device", work / "default" / "cpu"
+        )
 
 
 def evaluation_twice(config: dict[str, Any], work: Path) -> dict[str, Any]:
@@ -595,6 +730,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=Path("results/gpu_check.json"))
     parser.add_argument("--vllm", action="store_true", help="generate and evaluate with vLLM")
+    parser.add_argument(
+        "--timings-only",
+        action="store_true",
+        help="the probes, the options and the CPU reference, not the checks (a second run)",
+    )
+    parser.add_argument(
+        "--options",
+        help=f"compute options to time, comma-separated, of {', '.join(OPTION_PROBES)}, and "
+        "packed; all (the default on a GPU) or none (the default with --cpu)",
+    )
     parser.add_argument("--wheels", type=Path, help="a folder of `make gpu-wheels` to install")
     parser.add_argument("--site", type=Path, default=ROOT / ".site-torch", help="where to")
     a = parser.parse_args(argv)
@@ -660,12 +805,28 @@ def main(argv: list[str] | None = None) -> int:
             a.default_steps,
             a.default_sft_steps,
             a.cpu_reference_steps,
+            *chosen_options(a.options, device),
+            not a.timings_only,
         )
     record.data["seconds"]["all"] = time.perf_counter() - started
     record.save()
     print(table(record.data))
     print(f"{a.out}: {record.data['seconds']['all']:.0f} s in all")
     return 0 if record.data["passed"] else 1
+
+
+def chosen_options(given: str | None, device: str) -> tuple[list[str], bool]:
+    """``--options`` as (the names of OPTION_PROBES, whether to time the packing): all on a GPU
+    unless told, none on the CPU."""
+    every = [*OPTION_PROBES, "packed"]
+    if given is None:
+        given = "all" if device == "cuda" else "none"
+    choices = {"all": every, "none": []}
+    names = choices[given] if given in choices else [n.strip() for n in given.split(",")]
+    unknown = [n for n in names if n not in every]
+    if unknown:
+        raise SystemExit(f"gpu_check: unknown --options {unknown}; expected some of {every}")
+    return [n for n in names if n != "packed"], "packed" in names
 
 
 def probe_line(c: dict[str, Any]) -> str:
@@ -682,6 +843,40 @@ def probe_line(c: dict[str, Any]) -> str:
         f"({m['peak_memory_kind']}), tokens/s generation {rate('generation_tokens_per_s')} vs "
         f"update {rate('update_tokens_per_s')}; preset {c['projected']['gpu_hours']:.1f} GPU-h"
     )
+
+
+def targets(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """Issue 65's targets against a GPU's record: the fastest steady step of any probe or option
+    (at most STEP_TARGET_S), and bfloat16's step against float32's (no slower)."""
+    f = record["figures"]
+    if record["environment"]["device"] != "cuda":
+        return []  # the targets are a GPU's
+    steps = {f"{d}": c["measured"]["train_step_s"] for d, c in f["cost_probe"].items()}
+    steps |= {name: c["measured"]["train_step_s"] for name, c in (f.get("options") or {}).items()}
+    rows = []
+    if steps:
+        best = min(steps, key=steps.get)
+        verdict = "met" if steps[best] <= STEP_TARGET_S else "not met"
+        rows.append(
+            (
+                f"target: a step <= {STEP_TARGET_S} s",
+                f"{verdict}: fastest {best} at {steps[best]:.3f} s",
+            )
+        )
+    fp32, bf16 = (f["cost_probe"].get(d) for d in DTYPES)
+    if fp32 and bf16:
+        base = fp32["measured"]["train_step_s"]
+        text = f"autocast {bf16['measured']['train_step_s'] / base:.2f}x float32's step"
+        in_bf16 = {
+            name: c["measured"]["train_step_s"]
+            for name, c in (f.get("options") or {}).items()
+            if OPTION_PROBES[name]["dtype"] == "bfloat16"
+        }
+        if in_bf16:
+            name = min(in_bf16, key=in_bf16.get)
+            text += f"; {name} {in_bf16[name] / base:.2f}x"
+        rows.append(("target: bfloat16 no slower than float32", text))
+    return rows
 
 
 def table(record: dict[str, Any]) -> str:
@@ -701,6 +896,27 @@ def table(record: dict[str, Any]) -> str:
         probes["cpu reference, float32"] = f["cost_probe_cpu"]
     for name, c in probes.items():
         rows.append((f"steady step ({name})", probe_line(c)))
+    for name, c in (f.get("options") or {}).items():
+        options = ", ".join(f"{k} {v}" for k, v in OPTION_PROBES[name].items())
+        rows.append(
+            (
+                f"steady step ({env['device']}, {name}: {options})",
+                f"{probe_line(c)}; identical step-0 completions "
+                f"{c['identical_step0_completions']:.1%}",
+            )
+        )
+    packed = f.get("packed")
+    if packed:
+        p = packed["projected"]
+        rows.append(
+            (
+                f"{packed['runs']} runs at once on one {env['device']}",
+                f"{packed['packed_step_s']:.3f} s a step each (alone {packed['alone_step_s']:.3f}); "
+                f"preset {p['gpu_hours']:.1f} GPU-h packed, {p['wall_hours_one_gpu']:.1f} h on "
+                "one GPU",
+            )
+        )
+    rows += targets(record)
     p = f.get("bf16_vs_fp32")
     if p:
         rows.append(

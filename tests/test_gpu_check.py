@@ -16,8 +16,11 @@ from benchmarks.gpu_check import (
     CHECK_MODEL,
     CHECK_SFT,
     GPU_CONFIGS,
+    OPTION_PROBES,
     TIMING_MODEL,
+    chosen_options,
     merged_config,
+    table,
     weight_difference,
     with_model,
 )
@@ -68,6 +71,54 @@ def test_weight_difference_sees_one_changed_number(tmp_path):
         save_file(tensors, tmp_path / name / "model.safetensors")
     assert weight_difference(tmp_path / "x", tmp_path / "x") == 0.0
     assert weight_difference(tmp_path / "x", tmp_path / "y") == 0.5
+
+
+def test_the_options_are_timed_on_a_gpu_unless_told_and_never_on_the_cpu_unless_told():
+    assert chosen_options(None, "cuda") == (list(OPTION_PROBES), True)
+    assert chosen_options(None, "cpu") == ([], False)
+    assert chosen_options("static_cache,packed", "cpu") == (["static_cache"], True)
+    assert chosen_options("none", "cuda") == ([], False)
+    with pytest.raises(SystemExit, match="unknown --options"):
+        chosen_options("statics", "cuda")
+
+
+def _probe(step_s: float, gpu_hours: float = 1.0) -> dict:
+    measured = {
+        "train_step_s": step_s,
+        "train_warmup_s": 9.0,
+        "train_save_s": 1.0,
+        "peak_memory_kind": "gpu",
+        "generation_tokens_per_s": 20000.0,
+        "update_tokens_per_s": 50000.0,
+    }
+    return {"measured": measured, "peak_memory_gib": 12.5, "projected": {"gpu_hours": gpu_hours}}
+
+
+def test_the_table_prints_every_target_figure_per_option():
+    """Per precision and per option: the steady step, peak memory, tokens per second of
+    generation and of the update apart, the preset's GPU-hours; the packing; the targets."""
+    env = {"device": "cuda", "gpu_model": "H100", "driver_version": "580", "torch": "2.13"}
+    env |= {"torch_cuda": "13.0", "transformers": "5.17.0", "trl": "1.16.0"}
+    options = {"static_compiled": _probe(0.8) | {"identical_step0_completions": 1.0}}
+    options["combined"] = _probe(0.6, 0.5) | {"identical_step0_completions": 0.98}
+    packed = {"runs": 4, "packed_step_s": 1.2, "alone_step_s": 3.0}
+    packed["projected"] = {"gpu_hours": 0.7, "wall_hours_one_gpu": 0.7}
+    figures = {"cost_probe": {"float32": _probe(3.0), "bfloat16": _probe(4.5)}}
+    figures |= {"options": options, "packed": packed}
+    record = {"environment": env, "vllm_note": "no vLLM", "figures": figures}
+    text = table(record | {"checks": {}, "errors": {}})
+    row = next(line for line in text.splitlines() if "static_compiled" in line)
+    assert "0.800 s" in row and "peak 12.50 GiB (gpu)" in row
+    assert "tokens/s generation 20000 vs update 50000" in row and "preset 1.0 GPU-h" in row
+    assert "identical step-0 completions 100.0%" in row
+    assert "| 4 runs at once on one cuda | 1.200 s a step each (alone 3.000)" in text
+    assert "| target: a step <= 1.0 s | met: fastest combined at 0.600 s |" in text
+    assert (
+        "| target: bfloat16 no slower than float32 | autocast 1.50x float32's step; combined 0.20x |"
+        in (text)
+    )
+    record["environment"] = env | {"device": "cpu"}
+    assert "target:" not in table(record | {"checks": {}, "errors": {}}), "a GPU's targets"
 
 
 @pytest.mark.slow  # trains eleven short runs and evaluates four times

@@ -291,14 +291,8 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
     # vLLM each checkpoint's evaluation has a process of its own, not measured here).
     peaks = [trained["peak"], peak_memory()]
     on_gpu = device == "cuda"
-    times = trained["times"]
     return Measurement(
-        train_setup_s=max(0.0, trained["wall_s"] - trained["timed_s"]),
-        train_step_s=times["step_s"],
-        train_warmup_s=times["warmup_s"],
-        train_save_s=times["save_s"],
-        generation_tokens_per_s=times["generation_tokens_per_s"],
-        update_tokens_per_s=times["update_tokens_per_s"],
+        **training_times(trained),
         sft_step_s=trained["sft_step_s"],
         eval_checkpoint_s=durations[0],
         eval_validation_s=durations[1],
@@ -313,6 +307,19 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
         packed_runs=n if packed is not None else None,
         packed_step_s=packed,
     )
+
+
+def training_times(trained: dict[str, Any]) -> dict[str, Any]:
+    """A Measurement's training fields from what ``train_steps`` returned."""
+    times = trained["times"]
+    return {
+        "train_setup_s": max(0.0, trained["wall_s"] - trained["timed_s"]),
+        "train_step_s": times["step_s"],
+        "train_warmup_s": times["warmup_s"],
+        "train_save_s": times["save_s"],
+        "generation_tokens_per_s": times["generation_tokens_per_s"],
+        "update_tokens_per_s": times["update_tokens_per_s"],
+    }
 
 
 def packed_steps(config: dict[str, Any], steps: int, work: Path, n: int) -> float:
