@@ -805,7 +805,7 @@ def main(argv: list[str] | None = None) -> int:
             a.default_steps,
             a.default_sft_steps,
             a.cpu_reference_steps,
-            *chosen_options(a.options, device),
+            *chosen_options(a.options, device, vllm),
             not a.timings_only,
         )
     record.data["seconds"]["all"] = time.perf_counter() - started
@@ -815,9 +815,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if record.data["passed"] else 1
 
 
-def chosen_options(given: str | None, device: str) -> tuple[list[str], bool]:
+def chosen_options(given: str | None, device: str, vllm: bool = False) -> tuple[list[str], bool]:
     """``--options`` as (the names of OPTION_PROBES, whether to time the packing): all on a GPU
-    unless told, none on the CPU."""
+    unless told, none on the CPU. With vLLM generating, those of transformers' generate (which a
+    vLLM run refuses) and the packing (an engine's memory share per run) are left out."""
     every = [*OPTION_PROBES, "packed"]
     if given is None:
         given = "all" if device == "cuda" else "none"
@@ -826,6 +827,12 @@ def chosen_options(given: str | None, device: str) -> tuple[list[str], bool]:
     unknown = [n for n in names if n not in every]
     if unknown:
         raise SystemExit(f"gpu_check: unknown --options {unknown}; expected some of {every}")
+    if vllm:
+        from grpo_ablation.design.options import GENERATE_OPTIONS
+
+        names = [
+            n for n in names if n in OPTION_PROBES and not {*OPTION_PROBES[n]} & {*GENERATE_OPTIONS}
+        ]
     return [n for n in names if n != "packed"], "packed" in names
 
 

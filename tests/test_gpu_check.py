@@ -78,6 +78,8 @@ def test_the_options_are_timed_on_a_gpu_unless_told_and_never_on_the_cpu_unless_
     assert chosen_options(None, "cpu") == ([], False)
     assert chosen_options("static_cache,packed", "cpu") == (["static_cache"], True)
     assert chosen_options("none", "cuda") == ([], False)
+    # a vLLM run refuses generate's options, and packs no engines
+    assert chosen_options(None, "cuda", vllm=True) == (["tf32"], False)
     with pytest.raises(SystemExit, match="unknown --options"):
         chosen_options("statics", "cuda")
 

@@ -42,6 +42,8 @@ GENERATION_BACKENDS = ("transformers", "vllm")
 # and the weights it reads (compute.generation_cache, compute.generation_weights).
 GENERATION_CACHES = ("dynamic", "static", "static_compiled")
 GENERATION_WEIGHTS = ("master", "bfloat16")
+# The compute options of transformers' generate, which a vLLM run refuses (check_generation).
+GENERATE_OPTIONS = ("generation_cache", "generation_weights")
 # Options TRL's GRPOTrainer holds too, as its attributes (from GRPOConfig): the trainer computes
 # the loss with TRL's, the objective record states the options', so the trainer refuses to start
 # when they differ.
@@ -459,7 +461,7 @@ def check_generation(compute: ComputeConfig, cfg: TrainingConfig) -> None:
     if cfg.generation_backend == "transformers":
         return
     for f in fields(compute):
-        if f.name.startswith("generation_") and getattr(compute, f.name) != f.metadata["neutral"]:
+        if f.name in GENERATE_OPTIONS and getattr(compute, f.name) != f.metadata["neutral"]:
             raise ValueError(
                 f"compute.{f.name} {getattr(compute, f.name)!r} applies to transformers' "
                 f"generate; with training.generation_backend {cfg.generation_backend!r} the engine "
