@@ -184,7 +184,7 @@ def test_a_unit_without_a_finite_difference_is_left_out_of_a_look():
             ],
             5,
         ),
-        ([52, 104, 156, 208], ["directional"] * 4, 3),
+        ([51, 102, 153, 204], ["directional"] * 4, 3),
         ([4, 8], ["directional", "directional"], 1),
         # few df at every look, where the plain carry errs most
         ([4, 8, 12, 16], ["directional", "directional"], None),

@@ -235,6 +235,36 @@ def test_the_two_studies_share_no_draw_and_split_the_hypotheses():
     assert {"g16_lowers_greedy", "resample_raises_greedy"} <= ids[1] - ids[0]
 
 
+def test_the_group_size_study_plans_its_control_on_the_main_studys_first_look():
+    """The positive control of config/study_group_size.yaml is planned on what config/study.yaml's
+    look 1 measured of it in the same protocol (its ledger's statistics: mean, se, units): the
+    SD of its per-draw differences on units − 1 df, naming look 1's draws, and an expected effect
+    no larger than the measured one, in its direction; it gates the same graph and spending."""
+    from grpo_ablation.design.ablation import Design
+    from grpo_ablation.design.hypotheses import declared
+    from grpo_ablation.design.schema import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    config = root / "config"
+    main = load_config([config / "config.yaml", config / "study.yaml"])
+    group = load_config(
+        [config / "config.yaml", *(config / f for f in STUDIES["study_group_size"])]
+    )
+    look1 = Ledger(root / "studies/study/ledger.jsonl").entries()[0]
+    measured = look1["statistics"]["lr0_lowers_greedy"]
+    (entry,) = group["power"]["sd"]["lr0_lowers_greedy"]
+    assert entry["sd"] == pytest.approx(measured["se"] * math.sqrt(measured["units"]), abs=5e-5)
+    assert entry["df"] == measured["units"] - 1 and entry["draws"] == look1["draws"]
+    (control,) = [h for h in declared(Design.of(group)) if h.id == "lr0_lowers_greedy"]
+    assert (
+        control.direction * measured["mean"]
+        >= control.expected_effect
+        > 0.9 * abs(measured["mean"])
+    )
+    for key in ("gatekeeper", "spending"):
+        assert group["study"][key] == main["study"][key]
+
+
 def test_a_look_of_few_draws_is_planned_on_t_statistics():
     """config/study_reduced.yaml as it was planned and run on 2026-12-05 (no gatekeeper: each
     test at 0.0125): at its first look (4 draws, 3 df) the positive control needs t ≥ 13.8 where
