@@ -23,6 +23,7 @@ from benchmarks.gpu_check import (
     table,
     weight_difference,
     with_model,
+    with_options,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,9 +80,32 @@ def test_the_options_are_timed_on_a_gpu_unless_told_and_never_on_the_cpu_unless_
     assert chosen_options("static_cache,packed", "cpu") == (["static_cache"], True)
     assert chosen_options("none", "cuda") == ([], False)
     # a vLLM run refuses generate's options, and packs no engines
-    assert chosen_options(None, "cuda", vllm=True) == (["tf32"], False)
+    assert chosen_options(None, "cuda", vllm=True) == (["tf32", "scoring_16"], False)
     with pytest.raises(SystemExit, match="unknown --options"):
         chosen_options("statics", "cuda")
+
+
+def test_each_option_probe_sets_its_keys_in_the_section_that_declares_them():
+    """Issue 65's items 1-3 each timed: the compute section's options, and the scoring passes in
+    micro-batches (training.scoring_batch_size), whose peak the check states beside the one-pass
+    probe's."""
+    config = {"compute": {"device": "cuda", "dtype": "bfloat16"}, "training": {"max_steps": 4}}
+    scoring = with_options(config, **OPTION_PROBES["scoring_16"])
+    assert scoring["training"] == {"max_steps": 4, "scoring_batch_size": 16}
+    assert scoring["compute"] == {"device": "cuda", "dtype": "float32"}
+    combined = with_options(config, **OPTION_PROBES["combined"])
+    assert combined["training"] == config["training"] and combined["compute"]["tf32"] is True
+    assert config["compute"]["dtype"] == "bfloat16", "the config itself is left as it was"
+    probed = {key for probe in OPTION_PROBES.values() for key in probe}
+    assert {"tf32", "generation_cache", "generation_weights", "scoring_batch_size"} <= probed
+
+
+def test_the_cluster_docs_name_every_probe_the_check_can_time():
+    """docs/cluster.md lists what the check prints, each option probe by its --options name."""
+    names, packed = chosen_options("all", "cuda")
+    text = (ROOT / "docs/cluster.md").read_text()
+    missing = [n for n in [*names, "packed" if packed else ""] if f"`{n}`" not in text]
+    assert not missing, f"docs/cluster.md does not name {missing}"
 
 
 def _probe(step_s: float, gpu_hours: float = 1.0) -> dict:
@@ -103,6 +127,7 @@ def test_the_table_prints_every_target_figure_per_option():
     env |= {"torch_cuda": "13.0", "transformers": "5.17.0", "trl": "1.16.0"}
     options = {"static_compiled": _probe(0.8) | {"identical_step0_completions": 1.0}}
     options["combined"] = _probe(0.6, 0.5) | {"identical_step0_completions": 0.98}
+    options["scoring_16"] = _probe(3.3) | {"identical_step0_completions": 1.0}
     packed = {"runs": 4, "packed_step_s": 1.2, "alone_step_s": 3.0}
     packed["projected"] = {"gpu_hours": 0.7, "wall_hours_one_gpu": 0.7}
     figures = {"cost_probe": {"float32": _probe(3.0), "bfloat16": _probe(4.5)}}
@@ -115,10 +140,16 @@ def test_the_table_prints_every_target_figure_per_option():
     assert "identical step-0 completions 100.0%" in row
     assert "| 4 runs at once on one cuda | 1.200 s a step each (alone 3.000)" in text
     assert "| target: a step <= 1.0 s | met: fastest combined at 0.600 s |" in text
+    scoring = "| steady step (cuda, scoring_16: dtype float32, scoring_batch_size 16) | 3.300 s"
+    assert scoring in text
+    # bfloat16's verdict reads the probes of another precision alone: combined is also compiled
+    bf16 = "| target: bfloat16 no slower than float32 | "
     assert (
-        "| target: bfloat16 no slower than float32 | autocast 1.50x float32's step; combined 0.20x |"
-        in (text)
-    )
+        bf16 + "not met: autocast 1.50x float32's step (with other options too: combined 0.20x) |"
+    ) in text
+    options["bf16_weights"] = _probe(2.7) | {"identical_step0_completions": 0.9}
+    text = table(record | {"checks": {}, "errors": {}})
+    assert (bf16 + "met: autocast 1.50x, bf16_weights 0.90x float32's step (with other") in text
     record["environment"] = env | {"device": "cpu"}
     assert "target:" not in table(record | {"checks": {}, "errors": {}}), "a GPU's targets"
 

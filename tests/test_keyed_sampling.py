@@ -153,7 +153,7 @@ def reference_hash(key: int, position: int, v: int) -> int:
 
 def test_the_cpu_and_device_paths_hash_the_reference_words():
     # The CPU hashes blocks of positions in numpy; other devices hash one position at a time
-    # in int64 tensors (run here on the CPU). Both are the reference hash, so a run draws the
+    # in int32 tensors (run here on the CPU). Both are the reference hash, so a run draws the
     # same tokens on either, and the noise of every earlier version of the code.
     keys = [completion_key("block", i) for i in range(5)] + [0, 2**63 - 1]
     for vocab in (3, 81, 1000):
