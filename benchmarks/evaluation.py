@@ -16,10 +16,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from benchmarks.records import ROOT, eval_dir, read_job_benchmarks, subtrees, timings
+from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.layout import STEP_RESULTS
 
 MODES = ("in_process", "cold_worker", "warm_worker")
@@ -70,14 +72,14 @@ def evaluation_modes(exp_dir: Path, repeats: int = 3) -> dict[str, Any]:
     """
     run = next(p.parent for p in sorted((exp_dir / "runs").rglob("run_info.json")))
     first = json.loads(next((exp_dir / "eval" / "base" / "test").rglob(STEP_RESULTS)).read_text())
-    evaluation = {
-        "batch_size": first["batch_size"],
-        "device": first["device"],
-        "dtype": first["dtype"],
-        "seed": first["seeds"]["random_seed"],
-        "limit": first["limit"],
-        "external_benchmarks": [],
-    }
+    # every option resolved, as the job receives the section (checks.evaluation_config)
+    resolved = EvaluationConfig(
+        batch_size=first["batch_size"],
+        seed=first["seeds"]["random_seed"],
+        limit=first["limit"],
+        backend=first["backend"],
+    )
+    evaluation = asdict(resolved) | {"device": first["device"], "dtype": first["dtype"]}
     cli = ROOT / "workflow" / "scripts" / "grpo.py"
 
     def evaluate(out: Path, env: dict[str, str]) -> float:

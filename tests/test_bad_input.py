@@ -92,6 +92,13 @@ def test_every_config_problem_is_named_at_once_with_the_name_meant():
     (far,) = config_problems(changed_smoke_config(training__zzz=1))
     assert far.startswith("training.zzz: unknown key (known: aggregation, baseline")
     assert config_problems(changed_smoke_config()) == []
+    # the evaluation section, generated from its declaration as training's is
+    assert config_problems(
+        changed_smoke_config(evaluation__samplr="keyed", evaluation__backend="vlm")
+    ) == [
+        "evaluation.samplr: unknown key; did you mean sampler or sampled_metric?",
+        "evaluation.backend: 'vlm' is not one of ['hf', 'vllm']; did you mean vllm?",
+    ]
 
 
 @pytest.mark.slow  # starts processes of its own

@@ -199,7 +199,10 @@ def test_tasks_come_from_one_registry_that_the_design_check_names():
 
 
 def test_evaluation_generates_as_training_does():
+    from dataclasses import asdict
+
     from grpo_ablation.design.checks import DesignError, evaluation_config
+    from grpo_ablation.design.options import EvaluationConfig
 
     config = {
         "training": {"max_completion_length": 512},
@@ -208,7 +211,8 @@ def test_evaluation_generates_as_training_does():
         "task": {"kind": "math"},
         "base_policy": {"kind": "hub"},
     }
-    assert evaluation_config(config) | {} == {
+    # every option resolved: the declared default where the section leaves it out
+    assert evaluation_config(config) == asdict(EvaluationConfig()) | {
         "max_gen_toks": 512,
         "k": 4,
         "sampled_metric": "mean_at_k",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import grpo_ablation.evaluation.evaluate
 import grpo_ablation.process
 from grpo_ablation.commands import evaluate as job
 from grpo_ablation.design.ablation import run_seed
+from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.evaluation.seeding import evaluation_seed
 from grpo_ablation.layout import RUN_INFO
 
@@ -68,8 +70,9 @@ def _run_job(argv: list[str], monkeypatch) -> list[int]:
     return seeds
 
 
+# What the job receives: every evaluation option resolved (checks.evaluation_config).
 EVALUATION = json.dumps(
-    {"batch_size": 2, "device": "cpu", "dtype": "float32", "seed": 0, "limit": None}
+    asdict(EvaluationConfig(batch_size=2)) | {"device": "cpu", "dtype": "float32"}
 )
 
 

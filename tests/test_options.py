@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from grpo_ablation.design import schema
-from grpo_ablation.design.options import ComputeConfig, TrainingConfig
+from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, TrainingConfig
 from grpo_ablation.objective.record import ObjectiveRecord
-from grpo_ablation.settings import check_option, identity, option
+from grpo_ablation.settings import check_option, default_of, identity, option
 
 # The training options declared before neutral values existed: every finished run's train params
 # hold each of them, so none may declare one (the params of its runs at that value would change,
@@ -55,7 +55,7 @@ def test_the_schema_section_is_the_dataclass(section):
     fields = schema.SECTIONS[section].__dataclass_fields__
     assert list(written) == list(fields)
     for name, spec in written.items():
-        assert spec["default"] == fields[name].default
+        assert spec["default"] == default_of(fields[name])
         assert spec["description"] == fields[name].metadata["help"]
 
 
@@ -75,6 +75,32 @@ def test_a_missing_compute_key_takes_the_declared_default_everywhere():
         ComputeConfig.of({"processes_per_train_job": 0})
     with pytest.raises(ValueError, match=r"unknown key.*'gpus'.*config section 'compute'"):
         ComputeConfig.of({"gpus": 2})
+
+
+def test_every_reader_of_the_evaluation_section_gets_the_declared_defaults():
+    """The schema fills in what the dataclass declares, and the jobs' section is the dataclass's:
+    no reader keeps a default of its own."""
+    from snakemake.utils import validate
+
+    from grpo_ablation.design.checks import evaluation_config, needs_prefetch, uses_vllm
+
+    config = {"experiment": "x", "seeds": [0]}
+    validate(config, str(schema.SCHEMA))
+    assert config["evaluation"] == asdict(EvaluationConfig())
+    config |= {"task": {"kind": "addition"}, "base_policy": {"kind": "local"}}
+    job = evaluation_config(config)
+    assert {k: job[k] for k in config["evaluation"] if k != "max_gen_toks"} == {
+        k: v for k, v in asdict(EvaluationConfig()).items() if k != "max_gen_toks"
+    } | {"sampled_metric": "exact"}
+    assert not uses_vllm(config) and not needs_prefetch(config)
+    assert EvaluationConfig.of({}) == EvaluationConfig()
+    with pytest.raises(ValueError, match=r"evaluation.backend: unknown backend 'jax'"):
+        EvaluationConfig.of({"backend": "jax"})
+    with pytest.raises(ValueError, match=r"evaluation.limit must be >= 1, got 0"):
+        EvaluationConfig.of({"limit": 0})
+    assert EvaluationConfig.of({"batch_size": "auto", "limit": None}).batch_size == "auto"
+    with pytest.raises(ValueError, match=r"unknown key.*'samplr'.*config section 'evaluation'"):
+        EvaluationConfig.of({"samplr": "keyed"})
 
 
 def test_a_new_option_is_recorded_without_touching_the_record():
@@ -156,7 +182,7 @@ def test_every_choice_of_an_option_is_named_in_its_help():
     """The help text the schema and `--help` show lists the choices by name; the registries are
     what decide them, so each registered choice must appear there (a choice added to a registry
     and not to the help fails here)."""
-    for cls in (TrainingConfig, ComputeConfig):
+    for cls in schema.SECTIONS.values():
         for f in fields(cls):
             choices = f.metadata.get("choices") or ()
             missing = [
@@ -173,7 +199,7 @@ def test_a_help_text_that_lists_its_choices_takes_them_from_the_registry():
 
     source = Path(options.__file__).read_text()
     listed = 0
-    for cls in (TrainingConfig, ComputeConfig):
+    for cls in schema.SECTIONS.values():
         for f in fields(cls):
             choices = f.metadata.get("choices")
             if choices and spell_choices(choices) in f.metadata["help"]:
@@ -204,7 +230,6 @@ def test_the_schemas_hand_written_choices_are_the_registries():
     from grpo_ablation.design.ablation import SELECTION_METRICS
     from grpo_ablation.design.hypotheses import DIRECTIONS, KINDS, METRICS, PUSH_POLICIES
     from grpo_ablation.design.quantities import OUTCOME_DEPENDENT
-    from grpo_ablation.sampling import SAMPLERS
 
     props = yaml.safe_load(schema.SCHEMA.read_text())["properties"]
     hypothesis = props["hypotheses"]["additionalProperties"]["properties"]
@@ -214,7 +239,6 @@ def test_the_schemas_hand_written_choices_are_the_registries():
         (hypothesis["direction"]["enum"], DIRECTIONS),
         (hypothesis["policy"]["enum"], PUSH_POLICIES),
         (stage["selection_metric"]["enum"], SELECTION_METRICS),
-        (props["evaluation"]["properties"]["sampler"]["enum"], SAMPLERS),
         (props["study"]["properties"]["spending"]["enum"], SPENDING),
     ):
         assert sorted(written) == sorted(registry)

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -16,21 +17,16 @@ import pytest
 pytest.importorskip("lm_eval")
 
 from grpo_ablation import worker
+from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.evaluation.task_folders import write_task
 from grpo_ablation.objective.calculations import write_sheet
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = ROOT / "workflow" / "scripts" / "grpo.py"
-EVALUATION = {
-    "batch_size": 4,
+# What an evaluation job receives: every option resolved (checks.evaluation_config).
+EVALUATION = asdict(EvaluationConfig(batch_size=4, k=2, max_gen_toks=8)) | {
     "device": "cpu",
     "dtype": "float32",
-    "k": 2,
-    "limit": None,
-    "external_benchmarks": [],
-    "max_gen_toks": 8,
-    "seed": 0,
-    "temperature": 1.0,
 }
 PROMPTS = ["47+8=", "1+2=", "99+12=", "5+5=", "3+40=", "70+7="]
 

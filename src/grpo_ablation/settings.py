@@ -13,14 +13,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def spell_choices(choices: tuple[str, ...]) -> str:
+def spell_choices(choices: Iterable[str]) -> str:
     """``a, b or c``: how a help text lists the choices of an option."""
+    choices = tuple(choices)
     return " or ".join(filter(None, [", ".join(choices[:-1]), choices[-1]]))
 
 
@@ -30,7 +31,8 @@ def option(
     *,
     recorded: bool | str = True,
     neutral: Any = dataclasses.MISSING,
-    choices: tuple[str, ...] | None = None,
+    choices: Collection[str] | None = None,
+    words: tuple[str, ...] = (),
     minimum: float | None = None,
     exclusive_minimum: float | None = None,
     maximum: float | None = None,
@@ -42,20 +44,31 @@ def option(
     the option out of its ``identity``, the train jobs' rerun trigger, so adding the option
     retrains no finished run; a value away from it (a default changed later included) enters the
     identity and retrains the runs it changes. ``{choices}`` in the help text is the list of
-    ``choices``, spelled from the registry that declares them."""
+    ``choices``, spelled from the registry that declares them; ``choices`` may be the registry
+    itself (a dict), whose names the checks and the schema then read as they are at the time.
+    ``words``: the words a numeric option takes beside its numbers (``auto``). A list default is
+    copied for each instance. A value of None (an optional option) meets every bound."""
     if choices and "{choices}" in help:
         help = help.replace("{choices}", spell_choices(choices))
     bounds = {"minimum": minimum, "exclusiveMinimum": exclusive_minimum, "maximum": maximum}
-    return dataclasses.field(
-        default=default,
-        metadata={
-            "help": help,
-            "recorded": recorded,
-            "neutral": neutral,
-            "choices": choices,
-            "bounds": {k: v for k, v in bounds.items() if v is not None},
-        },
-    )
+    metadata = {
+        "help": help,
+        "recorded": recorded,
+        "neutral": neutral,
+        "choices": choices,
+        "words": words,
+        "bounds": {k: v for k, v in bounds.items() if v is not None},
+    }
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=default.copy, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def default_of(f: dataclasses.Field) -> Any:
+    """The declared default of an option (a list default made by its factory)."""
+    if f.default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
 
 
 def did_you_mean(word: Any, choices: Iterable[Any]) -> str:
@@ -74,6 +87,8 @@ def check_option(section: str, name: str, value: Any, meta: Any) -> None:
             f"{section}.{name}: unknown {name.replace('_', ' ')} {value!r}; expected one of "
             f"{list(meta['choices'])}{did_you_mean(value, meta['choices'])}"
         )
+    if value is None or value in meta.get("words", ()):
+        return
     for bound, limit in meta["bounds"].items():
         if {"minimum": value < limit, "exclusiveMinimum": value <= limit, "maximum": value > limit}[
             bound

@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def servable(a: argparse.Namespace) -> bool:
     """Not with external benchmarks: lm-eval's whole task index runs in a process of its own."""
-    return not a.evaluation.get("external_benchmarks")
+    return not a.evaluation["external_benchmarks"]
 
 
 def run(a: argparse.Namespace) -> None:
@@ -63,7 +63,7 @@ def run(a: argparse.Namespace) -> None:
     options = EvaluationOptions.of(ev, seed=seed, revision=revision)
     folder = Evaluation(a.out)
     # External benchmarks (lm-eval's own gsm8k, ...) score the test-split checkpoints only.
-    external = ev.get("external_benchmarks") or None
+    external = ev["external_benchmarks"] or None
     test, validation = (Path(folder.split(s)) for s in ("test", "validation"))
     evaluate_checkpoints(checkpoints, a.tasks / "test", test, options, external=external)
     evaluate_checkpoints(checkpoints[-1:], a.tasks / "validation", validation, options)

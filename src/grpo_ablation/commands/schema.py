@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "write the config schema's training and compute sections from their declarations"
+HELP = "write the config schema's generated sections (training, compute, evaluation)"
 # A command a person runs to maintain the checkout (``grpo-ablation --help`` lists it second).
 ROLE = "maintain"
 

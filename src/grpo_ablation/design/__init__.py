@@ -1,7 +1,8 @@
 """What the config declares and what is checked before any job runs.
 
-``options`` (the training and compute options of a run), ``axes`` (the ablated choices and the
-published recipes), ``ablation`` (stages, cells, seeds and draws, built once from the config),
+``options`` (the training, compute and evaluation options of a run), ``axes`` (the ablated
+choices and the published recipes), ``ablation`` (stages, cells, seeds and draws, built once
+from the config),
 ``hypotheses`` (the declared hypotheses, their contrasts and the roles of every contrast),
 ``power`` (what a design can detect), ``checks`` (the checks before any job, and what the DAG
 needs of the config) and ``schema`` (the config schema's sections, written from the options).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from grpo_ablation.design import hypotheses
@@ -21,7 +22,12 @@ from grpo_ablation.design.ablation import (
     reference_of,
     stage_of,
 )
-from grpo_ablation.design.options import ComputeConfig, TrainingConfig, check_generation
+from grpo_ablation.design.options import (
+    ComputeConfig,
+    EvaluationConfig,
+    TrainingConfig,
+    check_generation,
+)
 from grpo_ablation.design.packing import packing_error
 from grpo_ablation.design.problems import DesignError, Problems
 from grpo_ablation.device import SHARDED_PRESETS
@@ -273,45 +279,46 @@ def _check_no_cycle(design: Design, start: str, path: tuple[str, ...] = ()) -> N
 
 
 def evaluation_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The evaluation section as jobs need it: training's generation length and the compute
-    section's device and precision filled in (one answer protocol for training and evaluation)."""
-    ev = dict(config["evaluation"])
+    """The evaluation section as jobs need it: every option resolved (``EvaluationConfig``),
+    training's generation length and the compute section's device and precision filled in (one
+    answer protocol for training and evaluation), the sampled metric decided."""
+    ev = EvaluationConfig.of(config.get("evaluation"))
     length = int(Design.of(config).shared_training["max_completion_length"])
-    if ev.get("max_gen_toks") not in (None, length):
+    if ev.max_gen_toks not in (None, length):
         raise DesignError(
-            f"evaluation.max_gen_toks={ev['max_gen_toks']} differs from training.max_completion_length="
+            f"evaluation.max_gen_toks={ev.max_gen_toks} differs from training.max_completion_length="
             f"{length}: evaluation must generate as training does; drop evaluation.max_gen_toks"
         )
-    if ev.get("batch_size") == "auto" and ev.get("backend", "hf") != "vllm":
+    if ev.batch_size == "auto" and ev.backend != "vllm":
         raise DesignError(
             "evaluation.batch_size 'auto' needs evaluation.backend vllm: with hf, lm-eval sizes "
             "batches by trial and the padding of a batch changes the numbers; give an integer"
         )
-    ev["max_gen_toks"] = length
-    ev.setdefault("sampler", "keyed")
-    ev["sampled_metric"] = sampled_metric(config)
     compute = ComputeConfig.of(config.get("compute"))
-    ev["device"], ev["dtype"] = compute.device, compute.dtype
-    return ev
+    return asdict(ev) | {
+        "max_gen_toks": length,
+        "sampled_metric": sampled_metric(config),
+        "device": compute.device,
+        "dtype": compute.dtype,
+    }
 
 
 def sampled_metric(config: dict[str, Any]) -> str:
     """``exact`` or ``mean_at_k``: exact needs a task whose answer rule's accepted completions
     can be enumerated (``answer_rules.ENUMERABLE``) and the local base's character tokenizer (one
     token per character)."""
-    asked = config["evaluation"].get("sampled_metric", "auto")
+    ev = EvaluationConfig.of(config.get("evaluation"))
     task, base = get_task(config["task"]), config["base_policy"].get("kind", "local")
     enumerable = task.answer_rule in answer_rules.ENUMERABLE
     possible = enumerable and base == "local" and not config.get("stand_in")
-    if asked == "exact" and not possible:
+    if ev.sampled_metric == "exact" and not possible:
         raise DesignError(
             f"evaluation.sampled_metric=exact: task {task.kind!r} with base_policy.kind {base!r} "
             f"cannot enumerate its accepted completions (needs an answer rule in "
             f"{list(answer_rules.ENUMERABLE)} and the local character tokenizer); use mean_at_k"
         )
-    exact = asked == "exact" or (asked == "auto" and possible)
-    ev = config["evaluation"]
-    if exact and ev.get("backend", "hf") != "hf" and float(ev.get("temperature", 1.0)) != 1.0:
+    exact = ev.sampled_metric == "exact" or (ev.sampled_metric == "auto" and possible)
+    if exact and ev.backend != "hf" and float(ev.temperature) != 1.0:
         raise DesignError(
             "evaluation.sampled_metric exact at temperature != 1 needs evaluation.backend hf "
             "(vLLM's log-likelihoods are at temperature 1)"
@@ -331,7 +338,7 @@ def needs_prefetch(config: dict[str, Any]) -> bool:
         or config.get("word_problems")
         or config["base_policy"].get("kind") == "hub"
         or get_task(config["task"]).hub_data
-        or config["evaluation"].get("external_benchmarks")
+        or EvaluationConfig.of(config.get("evaluation")).external_benchmarks
     )
 
 
@@ -353,7 +360,7 @@ def uses_vllm(config: dict[str, Any]) -> bool:
     training = config.get("training", {})
     return (
         training.get("generation_backend") == "vllm"
-        or config.get("evaluation", {}).get("backend") == "vllm"
+        or EvaluationConfig.of(config.get("evaluation")).backend == "vllm"
     )
 
 

@@ -1,13 +1,14 @@
-"""The options of one run, declared once: ``TrainingConfig`` (what a run trains) and
+"""The options of one run, declared once: ``TrainingConfig`` (what a run trains),
 ``ComputeConfig`` (how a job runs: device, precision, processes, retention; nothing in it changes
-what a run optimises).
+what a run optimises) and ``EvaluationConfig`` (how every policy is evaluated).
 
 Each field carries its help text and its constraints as metadata (TRL's ``GRPOConfig`` style).
 Everything else is derived from these declarations: the ``training`` section of the config schema
 (written into ``workflow/schemas/config.schema.yaml`` by ``grpo-ablation schema``, which
 ``design/schema.py`` backs, and tested equal to it), the objective record (every field is
 recorded unless its declaration says why not: ``recorded``), the trainer's arguments (it receives
-the config) and the nominal budget.
+the config) and the nominal budget. The ``compute`` and ``evaluation`` sections are generated
+the same way, and every reader of them reads the resolved value (``of``), never a default of its own.
 
 Importable without torch: the DAG builds every run's config from it.
 """
@@ -467,3 +468,75 @@ def check_generation(compute: ComputeConfig, cfg: TrainingConfig) -> None:
                 f"generate; with training.generation_backend {cfg.generation_backend!r} the engine "
                 f"keeps its own: set compute.{f.name}: {f.metadata['neutral']}"
             )
+
+
+EVALUATION_BACKENDS = ("hf", "vllm")
+SAMPLED_METRICS = ("auto", "exact", "mean_at_k")
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """The ``evaluation`` section: how every policy is evaluated with lm-eval. The jobs receive
+    it completed (``checks.evaluation_config``: training's generation length, the compute
+    section's device and precision, the sampled metric resolved)."""
+
+    k: int = option(4, "samples per prompt for mean@k", minimum=1)
+    sampled_metric: str = option(
+        "auto",
+        "the headline sampled accuracy of the test split: exact computes the expected accuracy "
+        "under the sampled protocol by enumerating the completions the answer rule accepts (tasks "
+        "that declare `enumerable`, with the local character tokenizer), mean_at_k estimates it "
+        "from k samples; auto takes exact where it is possible. mean@k is reported either way",
+        choices=SAMPLED_METRICS,
+    )
+    temperature: float = option(
+        1.0, "sampling temperature of the sampled and exact tasks", exclusive_minimum=0
+    )
+    sampler: str = option(
+        "keyed",
+        "how each sampled evaluation token is drawn: keyed Gumbel-max noise named by (seed, "
+        "prompt, repeat, position), so every checkpoint is evaluated on the same random numbers; "
+        "stream uses the global random stream. With backend vllm, keyed seeds each request by its "
+        "key",
+        choices=SAMPLERS,
+    )
+    max_gen_toks: int | None = option(
+        None,
+        "null takes training.max_completion_length; any other value is refused (one protocol)",
+        minimum=1,
+    )
+    batch_size: int | str = option(
+        64,
+        "rows per lm-eval batch; auto with backend vllm only (every request to the engine at "
+        "once, which schedules its own batches; keyed seeds make each draw independent of its "
+        "batch)",
+        words=("auto",),
+        minimum=1,
+    )
+    backend: str = option(
+        "hf",
+        "lm-eval's model backend: hf (transformers), or vllm (on GPUs, the pin set "
+        "envs/gpu-vllm.in; each checkpoint in its own process); the same prompts and answer rule",
+        choices=EVALUATION_BACKENDS,
+    )
+    seed: int = option(
+        0,
+        "mixed with the unit evaluated: a run's evaluation is keyed by its run seed (a function "
+        "of draw and seed), a draw's base policy by its draw, so units share no sampled-metric "
+        "noise while the cells of one (draw, seed) share it (evaluation.seeding.evaluation_seed)",
+    )
+    limit: int | None = option(None, "rows per task evaluated (null: every row)", minimum=1)
+    external_benchmarks: list[str] = option(
+        [],
+        "lm-eval built-in tasks (e.g. gsm8k, minerva_math) evaluated on every test checkpoint as "
+        "extra columns: an external benchmark with its own protocol (prompt, few-shot, answer "
+        "extraction), never the headline, which is always the task's own test split",
+    )
+
+    def __post_init__(self) -> None:
+        check_options(self, "evaluation")
+
+    @classmethod
+    def of(cls, section: dict[str, Any] | None) -> EvaluationConfig:
+        """The config's ``evaluation`` section (any key left out takes its default)."""
+        return from_dict(cls, section, "evaluation")

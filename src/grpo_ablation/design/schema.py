@@ -1,7 +1,8 @@
 """The config schema's sections that are written from their dataclasses, not by hand.
 
 ``workflow/schemas/config.schema.yaml`` holds, between two marker comments per section, the
-properties of ``training`` (``TrainingConfig``) and ``compute`` (``ComputeConfig``): names, types,
+properties of ``training`` (``TrainingConfig``), ``compute`` (``ComputeConfig``) and ``evaluation``
+(``EvaluationConfig``): names, types,
 choices, bounds, defaults and descriptions, from the fields' ``option`` declarations; and a
 hypothesis's ``metric`` (``METRIC``), whose description lists the metrics a hypothesis may name
 (``quantities.NAMEABLE`` and the push's). Run
@@ -14,19 +15,30 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.hypotheses import PUSH
-from grpo_ablation.design.options import ComputeConfig, TrainingConfig
+from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, TrainingConfig
 from grpo_ablation.design.quantities import NAMEABLE
-from grpo_ablation.settings import did_you_mean
+from grpo_ablation.settings import default_of, did_you_mean
 
 SCHEMA = Path(__file__).parents[3] / "workflow/schemas/config.schema.yaml"
-SECTIONS: dict[str, type] = {"training": TrainingConfig, "compute": ComputeConfig}
-_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+SECTIONS: dict[str, type] = {
+    "training": TrainingConfig,
+    "compute": ComputeConfig,
+    "evaluation": EvaluationConfig,
+}
+_JSON_TYPES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "None": "null",
+}
+_LIST = re.compile(r"list\[(\w+)\]")
 _INDENT = " " * 6  # a section's properties in the schema file
 # A hypothesis's metric property, written from the registries (a hypothesis's properties are one
 # level deeper than a section's).
@@ -57,16 +69,30 @@ def _metric_lines() -> list[str]:
     return [_METRIC_INDENT + line for line in lines]
 
 
+def _type(annotation: str) -> dict[str, Any]:
+    """The JSON-schema type of a field's annotation: ``int``, ``int | None`` (a null allowed),
+    ``list[str]``."""
+    listed = _LIST.fullmatch(annotation)
+    if listed:
+        return {"type": "array", "items": {"type": _JSON_TYPES[listed.group(1)]}}
+    types = [_JSON_TYPES[t] for t in annotation.split(" | ")]
+    return {"type": types[0] if len(types) == 1 else types}
+
+
 def properties(cls: type) -> dict[str, dict[str, Any]]:
-    """The JSON-schema properties of a section, one per field of its dataclass."""
+    """The JSON-schema properties of a section, one per field of its dataclass. A numeric option
+    that also takes words (``batch_size: auto``) is one of: a number within its bounds, or a word."""
     out = {}
     for f in fields(cls):
         meta = f.metadata
-        spec: dict[str, Any] = (
-            {"enum": list(meta["choices"])} if meta["choices"] else {"type": _JSON_TYPES[f.type]}
-        )
-        spec |= meta["bounds"]
-        spec["default"] = f.default if f.default is not MISSING else None
+        if meta["choices"]:
+            spec: dict[str, Any] = {"enum": list(meta["choices"])}
+        elif meta["words"]:
+            number = _type(f.type.split(" | ")[0]) | meta["bounds"]
+            spec = {"oneOf": [number, *({"const": w} for w in meta["words"])]}
+        else:
+            spec = _type(f.type) | meta["bounds"]
+        spec["default"] = default_of(f)
         spec["description"] = meta["help"]
         out[f.name] = spec
     return out
@@ -102,7 +128,7 @@ def file_section(text: str, section: str) -> str:
 
 
 def write_schema(check: bool = False) -> None:
-    """Write the dataclass-declared sections (training, compute) into the schema; ``check``: only
+    """Write the dataclass-declared sections (``SECTIONS``) into the schema; ``check``: only
     say whether it is up to date (``grpo-ablation schema [--check]``)."""
     text = SCHEMA.read_text()
     new = text

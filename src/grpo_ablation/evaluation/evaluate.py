@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.device import peak_memory
 from grpo_ablation.evaluation.model import (
     evaluation_versions,
@@ -124,15 +125,18 @@ def _write_checkpoint(
 @dataclass(frozen=True)
 class EvaluationOptions:
     """How checkpoints are evaluated: every field but ``revision`` is part of the cache key (a
-    hub checkpoint's revision is part of its identity)."""
+    hub checkpoint's revision is part of its identity). An option not given takes the evaluation
+    section's declared default (``EvaluationConfig``)."""
 
-    batch_size: int | str = 64  # "auto" with vLLM alone (checks.evaluation_config)
+    batch_size: int | str = (
+        EvaluationConfig.batch_size
+    )  # "auto" with vLLM alone (checks.evaluation_config)
     device: str = "cpu"
     dtype: str = "float32"
-    seed: int = 0  # all four lm-eval seeds, and the keyed sampler's
-    limit: int | None = None  # rows per task (None: all)
+    seed: int = EvaluationConfig.seed  # all four lm-eval seeds, and the keyed sampler's
+    limit: int | None = EvaluationConfig.limit  # rows per task (None: all)
     revision: str | None = None  # pins a hub checkpoint; a local one has none
-    backend: str = "hf"
+    backend: str = EvaluationConfig.backend
 
     @classmethod
     def of(cls, ev: dict[str, Any], **fields: Any) -> EvaluationOptions:
@@ -146,7 +150,7 @@ class EvaluationOptions:
             "dtype": ev["dtype"],
             "seed": ev["seed"],
             "limit": ev["limit"],
-            "backend": ev.get("backend", "hf"),
+            "backend": ev["backend"],
         }
         return cls(**{**section, **fields})
 
@@ -437,12 +441,12 @@ def exact_probabilities(
     model: Path | str,
     task_dir: Path,
     *,
-    batch_size: int = 64,
+    batch_size: int = EvaluationConfig.batch_size,
     device: str = "cpu",
     dtype: str = "float32",
-    seed: int = 0,
+    seed: int = EvaluationConfig.seed,
     revision: str | None = None,
-    backend: str = "hf",
+    backend: str = EvaluationConfig.backend,
 ) -> list[dict]:
     """Per prompt of ``task_dir``'s rows, the exact P(correct) and unresolved mass of ``model``
     under the sampled protocol (the exact task alone: no generation). The calibration of the
@@ -482,12 +486,12 @@ def evaluate_curve(
     task_dir: Path,
     out_dir: Path,
     *,
-    batch_size: int = 64,
+    batch_size: int = EvaluationConfig.batch_size,
     device: str = "cpu",
     dtype: str = "float32",
-    seed: int = 0,
-    limit: int | None = None,
-    backend: str = "hf",
+    seed: int = EvaluationConfig.seed,
+    limit: int | None = EvaluationConfig.limit,
+    backend: str = EvaluationConfig.backend,
 ) -> dict[str, Any]:
     """The efficiency curve of one run: the headline sampled accuracy of each (step, policy) on
     ``task_dir``'s test rows, through lm-eval as every evaluation. Where the task enumerates its

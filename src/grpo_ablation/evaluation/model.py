@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.evaluation.task_folders import exact_tokens
 from grpo_ablation.sampling import neutral_generation_config, stop_token_ids
 
@@ -36,8 +37,8 @@ def load_lm(
     batch_size: int,
     dtype: str,
     revision: str | None = None,
-    backend: str = "hf",
-    seed: int = 0,
+    backend: str = EvaluationConfig.backend,
+    seed: int = EvaluationConfig.seed,
 ) -> Any:
     hub = {"revision": revision} if revision else {}
     if backend == "vllm":  # GPUs only; not run by the tests here
@@ -448,7 +449,7 @@ def ready_for_exact(lm: Any, manifest: dict[str, Any], backend: str, ckpt: str) 
     lm._model_call = tempered
 
 
-def keyed_generation(lm: Any, seed: int, backend: str = "hf") -> None:
+def keyed_generation(lm: Any, seed: int, backend: str = EvaluationConfig.backend) -> None:
     """Draw lm-eval's sampled tokens by keyed Gumbel-max (``grpo_ablation.keyed_sampling``): the
     key of a row is (seed, its prompt's tokens, how many times that prompt was sampled before in
     this evaluation), so each checkpoint meets the same noise on the same (prompt, repeat). With

@@ -33,6 +33,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.evaluation import exact as exact_module
 from grpo_ablation.layout import MANIFEST, split_path
 from grpo_ablation.sampling import (
@@ -171,7 +172,7 @@ def write_task(
     answer_rule: str = "full_match_digits",
     chat_template: bool = False,
     exact: dict[str, Any] | None = None,
-    sampler: str = "keyed",
+    sampler: str = EvaluationConfig.sampler,
 ) -> list[str]:
     """Write the greedy and sampled lm-eval tasks for ``test_jsonl``; return their names.
 

@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.hub import OFFLINE_VARS, hub_snapshot
 from grpo_ablation.tasks import get_task
 
@@ -48,7 +49,7 @@ def prefetch(config: dict[str, Any]) -> dict[str, Any]:
             path = hub_snapshot(name, base.get("revision"), download=True)
             record["model"] = {"hub": name, "revision": base.get("revision"), "cache": str(path)}
     record["task"] = get_task(config["task"]).prefetch()
-    external = config["evaluation"].get("external_benchmarks") or []
+    external = EvaluationConfig.of(config.get("evaluation")).external_benchmarks
     if external:
         from lm_eval.tasks import TaskManager, get_task_dict
 

@@ -283,7 +283,7 @@ def measure(config: dict[str, Any], steps: int, work: Path) -> Measurement:
             work / "eval" / split,
             options,
             # As the evaluation job runs them: external benchmarks on every test checkpoint.
-            external=(ev.get("external_benchmarks") or None) if split == "test" else None,
+            external=(ev["external_benchmarks"] or None) if split == "test" else None,
         )
         durations.append(time.perf_counter() - started)
     # The probe's peak, training and evaluation included: GPU memory on a GPU, else the
