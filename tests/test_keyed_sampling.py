@@ -386,7 +386,7 @@ def test_vllm_requests_are_seeded_by_their_completions_keys():
 
 
 def test_vllm_evaluation_seeds_each_sampled_request_by_prompt_and_repeat():
-    from grpo_ablation.evaluation.model import keyed_generation
+    from grpo_ablation.evaluation.model import sampler_generation
 
     class FakeVLLM:
         def __init__(self) -> None:
@@ -399,7 +399,7 @@ def test_vllm_evaluation_seeds_each_sampled_request_by_prompt_and_repeat():
     seeds = []
     for _ in range(2):  # two checkpoints' evaluations: the same seeds on the same (prompt, repeat)
         lm = FakeVLLM()
-        keyed_generation(lm, seed=5, backend="vllm")
+        sampler_generation(lm, "keyed", seed=5, backend="vllm")
         lm._model_generate([[1, 2], [1, 2], [3]], True, FakeParams(1.0))
         lm._model_generate([[1, 2]], True, [FakeParams(1.0)])
         lm._model_generate([[1, 2]], True, FakeParams(0.0))  # greedy: untouched
@@ -420,7 +420,7 @@ def test_vllm_evaluation_seeds_each_sampled_request_by_prompt_and_repeat():
 
 def test_vllm_stream_seeds_follow_the_runs_seed_and_the_process():
     from grpo_ablation.keyed_sampling import stream_seeds
-    from grpo_ablation.sampling import sampler_description
+    from grpo_ablation.samplers import sampler_description
 
     def seeds(seed: int, process: int) -> list[int]:
         torch.manual_seed(seed)

@@ -1,4 +1,4 @@
-"""The layers of the package, bottom up: the ground modules (settings, layout, code, numerics, sampling,
+"""The layers of the package, bottom up: the ground modules (settings, layout, code, numerics, sampling, samplers,
 device, hub, packages, process, the objective's conventions), the tasks, the design (what the
 config declares and what is checked before any job), then the jobs' packages, the worker, the
 commands and the CLI on top.
@@ -22,6 +22,7 @@ GROUND = {
     "grpo_ablation.code",
     "grpo_ablation.numerics",
     "grpo_ablation.sampling",
+    "grpo_ablation.samplers",
     "grpo_ablation.keyed_sampling",
     "grpo_ablation.device",
     "grpo_ablation.hub",

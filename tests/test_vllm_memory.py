@@ -90,7 +90,7 @@ def test_the_cost_probe_trains_in_a_process_of_its_own_and_keeps_the_larger_peak
 
 
 class _Params:
-    """vllm.SamplingParams as keyed_generation uses it."""
+    """vllm.SamplingParams as sampler_generation uses it."""
 
     def __init__(self, temperature: float, seed: int | None = None) -> None:
         self.temperature, self.seed = temperature, seed

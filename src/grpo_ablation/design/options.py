@@ -35,7 +35,7 @@ from grpo_ablation.objective.conventions import (
     SCALINGS,
     ZERO_VARIANCE,
 )
-from grpo_ablation.sampling import SAMPLERS
+from grpo_ablation.samplers import SAMPLERS, evaluation_sampler_help
 from grpo_ablation.settings import check_options, from_dict, identity, option
 
 GENERATION_BACKENDS = ("transformers", "vllm")
@@ -492,14 +492,7 @@ class EvaluationConfig:
     temperature: float = option(
         1.0, "sampling temperature of the sampled and exact tasks", exclusive_minimum=0
     )
-    sampler: str = option(
-        "keyed",
-        "how each sampled evaluation token is drawn: keyed Gumbel-max noise named by (seed, "
-        "prompt, repeat, position), so every checkpoint is evaluated on the same random numbers; "
-        "stream uses the global random stream. With backend vllm, keyed seeds each request by its "
-        "key",
-        choices=SAMPLERS,
-    )
+    sampler: str = option("keyed", evaluation_sampler_help(), choices=SAMPLERS)
     max_gen_toks: int | None = option(
         None,
         "null takes training.max_completion_length; any other value is refused (one protocol)",

@@ -43,12 +43,12 @@ from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.device import peak_memory
 from grpo_ablation.evaluation.model import (
     evaluation_versions,
-    keyed_generation,
     lm_eval_seeds,
     load_lm,
     load_weights_into,
     ready_for_exact,
     release_lm,
+    sampler_generation,
     time_generation,
     without_env_probe,
 )
@@ -73,7 +73,7 @@ from grpo_ablation.layout import (
     weight_identity,
 )
 from grpo_ablation.process import in_own_process
-from grpo_ablation.sampling import sampler_description
+from grpo_ablation.samplers import sampler_description
 from grpo_ablation.tasks.splits import sha256
 
 # The code an evaluation's numbers come from (part of its cache key).
@@ -281,7 +281,13 @@ class _Setup:
 
     @property
     def sampler(self) -> str:
-        return self.manifest.get("sampler", "stream")  # task folders written before keyed sampling
+        return _manifest_sampler(self.manifest)
+
+
+def _manifest_sampler(manifest: dict[str, Any]) -> str:
+    """The sampler a task folder was written for; one written before samplers were named drew
+    from the stream (what it was evaluated with then, not the config's default)."""
+    return manifest.get("sampler", "stream")
 
 
 @dataclass(frozen=True)
@@ -375,8 +381,7 @@ def _load(checkpoint: _Checkpoint, setup: _Setup) -> tuple[Any, dict[str, Any]]:
     )
     if "exact" in setup.roles:
         ready_for_exact(lm, setup.manifest, o.backend, checkpoint.path)
-    if setup.sampler == "keyed":
-        keyed_generation(lm, o.seed, o.backend)
+    sampler_generation(lm, setup.sampler, o.seed, o.backend)
     return lm, ignored
 
 
@@ -545,8 +550,8 @@ def evaluate_curve(
                     engine = lm
             if role == "exact":
                 ready_for_exact(lm, manifest, backend, policy)
-            elif manifest.get("sampler", "stream") == "keyed":
-                keyed_generation(lm, seed, backend)
+            else:
+                sampler_generation(lm, _manifest_sampler(manifest), seed, backend)
             with without_env_probe():
                 out = lm_eval.simple_evaluate(
                     model=lm,

@@ -18,6 +18,7 @@ from typing import Any
 
 from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.evaluation.task_folders import exact_tokens
+from grpo_ablation.samplers import SAMPLERS
 from grpo_ablation.sampling import neutral_generation_config, stop_token_ids
 
 
@@ -285,9 +286,9 @@ class _Engine:
 def _vllm_view(engine: _Engine, path: str, hub: dict[str, Any]) -> Any:
     """lm-eval's model of checkpoint ``path`` on ``engine``: a shallow copy of the unpatched VLLM
     (the engine, tokenizer and settings shared), patched here with the checkpoint's stops; the
-    caller's patches (keyed_generation, ready_for_exact, time_generation) go on the copy too. So an
+    caller's patches (sampler_generation, ready_for_exact, time_generation) go on the copy too. So an
     engine reused for the next checkpoint gets that checkpoint's patches once, never a second
-    layer over the last one's (keyed_generation's repeat counts start again)."""
+    layer over the last one's (sampler_generation's repeat counts start again)."""
     from transformers import GenerationConfig
 
     lm = copy.copy(engine.lm)
@@ -449,15 +450,17 @@ def ready_for_exact(lm: Any, manifest: dict[str, Any], backend: str, ckpt: str) 
     lm._model_call = tempered
 
 
-def keyed_generation(lm: Any, seed: int, backend: str = EvaluationConfig.backend) -> None:
-    """Draw lm-eval's sampled tokens by keyed Gumbel-max (``grpo_ablation.keyed_sampling``): the
-    key of a row is (seed, its prompt's tokens, how many times that prompt was sampled before in
-    this evaluation), so each checkpoint meets the same noise on the same (prompt, repeat). With
-    vLLM the key seeds the request instead."""
-    from grpo_ablation.keyed_sampling import KeyedGumbel, evaluation_keys, seeded_requests
-
+def sampler_generation(lm: Any, sampler: str, seed: int, backend: str) -> None:
+    """Give lm-eval's sampled generation what the registered ``sampler`` adds
+    (``grpo_ablation.samplers.SAMPLERS``): keyed draws by Gumbel-max noise whose key of a row is
+    (seed, its prompt's tokens, how many times that prompt was sampled before in this
+    evaluation), so each checkpoint meets the same noise on the same (prompt, repeat); with vLLM
+    the key seeds the request instead. A sampler that adds nothing leaves lm-eval's draw."""
+    entry = SAMPLERS[sampler]
     if backend == "vllm":
-        vllm_generate, vllm_seen = lm._model_generate, {}
+        if entry.vllm_arguments is None:
+            return
+        vllm_generate, vllm_seen, arguments = lm._model_generate, {}, entry.vllm_arguments
 
         def seeded(requests: list[list[int]], generate: bool = False, sampling_params: Any = None):
             if not generate or sampling_params is None:
@@ -470,29 +473,36 @@ def keyed_generation(lm: Any, seed: int, backend: str = EvaluationConfig.backend
             # Only sampled requests are keyed and counted as repeats (a batch may hold greedy ones
             # too: lm-eval's vLLM batches by length, not by sampling settings).
             drawn = [i for i, p in enumerate(params) if p.temperature]
-            keys = evaluation_keys(seed, [requests[i] for i in drawn], vllm_seen)
-            seeded = dict(
-                zip(drawn, seeded_requests([params[i] for i in drawn], keys), strict=True)
+            given = arguments(
+                seed, [requests[i] for i in drawn], vllm_seen, [params[i] for i in drawn]
             )
+            seeded = dict(zip(drawn, given, strict=True))
             return vllm_generate(
                 requests, generate, [seeded.get(i, p) for i, p in enumerate(params)]
             )
 
         lm._model_generate = seeded
         return
-    inner, seen, pad = lm._model_generate, {}, lm.tokenizer.pad_token_id
+    if entry.hf_arguments is None:
+        return
+    inner, seen, pad, hf_arguments = (
+        lm._model_generate,
+        {},
+        lm.tokenizer.pad_token_id,
+        entry.hf_arguments,
+    )
 
-    def keyed(context: Any, max_length: int, stop: list[str], **kwargs: Any) -> Any:
+    def drawn(context: Any, max_length: int, stop: list[str], **kwargs: Any) -> Any:
         if not kwargs.get("do_sample"):
             return inner(context, max_length, stop, **kwargs)
         rows = []
         for ids in context.tolist():
             start = next((i for i, t in enumerate(ids) if t != pad), len(ids))
             rows.append(ids[start:])  # lm-eval pads on the left
-        processor = KeyedGumbel(evaluation_keys(seed, rows, seen), kwargs.get("temperature", 1.0))
-        return inner(context, max_length, stop, logits_processor=[processor], **kwargs)
+        added = hf_arguments(seed, rows, seen, kwargs.get("temperature", 1.0))
+        return inner(context, max_length, stop, **added, **kwargs)
 
-    lm._model_generate = keyed
+    lm._model_generate = drawn
 
 
 def lm_eval_seeds(seed: int) -> dict[str, int]:

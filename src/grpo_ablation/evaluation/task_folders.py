@@ -36,11 +36,8 @@ from typing import Any
 from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.evaluation import exact as exact_module
 from grpo_ablation.layout import MANIFEST, split_path
-from grpo_ablation.sampling import (
-    check_sampler,
-    generate_kwargs,
-    protocol,
-)
+from grpo_ablation.samplers import check_sampler
+from grpo_ablation.sampling import generate_kwargs, protocol
 from grpo_ablation.tasks import answer_rules
 
 FALLBACK = "[invalid]"

@@ -24,7 +24,8 @@ from grpo_ablation.objective.conventions import (
     std_scaling,
     zero_variance_rule,
 )
-from grpo_ablation.sampling import protocol, sampler_description
+from grpo_ablation.samplers import sampler_description
+from grpo_ablation.sampling import protocol
 
 LIBRARIES = ("torch", "transformers", "trl", "accelerate", "datasets", "lm_eval")
 
@@ -58,7 +59,7 @@ class ObjectiveRecord:
     generation: str = "transformers"
     # The complete sampling protocol of the rollouts (grpo_ablation.sampling.protocol).
     sampling: dict[str, Any] = field(default_factory=dict)
-    # How each token is drawn from that distribution (grpo_ablation.sampling.sampler_description).
+    # How each token is drawn from that distribution (grpo_ablation.samplers.sampler_description).
     sampler: str = "not recorded"
     kl_estimator: str = "k3"
     # Controls that confound length results (the calculations behind them differ by precision
