@@ -103,6 +103,17 @@ def test_every_reader_of_the_evaluation_section_gets_the_declared_defaults():
         EvaluationConfig.of({"samplr": "keyed"})
 
 
+def test_the_resources_section_is_read_through_its_declaration():
+    from grpo_ablation.design.packing import runs_per_gpu
+    from grpo_ablation.design.resources import ResourcesConfig
+
+    assert runs_per_gpu({}) == ResourcesConfig().runs_per_gpu == 1
+    with pytest.raises(ValueError, match=r"resources.runs_per_gpu must be >= 1, got 0"):
+        runs_per_gpu({"runs_per_gpu": 0})
+    with pytest.raises(ValueError, match=r"resources.gpu_memory_gib must be > 0"):
+        ResourcesConfig.of({"gpu_memory_gib": 0.0})
+
+
 def test_a_new_option_is_recorded_without_touching_the_record():
     extended = make_dataclass(
         "Extended",

@@ -30,6 +30,7 @@ from grpo_ablation.design.options import (
 )
 from grpo_ablation.design.packing import packing_error
 from grpo_ablation.design.problems import DesignError, Problems
+from grpo_ablation.design.resources import ResourcesConfig
 from grpo_ablation.device import SHARDED_PRESETS
 from grpo_ablation.layout import Tree
 from grpo_ablation.packages import INSTALL_GGUF, missing_packages
@@ -237,10 +238,10 @@ def check_optional_packages(config: dict[str, Any]) -> None:
 
 def check_packing(config: dict[str, Any]) -> None:
     """resources.runs_per_gpu packs runs of one GPU and one process each."""
-    resources = config.get("resources") or {}
+    resources = ResourcesConfig.of(config.get("resources"))
     compute = ComputeConfig.of(config.get("compute"))
-    gpus = int(resources.get("gpus_per_train_job", 0)) * compute.processes_per_train_job
-    problem = packing_error(resources, gpus)
+    gpus = resources.gpus_per_train_job * compute.processes_per_train_job
+    problem = packing_error(asdict(resources), gpus)
     if problem:
         raise DesignError(problem)
 

@@ -25,12 +25,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from grpo_ablation.design.resources import ResourcesConfig
+
 PACK_GROUP = "training"
 SLOTS = "gpu_slots"
 
 
 def runs_per_gpu(resources: Mapping[str, Any]) -> int:
-    return int(resources.get("runs_per_gpu", 1) or 1)
+    return ResourcesConfig.of(dict(resources)).runs_per_gpu
 
 
 def packing_error(resources: Mapping[str, Any], train_gpus: int) -> str | None:

@@ -23,6 +23,7 @@ from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.hypotheses import PUSH
 from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, TrainingConfig
 from grpo_ablation.design.quantities import NAMEABLE
+from grpo_ablation.design.resources import ResourcesConfig
 from grpo_ablation.settings import default_of, did_you_mean
 
 SCHEMA = Path(__file__).parents[3] / "workflow/schemas/config.schema.yaml"
@@ -30,6 +31,7 @@ SECTIONS: dict[str, type] = {
     "training": TrainingConfig,
     "compute": ComputeConfig,
     "evaluation": EvaluationConfig,
+    "resources": ResourcesConfig,
 }
 _JSON_TYPES = {
     "str": "string",

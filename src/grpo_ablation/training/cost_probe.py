@@ -29,6 +29,7 @@ from grpo_ablation.design import checks
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.design.packing import runs_per_gpu
+from grpo_ablation.design.resources import ResourcesConfig
 from grpo_ablation.design.schema import load_config
 from grpo_ablation.layout import BASE_INFO
 from grpo_ablation.process import in_own_process
@@ -429,7 +430,7 @@ def refusals(m: Measurement, p: dict[str, Any], config: dict[str, Any]) -> list[
             m,
             design.training_config(design.baseline(), seed=0),
             ComputeConfig.of(config["compute"]),
-            config["resources"].get("gpu_memory_gib"),
+            ResourcesConfig.of(config["resources"]).gpu_memory_gib,
             runs_per_gpu(config["resources"]),
         ),
     ]
