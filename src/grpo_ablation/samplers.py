@@ -93,6 +93,13 @@ SAMPLERS: dict[str, Sampler] = {
 }
 
 
+# Training's draws are the trainer's own code (keys over the whole generation batch), not an
+# entry's arguments: an entry added for evaluation is no training sampler until the trainer draws
+# it (grpo_ablation.training.trainer), so training's choices are named here, not read off SAMPLERS.
+TRAINING_SAMPLERS = ("keyed", "stream")
+assert set(TRAINING_SAMPLERS) <= set(SAMPLERS)
+
+
 def evaluation_sampler_help() -> str:
     """The evaluation option's help: each registered sampler's phrase."""
     phrases = "; ".join(f"{s.name}: {s.help}" for s in SAMPLERS.values())

@@ -35,7 +35,7 @@ from grpo_ablation.objective.conventions import (
     SCALINGS,
     ZERO_VARIANCE,
 )
-from grpo_ablation.samplers import SAMPLERS, evaluation_sampler_help
+from grpo_ablation.samplers import SAMPLERS, TRAINING_SAMPLERS, evaluation_sampler_help
 from grpo_ablation.settings import check_options, from_dict, identity, option
 
 GENERATION_BACKENDS = ("transformers", "vllm")
@@ -207,7 +207,7 @@ class TrainingConfig:
         "(common random numbers); stream uses the global random stream. With generation_backend "
         "vllm, keyed seeds each request by its key (colocate mode, tensor parallel size 1)",
         recorded=_IN_SAMPLER,
-        choices=SAMPLERS,
+        choices=TRAINING_SAMPLERS,
     )
     # --- generation ---
     generation_backend: str = option(
