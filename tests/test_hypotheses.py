@@ -605,9 +605,10 @@ hypotheses:
 def test_plan_prices_a_design_of_ones_own_and_says_where_each_figure_comes_from(
     tmp_path, monkeypatch
 ):
-    """A config of one's own with no power section (30 steps, 3 cells, 3 seeds): `plan` gives its
-    cost in minutes and its power, from config/config.yaml's figures, and says so: the minutes
-    priced at the default's mean training run, the SD named with the runs it was measured on, a
+    """A config of one's own with no power section (30 steps, 3 cells, 3 seeds of one draw): `plan`
+    gives its cost in minutes and its power, from config/config.yaml's figures, and says so: the
+    minutes rescaled from the default's draw (its per-draw jobs once, its other per-run jobs by
+    the runs, its training by runs × steps), the SD named with the runs it was measured on, a
     warning that they come from 100-step runs, with the way to pilot. Without hypotheses, the
     cost still."""
     from grpo_ablation import cli
@@ -618,11 +619,15 @@ def test_plan_prices_a_design_of_ones_own_and_says_where_each_figure_comes_from(
     cli.main(["plan", "--configfile", str(mine), "--out", str(out)])
     text = " ".join(out.read_text().split())
     default = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    runs = len(Design.of(default).all_cells()) * len(default["seeds"])
-    minutes = default["power"]["minutes_per_unit"] / runs * 3 * 3
+    runs = len(Design.of(default).all_cells()) * len(default["seeds"])  # a draw's, 100 steps
+    split = default["power"]["minutes_split"]
+    share = {part: value / sum(split.values()) for part, value in split.items()}
+    minutes = default["power"]["minutes_per_unit"] * (
+        share["draw"] + share["run"] * 9 / runs + share["training"] * 9 * 30 / (runs * 100)
+    )
     assert (
         f"Cost here: about {minutes:.0f} min for this design's 3 seeds: 9 training runs of 30 "
-        "steps" in text
+        f"steps ({minutes / 3:.2g} min a seed)" in text
     )
     assert (
         "no power.sd or power.minutes_per_unit, so both are borrowed from config/config.yaml"
@@ -643,6 +648,34 @@ def test_plan_prices_a_design_of_ones_own_and_says_where_each_figure_comes_from(
     cli.main(["plan", "--configfile", str(mine), "--out", str(out)])
     text = out.read_text()
     assert text.startswith(f"Cost here: about {minutes:.0f} min") and "exploratory" in text
+
+
+def test_borrowed_minutes_follow_the_designs_steps_and_keep_a_draws_own_jobs(tmp_path):
+    """The same 3-cell design of two draws, planned on the default's minutes at 30 and at 100
+    steps: the 70 steps cost the training share's part of them, and a draw costs at least the
+    default's per-draw jobs (its warm start does not shrink with the cells)."""
+    from grpo_ablation.design.hypotheses import borrowed_power
+    from grpo_ablation.design.schema import SCHEMA, load_config
+
+    default = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    split, per_draw = default["power"]["minutes_split"], default["power"]["minutes_per_unit"]
+    share = {part: value / sum(split.values()) for part, value in split.items()}
+    runs = len(Design.of(default).all_cells()) * len(default["seeds"])
+    config = yaml.safe_load(MINE.split("hypotheses:")[0]) | {
+        "seeds": [0],
+        "base_policy": {"draws": [9, 10]},
+    }
+    priced = {}
+    for steps in (30, 100):
+        config["training"] = {"max_steps": steps}
+        (tmp_path / "mine.yaml").write_text(yaml.safe_dump(config))
+        power = borrowed_power(load_config(tmp_path / "mine.yaml"), SCHEMA.parents[2])
+        priced[steps] = power["minutes_per_unit"]
+        assert f"{per_draw:g} min a draw of {runs} runs of 100 steps" in power["source"]
+    assert priced[100] - priced[30] == pytest.approx(
+        per_draw * share["training"] * 3 * 70 / (runs * 100)
+    )
+    assert priced[30] > per_draw * share["draw"]
 
 
 def test_what_the_verdict_says_where_no_power_can_be_computed_or_it_would_be_circular():

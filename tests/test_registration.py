@@ -119,6 +119,18 @@ def test_the_registration_refuses_every_change_with_its_key_named(tmp_path, chan
         check_registered(changed)
 
 
+def test_how_the_minutes_divide_is_a_price_no_part_of_the_registration(tmp_path):
+    """power.minutes_split prices a unit, as minutes_per_unit does: a study registered before the
+    default's power section carried one runs on with it, and with it measured again."""
+    config = study_config(tmp_path)
+    config["power"].pop("minutes_split", None)
+    reg.register(config, [])
+    for split in ({"draw": 616, "run": 384, "training": 282}, {"draw": 1, "run": 1, "training": 2}):
+        check_registered(
+            copy.deepcopy(config) | {"power": config["power"] | {"minutes_split": split}}
+        )
+
+
 def test_where_jobs_run_is_no_part_of_the_registration(tmp_path):
     """A registered study may move to a cluster: its config's slurm section and checkpoints_dir
     change no result, and configs without them register as they did before they existed."""

@@ -560,27 +560,76 @@ def runs_per_unit(design: Design, unit: str) -> int:
     return len(design.all_cells()) * _seeds_per_unit(design, unit)
 
 
+# The parts of a unit's minutes (power.minutes_split): the per-draw jobs (warm start, base
+# evaluation, push, tables, figures), the other per-run jobs (evaluation, diagnostics), training.
+MINUTES_PARTS = ("draw", "run", "training")
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What a unit of a design runs, as its minutes scale: base-policy draws (a fraction where a
+    draw's seeds are the units), training runs, and steps a run."""
+
+    draws: float
+    runs: int
+    steps: int
+
+
+def rescaled_minutes(
+    minutes: float, split: dict[str, float], measured: Footprint, here: Footprint
+) -> float:
+    """``minutes`` measured on a unit of ``measured``, rescaled to a unit of ``here``: each part of
+    ``split`` (measured job-seconds or shares: only their ratios count) in proportion to what it
+    scales with, draws, runs, and runs × steps."""
+    total = sum(split[p] for p in MINUTES_PARTS)
+    return minutes * (
+        split["draw"] / total * here.draws / measured.draws
+        + split["run"] / total * here.runs / measured.runs
+        + split["training"] / total * (here.runs * here.steps) / (measured.runs * measured.steps)
+    )
+
+
+def footprint(design: Design) -> Footprint:
+    """A unit of ``design`` (``Plan.of``'s): a draw with every cell at every seed, or a seed of
+    the design's one draw (the draw's jobs shared among its seeds); a replicated reference's
+    extra runs included."""
+    plan = Plan.of(design)
+    seeds = _seeds_per_unit(design, plan.unit)
+    extra = sum((k - 1) * seeds for k in design.reference_replicates.values())
+    draws = 1.0 if plan.unit == "draw" else 1 / plan.units
+    runs = runs_per_unit(design, plan.unit) + extra
+    return Footprint(draws, runs, design.shared_config.max_steps)
+
+
 def borrowed_power(config: dict[str, Any], root: Path) -> dict[str, Any] | None:
     """The power section `plan` uses for ``config`` where it declares neither ``power.sd`` nor
     ``power.minutes_per_unit`` (None where it declares either): ``REFERENCE_CONFIG``'s under
-    ``root``, its minutes a unit priced at its mean training run (``runs_per_unit``: the
-    reference's runs a draw), its source saying so."""
+    ``root``, its minutes a unit rescaled to ``config``'s draws, runs and steps by its
+    ``minutes_split`` (``rescaled_minutes``), its source saying so."""
     import yaml
 
     own = config.get("power") or {}
     if own.get("sd") or "minutes_per_unit" in own:
         return None
     reference = yaml.safe_load((root / REFERENCE_CONFIG).read_text())
-    power = {k: v for k, v in reference["power"].items() if k != "minutes_source"}
-    there = Design.of(reference)
-    runs = runs_per_unit(there, Plan.of(there).unit)
+    power = {
+        k: v
+        for k, v in reference["power"].items()
+        if k not in ("minutes_source", "minutes_split", "runs_per_unit")
+    }
+    there, here = footprint(Design.of(reference)), footprint(Design.of(config))
+    split = reference["power"]["minutes_split"]
+    power["minutes_per_unit"] = rescaled_minutes(power["minutes_per_unit"], split, there, here)
+    power["runs_per_unit"] = here.runs  # priced as it stands: Plan.of rescales it no further
     measured = ", ".join(f"{k} {v}" for k, v in (power.get("measured_on") or {}).items())
-    power["runs_per_unit"] = runs
+    total = sum(split[p] for p in MINUTES_PARTS)
+    shares = ", ".join(f"{p} {split[p] / total:.0%}" for p in MINUTES_PARTS)
     power["source"] = (
         f"this config declares no power.sd or power.minutes_per_unit, so both are borrowed from "
         f"{REFERENCE_CONFIG}, measured on its protocol ({measured}; SDs per base-policy draw), "
-        f"the minutes priced at its mean training run ({power['minutes_per_unit']:g} min a draw "
-        f"of {runs} runs, fixed jobs included, steps not rescaled). Its source: "
+        f"the minutes rescaled from its {reference['power']['minutes_per_unit']:g} min a draw of "
+        f"{there.runs} runs of {there.steps} steps to this design's draws, runs and steps by how "
+        f"they divide (power.minutes_split: {shares}). Its source: "
         + price_source(reference["power"])
     )
     return power

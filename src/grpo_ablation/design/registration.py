@@ -67,7 +67,13 @@ def ledger_file(config: dict[str, Any]) -> Path:
 
 # What a registration leaves out of the config: the look's draws, and the prices (with where they
 # were measured), which a study may measure again without changing what it tests.
-PRICES = ("minutes_per_unit", "runs_per_unit", "minutes_per_push_replicate", "minutes_source")
+PRICES = (
+    "minutes_per_unit",
+    "runs_per_unit",
+    "minutes_split",
+    "minutes_per_push_replicate",
+    "minutes_source",
+)
 # Where jobs run and write their checkpoints, which changes no result: a study may move to a cluster.
 PLACEMENT = ("slurm", "checkpoints_dir")
 
