@@ -208,3 +208,23 @@ def test_a_json_option_takes_the_json_or_a_file_and_names_a_bad_one(tmp_path, ca
     with pytest.raises(SystemExit):
         evaluate.parse_args([*argv, str(tmp_path / "missing.json")])
     assert "neither JSON nor a JSON file" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_ends_a_command_quietly(tmp_path):
+    """`grpo-ablation plan ... | head -3`, as a person reads a long output: no traceback when the
+    reader has gone before the command prints (a BrokenPipeError before; here the reader reads
+    nothing, so it has always gone)."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(
+        "experiment: mine\nseeds: [0, 1, 2]\nstages:\n  aggregation:\n"
+        "    vary: {aggregation: [sequence_mean, constant]}\n    reference: sequence_mean\n"
+    )
+    done = subprocess.run(
+        f"{sys.executable} -m grpo_ablation.cli plan --configfile {mine} | true",
+        shell=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import textwrap
 
@@ -60,8 +61,17 @@ def command_list(width: int = 80) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """``grpo-ablation <command> ...``: set up the process, then run the command in the job
-    worker where it may serve it (``GRPO_WORKER``), else in this process."""
-    args = sys.argv[1:] if argv is None else list(argv)
+    worker where it may serve it (``GRPO_WORKER``), else in this process. A reader that stops
+    early (``| head``) ends it quietly, as it ends any Unix filter."""
+    try:
+        _main(sys.argv[1:] if argv is None else list(argv))
+    except BrokenPipeError:
+        # the rest of the output has nowhere to go: no traceback, and none at exit's flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(1) from None
+
+
+def _main(args: list[str]) -> None:
     if args and args[0] in COMMANDS:
         # Only prefetch talks to the hub; pins before torch's import (a worker started from this
         # process inherits both).
