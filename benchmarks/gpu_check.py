@@ -87,6 +87,11 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+# The package from this checkout: a GPU node has only its site packages, so the functions here
+# (and the tests that call them) import it from src/, as the jobs main() starts do.
+SRC = str(ROOT / "src")
+if SRC not in sys.path:
+    sys.path.insert(0, SRC)
 GPU_CONFIGS = [Path("config/smollm2.yaml"), Path("config/smollm2_gpu.yaml")]
 # vLLM for generation in training (TRL colocate) and for evaluation, as a config would ask.
 VLLM = {
@@ -772,9 +777,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = a.configfile or (CPU_CONFIGS if a.cpu else GPU_CONFIGS)
     config = merged_config(paths, a.cpu, vllm)
     # The package from this checkout, here and in the jobs it starts.
-    src = str(ROOT / "src")
-    sys.path.insert(0, src)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))
     from grpo_ablation.design.schema import load_config
     from grpo_ablation.device import resolve_device
 
