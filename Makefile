@@ -12,7 +12,7 @@ CONFIG ?= config/config.yaml
 export PATH := $(abspath $(BIN)):$(PATH)
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 
-.PHONY: setup setup-smollm2 run test test-fast lint figures report bench smoke gpu-lock test-gpu-pins gpu-check gpu-wheels mutation clean
+.PHONY: setup setup-smollm2 run test test-fast lint figures report bench smoke gpu-lock gpu-pins-venvs test-gpu-pins gpu-check gpu-wheels mutation clean
 
 setup: $(VENV)/.installed
 
@@ -107,7 +107,10 @@ GPU_PINS_TESTS := tests/test_trainer_conformance.py tests/test_loss_edges_confor
 SITE_TORCH_VENV ?= .venv-site-torch
 SITE_TORCH_SITE := $(abspath $(SITE_TORCH_VENV))/site
 
-test-gpu-pins: $(GPU_PINS_VENV)/.installed $(SITE_TORCH_VENV)/.installed
+# Its two venvs alone: .ci/run builds them in the background while `make test` runs.
+gpu-pins-venvs: $(GPU_PINS_VENV)/.installed $(SITE_TORCH_VENV)/.installed
+
+test-gpu-pins: gpu-pins-venvs
 	PATH=$(abspath $(GPU_PINS_VENV))/bin:$$PATH $(GPU_PINS_VENV)/bin/python -m pytest $(GPU_PINS_TESTS)
 	PATH=$(SITE_TORCH_SITE)/bin:$(abspath $(SITE_TORCH_VENV))/bin:$$PATH \
 		PYTHONPATH=$(SITE_TORCH_SITE) SITE_TORCH_FOLDER=$(SITE_TORCH_SITE) \
