@@ -1,5 +1,6 @@
 """Shared fixtures. ``smoke_pipeline`` runs the smoke config end to end once per test session
-(every stage, the stage-1 checkpoint, two seeds, the report) into a temporary results folder."""
+(every stage, the stage-1 checkpoint, two seeds, the report) into a temporary results folder;
+the other runs of the smoke config start from its splits and base policy (``copy_inputs``)."""
 
 from __future__ import annotations
 
@@ -45,12 +46,35 @@ def faults_env(env: dict[str, str], **faults: str) -> dict[str, str]:
     return {**env, **faults, "PYTHONPATH": path}
 
 
+# The smoke DAG's inputs that other runs of the smoke config share: the jobs that make them, their
+# folders in the experiment folder and the config sections they read.
+INPUT_JOBS = ("splits", "base_policy", "eval_tasks")
+INPUT_FOLDERS = ("data", "base", "tasks")
+INPUT_SECTIONS = ("task", "base_policy", "compute", "evaluation")
+
+
+def remade_inputs(out: str) -> set[str]:
+    """The INPUT_JOBS in Snakemake's output ``out``."""
+    return {job for job in INPUT_JOBS if f"rule {job}:" in out}
+
+
 @dataclass
 class SmokePipeline:
     root: Path  # results_dir
     exp: Path  # results_dir/<experiment>
     report: Path
     seconds: float
+
+    def copy_inputs(self, exp: Path) -> None:
+        """The splits, base policy and evaluation tasks into experiment folder ``exp`` with the
+        config sections they were made from, for a config whose sections are these: copy2 keeps
+        the mtimes, so Snakemake takes them as up to date (without the sections it writes them
+        again, newer, and remakes everything after them)."""
+        (exp / "config").mkdir(parents=True)
+        for section in INPUT_SECTIONS:
+            shutil.copy2(self.exp / f"config/{section}.json", exp / "config")
+        for folder in INPUT_FOLDERS:
+            shutil.copytree(self.exp / folder, exp / folder, copy_function=shutil.copy2)
 
     def snakemake(self, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
         """Run snakemake on the smoke config against this results folder; output is captured."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import faults_env
+from conftest import faults_env, remade_inputs
 
 pytestmark = pytest.mark.slow
 
@@ -69,27 +68,14 @@ def snakemake(
     return subprocess.run(cmd, **kwargs, timeout=600)
 
 
-def _copy_inputs(src: Path, dst: Path) -> None:
-    """Splits and base policy shared by all runs here (copy2 keeps mtimes: nothing reruns)."""
-    for sub in ("data", "base", "tasks"):
-        shutil.copytree(src / "smoke" / sub, dst / "smoke" / sub, copy_function=shutil.copy2)
-
-
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory) -> Path:
-    results = tmp_path_factory.mktemp("inputs") / "results"
-    done = snakemake(results, "smoke/base/base_policy.json", "smoke/tasks/test/manifest.json")
-    assert done.returncode == 0, done.stdout[-3000:]
-    return results
-
-
-@pytest.fixture(scope="module")
-def reference(inputs, tmp_path_factory) -> dict:
+def reference(smoke_pipeline, tmp_path_factory) -> dict:
     """An uninterrupted train + evaluate whose first evaluation attempt is made to fail."""
     results = tmp_path_factory.mktemp("reference") / "results"
-    _copy_inputs(inputs, results)
+    smoke_pipeline.copy_inputs(results / "smoke")
     trained = snakemake(results, f"{RUN}/run_info.json")
     assert trained.returncode == 0, trained.stdout[-3000:]
+    assert not remade_inputs(trained.stdout), trained.stdout[-3000:]
     run = results / RUN
     mtimes = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
     marker = results.parent / "eval_failed_once"
@@ -124,13 +110,13 @@ def _pid_of_train(out: Path) -> int | None:
     return None
 
 
-def test_a_killed_training_job_resumes_to_the_same_result(inputs, reference, tmp_path):
+def test_a_killed_training_job_resumes_to_the_same_result(smoke_pipeline, reference, tmp_path):
     from safetensors.torch import load_file
 
     from grpo_ablation.training.rollout_log import read_rollouts
 
     results = tmp_path / "results"
-    _copy_inputs(inputs, results)
+    smoke_pipeline.copy_inputs(results / "smoke")
     run = results / RUN
     slow = faults_env(_env(), GRPO_FAULT_STEP_SLEEP="1.0")
     proc = snakemake(results, f"{RUN}/run_info.json", env=slow, wait=False)
@@ -152,6 +138,7 @@ def test_a_killed_training_job_resumes_to_the_same_result(inputs, reference, tmp
 
     rerun = snakemake(results, f"{RUN}/run_info.json")
     assert rerun.returncode == 0, rerun.stdout[-3000:]
+    assert not remade_inputs(rerun.stdout), rerun.stdout[-3000:]
     ref = reference["results"] / RUN
     assert read_rollouts(ref / "rollouts").equals(read_rollouts(run / "rollouts"))
     metrics = [(ref / "metrics.jsonl").read_text(), (run / "metrics.jsonl").read_text()]
@@ -165,14 +152,15 @@ def test_a_killed_training_job_resumes_to_the_same_result(inputs, reference, tmp
 
 
 def test_rerunning_a_cell_from_scratch_reproduces_it_and_records_provenance(
-    inputs, reference, tmp_path
+    smoke_pipeline, reference, tmp_path
 ):
     from grpo_ablation.training.rollout_log import read_rollouts
 
     results = tmp_path / "results"
-    _copy_inputs(inputs, results)
+    smoke_pipeline.copy_inputs(results / "smoke")
     done = snakemake(results, f"{EVAL}/test/summary.json")
     assert done.returncode == 0, done.stdout[-3000:]
+    assert not remade_inputs(done.stdout), done.stdout[-3000:]
     ref = reference["results"]
     assert read_rollouts(ref / RUN / "rollouts").equals(read_rollouts(results / RUN / "rollouts"))
     for step_dir in sorted((ref / EVAL / "test").glob("step=*")):

@@ -469,7 +469,7 @@ def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
     """compute.processes_per_train_job: 2 runs every cell of the smoke DAG as two processes
     (torchrun, gloo): each run's objective says so; the baseline cell has the same prompts and
     budget as its one-process run, every group whole on one rank and logged once."""
-    from conftest import snakemake
+    from conftest import remade_inputs, snakemake
 
     from grpo_ablation.training.rollout_log import read_rollouts
 
@@ -491,7 +491,17 @@ def test_the_smoke_dag_trains_over_two_processes(smoke_pipeline, tmp_path):
     cell = "std=sample/agg=sequence_mean/G=4/seed=0"
     summary = tmp_path / f"smoke/eval/{cell}/test/summary.json"
     runs = [tmp_path / "smoke" / p.relative_to(smoke_pipeline.exp) for p in one_process]
-    snakemake(path, *map(str, [*runs, summary]), timeout=1800)
+    # The one-process DAG's inputs; its compute section differs in processes_per_train_job, which
+    # only training reads: written for this config, dated as the one-process section.
+    smoke_pipeline.copy_inputs(tmp_path / "smoke")
+    compute = tmp_path / "smoke/config/compute.json"
+    dated = compute.stat().st_mtime_ns
+    compute.unlink()
+    snakemake(path, str(compute))
+    os.utime(compute, ns=(dated, dated))
+    assert json.loads(compute.read_text())["processes_per_train_job"] == 2
+    done = snakemake(path, *map(str, [*runs, summary]), timeout=1800)
+    assert not remade_inputs(done.stdout + done.stderr)
     infos = sorted((tmp_path / "smoke/runs").rglob("run_info.json"))
     assert len(infos) == len(one_process)
     assert all(

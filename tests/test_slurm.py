@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import faults_env
+from conftest import faults_env, remade_inputs
 from test_slurm_threads import local_rules
 
 from benchmarks.local_slurm import CPU_PARTITION, Cluster, unavailable_reason
@@ -181,11 +181,14 @@ def test_the_smoke_config_runs_through_slurm_and_survives_scancel(cluster, tmp_p
     assert cancelled["id"] in {p.stem for d in resubmitted for p in d.glob("*.log")}
 
 
-def test_a_requeued_training_job_resumes_and_the_workflow_finishes(cluster, tmp_path):
+def test_a_requeued_training_job_resumes_and_the_workflow_finishes(cluster, request, tmp_path):
     """Preemption as SLURM does it: the running job is requeued (``scontrol requeue``, the
     profile submits with --requeue). The same Snakemake invocation waits for it and finishes,
-    and the job resumed from its complete checkpoint instead of training again."""
+    and the job resumed from its complete checkpoint instead of training again. The splits and
+    base policy are the session's smoke run's (the test above submits their jobs)."""
     results, logs = tmp_path / "results", tmp_path / "slurm_logs"
+    # asked for here, after `cluster`: where SLURM is missing the test skips before building it
+    request.getfixturevalue("smoke_pipeline").copy_inputs(results / "smoke")
     run = results / "smoke/runs/std=sample/agg=sequence_mean/G=4/seed=0"
     env = {
         **os.environ,
@@ -216,6 +219,7 @@ def test_a_requeued_training_job_resumes_and_the_workflow_finishes(cluster, tmp_
         time.sleep(0.2)
     out, _ = first.communicate(timeout=600)
     assert first.returncode == 0, out[-4000:]
+    assert not remade_inputs(out), out[-4000:]
     # checkpoint-2 as it was (a fresh start would have written it again), and the run complete.
     assert (run / "checkpoints/checkpoint-2/model.safetensors").stat().st_mtime_ns == saved
     assert json.loads((run / "run_info.json").read_text())["checkpoints"] == [2, 4]
