@@ -33,7 +33,7 @@ onstart:
             1 for job in jobs if not job.is_local and packing.asks_for_gpu(job.resources)
         )
         no_account = workflow.executor_settings.no_account
-        problems = slurm_problems(config.get("slurm") or {}, gpu_jobs, no_account)
+        problems = slurm_problems(config.get("slurm"), gpu_jobs, no_account)
         components = workflow.group_settings.group_components
         unpacked = packing.packing_problems(config["resources"], components)
         if problems or unpacked:

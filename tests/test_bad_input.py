@@ -16,6 +16,7 @@ from conformance import G
 
 from grpo_ablation.design.ablation import Design, DesignError
 from grpo_ablation.design.options import TrainingConfig
+from grpo_ablation.design.schema import SECTIONS
 from grpo_ablation.training.rollout_log import read_rollouts
 from grpo_ablation.training.train import train
 from grpo_ablation.training.trainer import AblationGRPOTrainer, NonFiniteLossError
@@ -99,6 +100,22 @@ def test_every_config_problem_is_named_at_once_with_the_name_meant():
         "evaluation.samplr: unknown key; did you mean sampler or sampled_metric?",
         "evaluation.backend: 'vlm' is not one of ['hf', 'vllm']; did you mean vllm?",
     ]
+    # and a list's items, one by one
+    assert config_problems(changed_smoke_config(tracking__report_to=["wandb", "tensorbord"])) == [
+        "tracking.report_to.1: 'tensorbord' is not one of ['tensorboard', 'wandb', 'trackio']; "
+        "did you mean tensorboard?"
+    ]
+
+
+@pytest.mark.parametrize("section", list(SECTIONS))
+def test_a_misspelt_key_of_every_declared_section_is_named_with_the_key_meant(section):
+    from grpo_ablation.design.schema import config_problems
+
+    name = next(iter(SECTIONS[section].__dataclass_fields__))
+    cfg = changed_smoke_config()
+    cfg[section] = {**(cfg.get(section) or {}), f"{name}x": 1}
+    (found,) = [p for p in config_problems(cfg) if p.startswith(f"{section}.{name}x: ")]
+    assert found.startswith(f"{section}.{name}x: unknown key; did you mean") and name in found
 
 
 @pytest.mark.slow  # starts processes of its own

@@ -10,7 +10,7 @@ import yaml
 from grpo_ablation.design import schema
 from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, TrainingConfig
 from grpo_ablation.objective.record import ObjectiveRecord
-from grpo_ablation.settings import check_option, default_of, identity, option
+from grpo_ablation.settings import REQUIRED, check_option, default_of, identity, option, required
 
 # The training options declared before neutral values existed: every finished run's train params
 # hold each of them, so none may declare one (the params of its runs at that value would change,
@@ -51,12 +51,14 @@ def test_the_schema_section_is_the_dataclass(section):
     text = schema.SCHEMA.read_text()
     # Up to date: else run `grpo-ablation schema` and commit the schema.
     assert schema.file_section(text, section) == schema.section_text(section)
-    written = yaml.safe_load(text)["properties"][section]["properties"]
+    written = yaml.safe_load(text)["properties"][section]
     fields = schema.SECTIONS[section].__dataclass_fields__
-    assert list(written) == list(fields)
-    for name, spec in written.items():
-        assert spec["default"] == default_of(fields[name])
+    assert list(written["properties"]) == list(fields)
+    for name, spec in written["properties"].items():
+        assert spec.get("default", REQUIRED) == default_of(fields[name])
         assert spec["description"] == fields[name].metadata["help"]
+    # the keys a config must give are the options declared without a default
+    assert written.get("required", []) == required(schema.SECTIONS[section])
 
 
 def test_the_schemas_metric_list_is_written_from_the_registries():

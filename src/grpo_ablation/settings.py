@@ -17,6 +17,9 @@ from collections.abc import Collection, Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+# The default of an option the config must give (the schema lists it under its section's
+# ``required``): a dataclass field without a default.
+REQUIRED: Any = dataclasses.MISSING
 
 
 def spell_choices(choices: Iterable[str]) -> str:
@@ -47,7 +50,8 @@ def option(
     ``choices``, spelled from the registry that declares them; ``choices`` may be the registry
     itself (a dict), whose names the checks and the schema then read as they are at the time.
     ``words``: the words a numeric option takes beside its numbers (``auto``). A list default is
-    copied for each instance. A value of None (an optional option) meets every bound."""
+    copied for each instance; a list option's choices and bounds are its items'. A value of None
+    (an optional option) meets every bound. ``REQUIRED``: no default, the config gives it."""
     if choices and "{choices}" in help:
         help = help.replace("{choices}", spell_choices(choices))
     bounds = {"minimum": minimum, "exclusiveMinimum": exclusive_minimum, "maximum": maximum}
@@ -61,11 +65,14 @@ def option(
     }
     if isinstance(default, list):
         return dataclasses.field(default_factory=default.copy, metadata=metadata)
+    if default is REQUIRED:
+        return dataclasses.field(metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
 
 
 def default_of(f: dataclasses.Field) -> Any:
-    """The declared default of an option (a list default made by its factory)."""
+    """The declared default of an option (a list default made by its factory; ``REQUIRED``
+    where it has none)."""
     if f.default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
     return f.default
@@ -81,7 +88,12 @@ def did_you_mean(word: Any, choices: Iterable[Any]) -> str:
 
 
 def check_option(section: str, name: str, value: Any, meta: Any) -> None:
-    """``value`` within its declared choices and bounds, or a ValueError naming the option."""
+    """``value`` within its declared choices and bounds, or a ValueError naming the option (each
+    item of a list)."""
+    if isinstance(value, list):
+        for item in value:
+            check_option(section, name, item, meta)
+        return
     if meta["choices"] is not None and value not in meta["choices"]:
         raise ValueError(
             f"{section}.{name}: unknown {name.replace('_', ' ')} {value!r}; expected one of "
@@ -104,7 +116,7 @@ def check_options(obj: Any, section: str) -> None:
 
 
 def from_dict(cls: type[T], data: dict[str, Any] | None, section: str) -> T:
-    """Build dataclass ``cls`` from ``data``, naming any key it does not know."""
+    """Build dataclass ``cls`` from ``data``, naming any key it does not know or lacks."""
     data = dict(data or {})
     known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(data) - known)
@@ -113,7 +125,15 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, section: str) -> T:
             f"unknown key(s) {', '.join(map(repr, unknown))} in config section '{section}'; "
             f"known keys: {', '.join(sorted(known))}"
         )
+    missing = [k for k in required(cls) if k not in data]
+    if missing:
+        raise ValueError(f"config section '{section}' lacks {', '.join(map(repr, missing))}")
     return cls(**data)
+
+
+def required(cls: type) -> list[str]:
+    """The options of dataclass ``cls`` declared ``REQUIRED``, in order."""
+    return [f.name for f in dataclasses.fields(cls) if default_of(f) is REQUIRED]
 
 
 def identity(obj: Any) -> dict[str, Any]:

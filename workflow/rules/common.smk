@@ -90,7 +90,7 @@ THREADS = int(config["threads_per_job"])
 def slurm(gpus):
     """A submitted job's partition and account under SLURM (config `slurm`), by whether it asks
     for a GPU; nothing where the keys are empty (grpo_ablation.design.slurm)."""
-    return slurm_resources(config.get("slurm") or {}, gpus)
+    return slurm_resources(config.get("slurm"), gpus)
 
 
 # Paths into the checkout are relative to the working directory (the repository root, where

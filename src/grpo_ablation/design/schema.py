@@ -1,13 +1,13 @@
 """The config schema's sections that are written from their dataclasses, not by hand.
 
 ``workflow/schemas/config.schema.yaml`` holds, between two marker comments per section, the
-properties of ``training`` (``TrainingConfig``), ``compute`` (``ComputeConfig``) and ``evaluation``
-(``EvaluationConfig``): names, types,
-choices, bounds, defaults and descriptions, from the fields' ``option`` declarations; and a
-hypothesis's ``metric`` (``METRIC``), whose description lists the metrics a hypothesis may name
-(``quantities.NAMEABLE`` and the push's). Run
-``grpo-ablation schema`` after changing a declaration; ``tests/test_options.py`` fails
-while the file differs.
+properties of each section of ``SECTIONS`` (``training`` from ``TrainingConfig``, ``compute``,
+``evaluation``, ``resources``, ...): names, types, choices, bounds, defaults and descriptions,
+from the fields' ``option`` declarations (an option declared ``REQUIRED`` has no default, and the
+section's hand-written ``required`` lists it: tested); and a hypothesis's ``metric``
+(``METRIC``), whose description lists the metrics a hypothesis may name (``quantities.NAMEABLE``
+and the push's). Run ``grpo-ablation schema`` after changing a declaration;
+``tests/test_options.py`` fails while the file differs.
 """
 
 from __future__ import annotations
@@ -24,10 +24,14 @@ from grpo_ablation.design.hypotheses import PUSH
 from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, TrainingConfig
 from grpo_ablation.design.quantities import NAMEABLE
 from grpo_ablation.design.resources import ResourcesConfig
-from grpo_ablation.settings import default_of, did_you_mean
+from grpo_ablation.design.slurm import SlurmConfig
+from grpo_ablation.design.tracking import TrackingConfig
+from grpo_ablation.settings import REQUIRED, default_of, did_you_mean
 
 SCHEMA = Path(__file__).parents[3] / "workflow/schemas/config.schema.yaml"
 SECTIONS: dict[str, type] = {
+    "slurm": SlurmConfig,
+    "tracking": TrackingConfig,
     "training": TrainingConfig,
     "compute": ComputeConfig,
     "evaluation": EvaluationConfig,
@@ -40,7 +44,7 @@ _JSON_TYPES = {
     "bool": "boolean",
     "None": "null",
 }
-_LIST = re.compile(r"list\[(\w+)\]")
+_LIST = re.compile(r"list\[(\w+)\]( \| None)?")
 _INDENT = " " * 6  # a section's properties in the schema file
 # A hypothesis's metric property, written from the registries (a hypothesis's properties are one
 # level deeper than a section's).
@@ -72,30 +76,37 @@ def _metric_lines() -> list[str]:
 
 
 def _type(annotation: str) -> dict[str, Any]:
-    """The JSON-schema type of a field's annotation: ``int``, ``int | None`` (a null allowed),
-    ``list[str]``."""
-    listed = _LIST.fullmatch(annotation)
-    if listed:
-        return {"type": "array", "items": {"type": _JSON_TYPES[listed.group(1)]}}
+    """The JSON-schema type of a field's annotation: ``int``, ``int | None`` (a null allowed)."""
     types = [_JSON_TYPES[t] for t in annotation.split(" | ")]
     return {"type": types[0] if len(types) == 1 else types}
 
 
+def _value(annotation: str, meta: Any) -> dict[str, Any]:
+    """The JSON schema of one value: one of the choices, a number within its bounds or one of
+    its words (``batch_size: auto``), else its type within its bounds."""
+    if meta["choices"]:
+        return {"enum": list(meta["choices"])}
+    if meta["words"]:
+        number = _type(annotation.split(" | ")[0]) | meta["bounds"]
+        return {"oneOf": [number, *({"const": w} for w in meta["words"])]}
+    return _type(annotation) | meta["bounds"]
+
+
 def properties(cls: type) -> dict[str, dict[str, Any]]:
-    """The JSON-schema properties of a section, one per field of its dataclass. A numeric option
-    that also takes words (``batch_size: auto``) is one of: a number within its bounds, or a word."""
+    """The JSON-schema properties of a section, one per field of its dataclass; a list's choices
+    and bounds are its items' (``list[int] | None``: a list or null). An option the config must
+    give (``REQUIRED``) has no default."""
     out = {}
     for f in fields(cls):
-        meta = f.metadata
-        if meta["choices"]:
-            spec: dict[str, Any] = {"enum": list(meta["choices"])}
-        elif meta["words"]:
-            number = _type(f.type.split(" | ")[0]) | meta["bounds"]
-            spec = {"oneOf": [number, *({"const": w} for w in meta["words"])]}
+        listed = _LIST.fullmatch(f.type)
+        if listed:
+            array = ["array", "null"] if listed.group(2) else "array"
+            spec = {"type": array, "items": _value(listed.group(1), f.metadata)}
         else:
-            spec = _type(f.type) | meta["bounds"]
-        spec["default"] = default_of(f)
-        spec["description"] = meta["help"]
+            spec = _value(f.type, f.metadata)
+        if default_of(f) is not REQUIRED:
+            spec["default"] = default_of(f)
+        spec["description"] = f.metadata["help"]
         out[f.name] = spec
     return out
 

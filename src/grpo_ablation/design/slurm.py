@@ -9,29 +9,54 @@ without ``-p``). An empty key adds no resource, so a run without SLURM is unchan
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from grpo_ablation.settings import from_dict, option
 
 SECTION = "slurm"
 
 
-def slurm_resources(slurm: dict[str, Any], gpus: int) -> dict[str, str]:
+@dataclass(frozen=True)
+class SlurmConfig:
+    """The ``slurm`` section, declared once; any key left out takes its default."""
+
+    account: str = option("", "charged for every job (sbatch -A)")
+    gpu_partition: str = option(
+        "", "partition of the jobs that ask for a GPU (train, evaluate, a GPU warm start)"
+    )
+    cpu_partition: str = option(
+        "",
+        "partition of the submitted jobs that need no GPU (diagnostics, push, a CPU warm start); "
+        "empty: the cluster's default partition. Bookkeeping, tables and figures run on the "
+        "submit host",
+    )
+
+    @classmethod
+    def of(cls, section: dict[str, Any] | None) -> SlurmConfig:
+        return from_dict(cls, section, SECTION)
+
+
+def slurm_resources(section: dict[str, Any] | None, gpus: int) -> dict[str, str]:
     """The SLURM resources of a job asking for ``gpus`` GPUs (empty keys left out)."""
-    partition = slurm.get("gpu_partition" if gpus else "cpu_partition") or ""
-    resources = {"slurm_partition": partition, "slurm_account": slurm.get("account") or ""}
-    return {k: str(v) for k, v in resources.items() if v}
+    slurm = SlurmConfig.of(section)
+    partition = slurm.gpu_partition if gpus else slurm.cpu_partition
+    resources = {"slurm_partition": partition, "slurm_account": slurm.account}
+    return {k: v for k, v in resources.items() if v}
 
 
-def slurm_problems(slurm: dict[str, Any], gpu_jobs: int, no_account: bool) -> list[str]:
+def slurm_problems(section: dict[str, Any] | None, gpu_jobs: int, no_account: bool) -> list[str]:
     """What keeps a SLURM run from submitting: an empty GPU partition while ``gpu_jobs`` jobs ask
     for a GPU (the cluster's default partition refuses --gpus where it has none, and every retry
     with it), and an empty account unless the run says it has none (``--slurm-no-account``)."""
+    slurm = SlurmConfig.of(section)
     problems = []
-    if gpu_jobs and not slurm.get("gpu_partition"):
+    if gpu_jobs and not slurm.gpu_partition:
         problems.append(
             f"{SECTION}.gpu_partition is empty, and {gpu_jobs} planned job"
             f"{' asks' if gpu_jobs == 1 else 's ask'} for a GPU: name the partition of the GPU nodes"
         )
-    if not no_account and not slurm.get("account"):
+    if not no_account and not slurm.account:
         problems.append(
             f"{SECTION}.account is empty: name the account to charge "
             "(`--slurm-no-account` where the cluster has none)"

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-TRACKERS = ("tensorboard", "wandb", "trackio")
+from grpo_ablation.design.tracking import TRACKERS
 
 
 def parse(report_to: str) -> list[str]:
