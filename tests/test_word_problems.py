@@ -53,8 +53,12 @@ def test_one_step_digit_additions_are_every_phrasing_of_every_sum():
 def test_bad_sections_are_named():
     with pytest.raises(ValueError, match="word_problems"):
         WordProblems.from_dict({"n_train": 10, "n_test": 5, "operands": 3})
-    with pytest.raises(ValueError, match="steps and max_operand"):
+    with pytest.raises(ValueError, match=r"word_problems.steps must be >= 1, got 0"):
         WordProblems(10, 5, steps=0)
+    with pytest.raises(ValueError, match=r"word_problems.n_test must be >= 1, got 0"):
+        WordProblems(10, 0)
+    with pytest.raises(ValueError, match=r"config section 'word_problems' lacks 'n_test'"):
+        WordProblems.from_dict({"n_train": 10})
 
 
 def test_the_math_task_reads_splits_and_hashes_them_with_difficulty_the_steps(tmp_path):

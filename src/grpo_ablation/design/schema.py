@@ -25,13 +25,17 @@ from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, Traini
 from grpo_ablation.design.quantities import NAMEABLE
 from grpo_ablation.design.resources import ResourcesConfig
 from grpo_ablation.design.slurm import SlurmConfig
+from grpo_ablation.design.stand_in import StandInConfig
 from grpo_ablation.design.tracking import TrackingConfig
 from grpo_ablation.settings import REQUIRED, default_of, did_you_mean
+from grpo_ablation.tasks.word_problem_generator import WordProblems
 
 SCHEMA = Path(__file__).parents[3] / "workflow/schemas/config.schema.yaml"
 SECTIONS: dict[str, type] = {
     "slurm": SlurmConfig,
     "tracking": TrackingConfig,
+    "stand_in": StandInConfig,
+    "word_problems": WordProblems,
     "training": TrainingConfig,
     "compute": ComputeConfig,
     "evaluation": EvaluationConfig,

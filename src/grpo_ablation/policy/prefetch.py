@@ -76,10 +76,11 @@ def write_task_data(config: dict[str, Any]) -> dict[str, Any]:
 def build_stand_in(config: dict[str, Any]) -> dict[str, Any]:
     """Build the stand-in model at ``base_policy.name``, its tokenizer trained on the task's
     words (the task's data, ``word_problems``, first)."""
+    from grpo_ablation.design.stand_in import StandInConfig
     from grpo_ablation.policy.standin import build_standin_model
     from grpo_ablation.tasks.math import MathTask, source_rows
 
-    spec = config["stand_in"]
+    spec = asdict(StandInConfig.of(config["stand_in"]))
     task = get_task(config["task"])
     if not isinstance(task, MathTask) or not task.dataset_path:
         raise ValueError("stand_in needs task.kind: math with a local task.dataset_path")

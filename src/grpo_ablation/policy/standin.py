@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from grpo_ablation.design.stand_in import StandInConfig
+
 # Special tokens and ids as in Qwen2.5: <|endoftext|> is pad (and the config's bos), <|im_end|> eos.
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = [ENDOFTEXT, IM_START, IM_END]
@@ -77,14 +79,14 @@ def build_standin_model(
     out_dir: Path,
     corpus: list[str],
     seed: int,
-    hidden_size: int = 64,
-    num_layers: int = 2,
-    num_heads: int = 4,
-    num_kv_heads: int = 2,
-    intermediate_size: int | None = None,
+    hidden_size: int = StandInConfig.hidden_size,
+    num_layers: int = StandInConfig.num_layers,
+    num_heads: int = StandInConfig.num_heads,
+    num_kv_heads: int = StandInConfig.num_kv_heads,
+    intermediate_size: int | None = StandInConfig.intermediate_size,
     vocab_size: int = 512,
     max_position_embeddings: int = 1024,
-    embedding_rows: int | None = None,
+    embedding_rows: int | None = StandInConfig.embedding_rows,
 ) -> Path:
     """Save a tiny random Qwen2 causal LM and its tokenizer to ``out_dir``; return ``out_dir``.
 

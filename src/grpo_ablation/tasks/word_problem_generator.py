@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation import settings
+from grpo_ablation.settings import REQUIRED, option
 
 NAMES = ["Tom", "Ana", "Ben", "Mia", "Sam", "Lily", "Omar", "Zoe", "Raj", "Ella", "Leo", "Nina"]
 ITEMS = [
@@ -84,33 +85,26 @@ EVENTS = [
 
 @dataclass(frozen=True)
 class WordProblems:
-    """The config's ``word_problems`` section: how many rows, which seed, which difficulty."""
+    """The config's ``word_problems`` section, declared once (its schema part is written from
+    it): how many rows, which seed, which difficulty."""
 
-    n_train: int
-    n_test: int
-    seed: int = 0
-    # Arithmetic steps per problem (calculator annotations in the worked answer).
-    steps: int = 1
-    # Operands are drawn from 1..max_operand.
-    max_operand: int = 9
+    n_train: int = option(REQUIRED, "rows of the train split", minimum=1)
+    n_test: int = option(REQUIRED, "rows of the test split (disjoint questions)", minimum=1)
+    seed: int = option(0, "the rows drawn (and their order) depend on it alone")
+    steps: int = option(
+        1, "arithmetic steps per problem (calculator annotations in the worked answer)", minimum=1
+    )
+    max_operand: int = option(9, "operands are drawn from 1..max_operand", minimum=1)
 
     def __post_init__(self) -> None:
-        if self.n_train < 1 or self.n_test < 1:
-            raise ValueError(
-                f"word_problems: n_train and n_test must be >= 1, got {self.n_train}, {self.n_test}"
-            )
-        if self.steps < 1 or self.max_operand < 1:
-            raise ValueError(
-                f"word_problems: steps and max_operand must be >= 1, got {self.steps}, "
-                f"{self.max_operand}"
-            )
+        settings.check_options(self, "word_problems")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WordProblems:
         return settings.from_dict(cls, d, "word_problems")
 
 
-def one_step_rows(seed: int, max_operand: int = 9) -> list[dict[str, str]]:
+def one_step_rows(seed: int, max_operand: int) -> list[dict[str, str]]:
     """Every distinct one-step addition the templates can make, in a seed-determined order."""
     rows: dict[str, str] = {}
     operands = range(1, max_operand + 1)
@@ -180,7 +174,12 @@ def _readme(splits: list[str], spec: WordProblems) -> str:
 
 
 def write_word_problems(
-    out_dir: Path, n_train: int, n_test: int, seed: int, steps: int = 1, max_operand: int = 9
+    out_dir: Path,
+    n_train: int,
+    n_test: int,
+    seed: int,
+    steps: int = WordProblems.steps,
+    max_operand: int = WordProblems.max_operand,
 ) -> Path:
     """Write the problems as a local copy of openai/gsm8k's layout; return ``out_dir``.
 
