@@ -4,11 +4,13 @@ a measured quantity against its exact value on a model small enough to different
 import itertools
 import json
 import math
+from dataclasses import asdict
 
 import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from grpo_ablation.design.push import PushConfig
 from grpo_ablation.objective.formulas import std_ratio_population_to_sample
 from grpo_ablation.objective.push import (
     accuracy_weights,
@@ -160,8 +162,7 @@ def test_the_push_in_the_top_blocks_keeps_the_cosines(tmp_path):
         std_eps=1e-4,
         success_threshold=1.0,
         reward=task.reward_function(),
-        replicates=4,
-        prompts_per_fold=16,
+        **asdict(PushConfig(replicates=4, prompts_per_fold=16)),
     )
     full, top = (
         measure(tmp_path / "base", rows, task, {**cfg, "parameters": p}, step=0, seed=0)
@@ -257,8 +258,7 @@ def test_a_replicate_of_the_hypotheses_choices_alone_gives_their_numbers_bit_for
         std_eps=1e-4,
         success_threshold=1.0,
         reward=task.reward_function(),
-        replicates=3,
-        prompts_per_fold=4,
+        **asdict(PushConfig(replicates=3, prompts_per_fold=4)),
         hypothesis_choices=wanted,
     )
     full = measure(tmp_path / "base", rows, task, cfg, step=0, seed=0)
@@ -293,7 +293,7 @@ def test_a_killed_push_resumes_from_its_finished_replicates(tmp_path, monkeypatc
         std_eps=1e-4,
         success_threshold=1.0,
     )
-    settings = {"replicates": 3, "prompts_per_fold": 2}
+    settings = asdict(PushConfig(replicates=3, prompts_per_fold=2))
     policies = [(0, tmp_path / "base")]
     data = tmp_path / "base" / "splits"
 

@@ -20,7 +20,7 @@ PUSH_OUTPUTS = [
 
 
 # A run is needed only when a checkpoint is measured (push.steps other than [0]).
-PUSH_NEEDS_RUN = PUSH.get("steps") != [0]
+PUSH_NEEDS_RUN = PUSH["steps"] != [0]
 
 
 rule push:

@@ -45,7 +45,7 @@ def run(a: argparse.Namespace) -> None:
     bootstrap(threads=a.threads)
     training, push = a.training, a.push
     # A pilot plans the tests at the base policy; the test measures where the config says.
-    steps = [0] if a.purpose == "pilot" else push.get("steps")
+    steps = [0] if a.purpose == "pilot" else push["steps"]
     if not steps or any(steps):
         if a.run is None:
             raise ValueError("push: --run (the reference run's folder) is needed for a checkpoint")

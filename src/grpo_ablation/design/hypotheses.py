@@ -30,6 +30,7 @@ from grpo_ablation.design import power as _power
 from grpo_ablation.design.ablation import Design, Stage, WinnerOf, reference_of
 from grpo_ablation.design.axes import BY_NAME, DesignError
 from grpo_ablation.design.problems import Problems
+from grpo_ablation.design.push import PushConfig
 from grpo_ablation.design.quantities import OUTCOME_DEPENDENT, PAIRED
 from grpo_ablation.settings import did_you_mean
 
@@ -278,10 +279,10 @@ def push_choices(h: Hypothesis, design: Design) -> tuple[str, str]:
     or an error where the push cannot compare them: the push off, its policy not measured, or a
     cell that differs from the push's run (the baseline) in an axis other than ``PUSH_AXES``."""
     where = f"hypotheses[{h.id}]"
-    push = design.sections.get("push") or {}
-    if not push.get("enabled"):
+    push = PushConfig.of(design.sections.get("push"))
+    if not push.enabled:
         raise DesignError(f"{where}.metric={h.metric!r} needs the push (push.enabled: true)")
-    steps = push.get("steps")
+    steps = push.steps
     step = 0 if h.policy == "base" else design.shared_config.max_steps
     if steps is not None and step not in steps:
         raise DesignError(f"{where}.policy={h.policy!r} (step {step}) is not in push.steps={steps}")
@@ -480,7 +481,7 @@ class Plan:
             runs = len(design.all_cells()) * seeds
             extra = sum((k - 1) * seeds for k in design.reference_replicates.values())
             minutes *= (runs + extra) / int(section.get("runs_per_unit") or runs)
-        push = design.sections.get("push") or {}
+        push = PushConfig.of(design.sections.get("push"))
         rho = section.get("reference_correlation") or {}
         return cls(
             unit,
@@ -488,9 +489,7 @@ class Plan:
             sd,
             minutes,
             price_source(section),
-            int(push.get("replicates", 0)) * max(1, len(design.draws))
-            if push.get("enabled")
-            else 0,
+            push.replicates * max(1, len(design.draws)) if push.enabled else 0,
             float(section.get("minutes_per_push_replicate", math.nan)),
             {k: v[1] for k, v in declared.items()},
             {s.name: s.reference_replicates for s in design.stages if s.reference_replicates > 1},

@@ -22,6 +22,7 @@ from typing import Any
 from grpo_ablation.design.ablation import Design
 from grpo_ablation.design.hypotheses import PUSH
 from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, TrainingConfig
+from grpo_ablation.design.push import PushConfig
 from grpo_ablation.design.quantities import NAMEABLE
 from grpo_ablation.design.resources import ResourcesConfig
 from grpo_ablation.design.slurm import SlurmConfig
@@ -40,6 +41,7 @@ SECTIONS: dict[str, type] = {
     "compute": ComputeConfig,
     "evaluation": EvaluationConfig,
     "resources": ResourcesConfig,
+    "push": PushConfig,
 }
 _JSON_TYPES = {
     "str": "string",

@@ -252,7 +252,7 @@ def measure(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    parameters = differentiate_only(model, cfg.get("parameters"))
+    parameters = differentiate_only(model, cfg["parameters"])
     neutral_generation_config(model)
     model.eval()  # no dropout: the directions are those of the policy that sampled
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -260,7 +260,7 @@ def measure(
     replicates = []
     # The first full_replicates measure every choice (the tables, figure and cosines); the others
     # only those the declared push hypotheses compare, which cost a backward pass each.
-    full = cfg.get("full_replicates") or cfg["replicates"]
+    full = cfg["full_replicates"] or cfg["replicates"]
     identity = replicate_identity(model_dir, rows, cfg, step=step, seed=seed, purpose=purpose)
     for r in range(cfg["replicates"]):
         choices = None if r < full else cfg["hypothesis_choices"]
