@@ -55,7 +55,9 @@ def test_the_schema_section_is_the_dataclass(section):
     fields = schema.SECTIONS[section].__dataclass_fields__
     assert list(written["properties"]) == list(fields)
     for name, spec in written["properties"].items():
-        assert spec.get("default", REQUIRED) == default_of(fields[name])
+        # no default where the config must give the key, or where None stands for its absence
+        unfilled = REQUIRED if fields[name].metadata["absent"] else default_of(fields[name])
+        assert spec.get("default", REQUIRED) == unfilled
         assert spec["description"] == fields[name].metadata["help"]
     # the keys a config must give are the options declared without a default
     assert written.get("required", []) == required(schema.SECTIONS[section])
@@ -235,11 +237,17 @@ def test_the_schemas_task_description_names_the_math_tasks_fields():
     assert listed.split(", ") == [f.name for f in fields(MathTask)]
 
 
+def test_the_study_declares_the_spending_functions_the_analysis_implements():
+    from grpo_ablation.analysis.sequential import SPENDING
+    from grpo_ablation.design.study import SPENDING_RULES
+
+    assert tuple(SPENDING) == SPENDING_RULES
+
+
 def test_the_schemas_hand_written_choices_are_the_registries():
     """The choices the schema lists outside its generated sections are the code's registries,
     so a choice added to one and not the other fails here; the hypotheses' metric description
     names every metric a hypothesis may take and no other (the fit's parameters are refused)."""
-    from grpo_ablation.analysis.sequential import SPENDING
     from grpo_ablation.design.ablation import SELECTION_METRICS
     from grpo_ablation.design.hypotheses import DIRECTIONS, KINDS, METRICS, PUSH_POLICIES
     from grpo_ablation.design.quantities import OUTCOME_DEPENDENT
@@ -252,7 +260,6 @@ def test_the_schemas_hand_written_choices_are_the_registries():
         (hypothesis["direction"]["enum"], DIRECTIONS),
         (hypothesis["policy"]["enum"], PUSH_POLICIES),
         (stage["selection_metric"]["enum"], SELECTION_METRICS),
-        (props["study"]["properties"]["spending"]["enum"], SPENDING),
     ):
         assert sorted(written) == sorted(registry)
     named = set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b", hypothesis["metric"]["description"]))

@@ -39,6 +39,8 @@ def option(
     minimum: float | None = None,
     exclusive_minimum: float | None = None,
     maximum: float | None = None,
+    min_items: int | None = None,
+    absent: bool = False,
 ) -> Any:
     """A declared option. ``recorded`` (training options): True, or why the objective record
     leaves the field out (it is not part of what the run optimises, or the record states it in
@@ -50,8 +52,10 @@ def option(
     ``choices``, spelled from the registry that declares them; ``choices`` may be the registry
     itself (a dict), whose names the checks and the schema then read as they are at the time.
     ``words``: the words a numeric option takes beside its numbers (``auto``). A list default is
-    copied for each instance; a list option's choices and bounds are its items'. A value of None
-    (an optional option) meets every bound. ``REQUIRED``: no default, the config gives it."""
+    copied for each instance; a list option's choices and bounds are its items', ``min_items``
+    its length's. A value of None (an optional option) meets every bound. ``REQUIRED``: no
+    default, the config gives it. ``absent``: None stands for the key left out, and the schema
+    fills in no default (a key added after configs were registered: they validate unchanged)."""
     if choices and "{choices}" in help:
         help = help.replace("{choices}", spell_choices(choices))
     bounds = {"minimum": minimum, "exclusiveMinimum": exclusive_minimum, "maximum": maximum}
@@ -62,6 +66,8 @@ def option(
         "choices": choices,
         "words": words,
         "bounds": {k: v for k, v in bounds.items() if v is not None},
+        "min_items": min_items,
+        "absent": absent,
     }
     if isinstance(default, list):
         return dataclasses.field(default_factory=default.copy, metadata=metadata)
@@ -91,6 +97,8 @@ def check_option(section: str, name: str, value: Any, meta: Any) -> None:
     """``value`` within its declared choices and bounds, or a ValueError naming the option (each
     item of a list)."""
     if isinstance(value, list):
+        if len(value) < (meta.get("min_items") or 0):
+            raise ValueError(f"{section}.{name} needs at least {meta['min_items']} item(s)")
         for item in value:
             check_option(section, name, item, meta)
         return

@@ -32,6 +32,7 @@ from grpo_ablation.analysis import sequential as seq
 from grpo_ablation.analysis.stats import sample_sd
 from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels, test_levels
 from grpo_ablation.design.ledger import LedgerError
+from grpo_ablation.design.study import StudyConfig
 
 if TYPE_CHECKING:
     pass
@@ -173,12 +174,12 @@ def _stops(design: Any, h: Hypothesis, sd_df: float) -> list[tuple[float, float]
     SD or no expected effect)."""
     from grpo_ablation.design.hypotheses import Plan, declared, planning_levels
 
-    study = design.sections["study"]
-    looks, spending = [int(n) for n in study["looks"]], study.get("spending", "obrien_fleming")
+    study = StudyConfig.of(design.sections["study"])
+    looks, spending = [int(n) for n in study.looks], study.spending
     sd = Plan.of(design).declared_sd(h)
     if h.kind != "directional" or h.on_push or not sd > 0 or not math.isfinite(h.expected_effect):
         return None
-    support, refute = planning_levels(declared(design), study.get("gatekeeper"))[h.id]
+    support, refute = planning_levels(declared(design), study.gatekeeper)[h.id]
     return seq.simulated_stops(
         looks,
         planned_boundaries(looks, support, spending),
@@ -232,10 +233,10 @@ def _still_open(design: Any, alpha: float) -> dict[str, list[float]]:
     bound on what it costs). A push hypothesis is taken as open to the last look."""
     from grpo_ablation.design.hypotheses import Plan, declared, planning_levels
 
-    study = design.sections["study"]
-    looks, spending = [int(n) for n in study["looks"]], study.get("spending", "obrien_fleming")
+    study = StudyConfig.of(design.sections["study"])
+    looks, spending = [int(n) for n in study.looks], study.spending
     hyps, plan = declared(design), Plan.of(design)
-    levels = planning_levels(hyps, study.get("gatekeeper"), alpha)
+    levels = planning_levels(hyps, study.gatekeeper, alpha)
     out = {}
     for h in hyps:
         sd, still = plan.declared_sd(h), [1.0] * len(looks)

@@ -24,6 +24,7 @@ from typing import Any
 from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels
 from grpo_ablation.design.ledger import Ledger, LedgerError, open_hypotheses, sha256_file
 from grpo_ablation.design.problems import InputError
+from grpo_ablation.design.study import StudyConfig
 from grpo_ablation.layout import LEDGER, REGISTRATION, STUDIES
 
 # How the study controls its family-wise error (written into every registration).
@@ -128,11 +129,11 @@ def build(config: dict[str, Any], now: str | None = None) -> dict[str, Any]:
     from grpo_ablation.design.ablation import Design
     from grpo_ablation.design.hypotheses import declared, planning_sd
 
-    study = config["study"]
+    study = StudyConfig.of(config["study"])
     design = Design.of(config)
     hyps = declared(design)
     body = without_draws(config)
-    gatekeeper = study.get("gatekeeper")
+    gatekeeper = study.gatekeeper
     if gatekeeper is not None and gatekeeper not in {h.id for h in hyps}:
         raise RegistrationError(
             f"study.gatekeeper={gatekeeper!r} is not a declared hypothesis; expected one of "
@@ -144,9 +145,9 @@ def build(config: dict[str, Any], now: str | None = None) -> dict[str, Any]:
         "registered": now or datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "design_sha256": sha256_text(canonical(body)),
         "alpha": ALPHA,
-        "draws": list(study["draws"]),
-        "looks": [int(n) for n in study["looks"]],
-        "spending": study.get("spending", "obrien_fleming"),
+        "draws": list(study.draws),
+        "looks": [int(n) for n in study.looks],
+        "spending": study.spending,
         "gatekeeper": gatekeeper,
         "procedure": PROCEDURE,
         "initial_levels": node_levels([h.id for h in hyps], set(), ALPHA, gatekeeper),

@@ -27,6 +27,7 @@ from grpo_ablation.design.quantities import NAMEABLE
 from grpo_ablation.design.resources import ResourcesConfig
 from grpo_ablation.design.slurm import SlurmConfig
 from grpo_ablation.design.stand_in import StandInConfig
+from grpo_ablation.design.study import StudyConfig
 from grpo_ablation.design.tracking import TrackingConfig
 from grpo_ablation.settings import REQUIRED, default_of, did_you_mean
 from grpo_ablation.tasks.word_problem_generator import WordProblems
@@ -42,6 +43,7 @@ SECTIONS: dict[str, type] = {
     "evaluation": EvaluationConfig,
     "resources": ResourcesConfig,
     "push": PushConfig,
+    "study": StudyConfig,
 }
 _JSON_TYPES = {
     "str": "string",
@@ -101,16 +103,21 @@ def _value(annotation: str, meta: Any) -> dict[str, Any]:
 def properties(cls: type) -> dict[str, dict[str, Any]]:
     """The JSON-schema properties of a section, one per field of its dataclass; a list's choices
     and bounds are its items' (``list[int] | None``: a list or null). An option the config must
-    give (``REQUIRED``) has no default."""
+    give (``REQUIRED``) has no default, nor has one whose None stands for the key left out
+    (``absent``: nor does it take a null)."""
     out = {}
     for f in fields(cls):
-        listed = _LIST.fullmatch(f.type)
+        absent = f.metadata.get("absent")
+        annotation = f.type.removesuffix(" | None") if absent else f.type
+        listed = _LIST.fullmatch(annotation)
         if listed:
             array = ["array", "null"] if listed.group(2) else "array"
             spec = {"type": array, "items": _value(listed.group(1), f.metadata)}
+            if f.metadata.get("min_items"):
+                spec["minItems"] = f.metadata["min_items"]
         else:
-            spec = _value(f.type, f.metadata)
-        if default_of(f) is not REQUIRED:
+            spec = _value(annotation, f.metadata)
+        if not (default_of(f) is REQUIRED or absent):
             spec["default"] = default_of(f)
         spec["description"] = f.metadata["help"]
         out[f.name] = spec
