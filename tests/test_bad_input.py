@@ -113,9 +113,13 @@ def test_a_misspelt_key_of_every_declared_section_is_named_with_the_key_meant(se
 
     name = next(iter(SECTIONS[section].__dataclass_fields__))
     cfg = changed_smoke_config()
-    cfg[section] = {**(cfg.get(section) or {}), f"{name}x": 1}
-    (found,) = [p for p in config_problems(cfg) if p.startswith(f"{section}.{name}x: ")]
-    assert found.startswith(f"{section}.{name}x: unknown key; did you mean") and name in found
+    parent, at = cfg, section
+    if section == "stage":  # a stage's options: misspelt in one of the config's stages
+        parent, at = cfg["stages"], next(iter(cfg["stages"]))
+    parent[at] = {**(parent.get(at) or {}), f"{name}x": 1}
+    where = f"stages.{at}" if section == "stage" else at
+    (found,) = [p for p in config_problems(cfg) if p.startswith(f"{where}.{name}x: ")]
+    assert found.startswith(f"{where}.{name}x: unknown key; did you mean") and name in found
 
 
 @pytest.mark.slow  # starts processes of its own

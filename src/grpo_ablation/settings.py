@@ -139,6 +139,14 @@ def from_dict(cls: type[T], data: dict[str, Any] | None, section: str) -> T:
     return cls(**data)
 
 
+def part_of(cls: type[T], data: dict[str, Any] | None, section: str) -> T:
+    """Dataclass ``cls`` from the keys of ``data`` it declares, any other left out taking its
+    declared default: the declared part of a section whose other keys are read elsewhere (a
+    stage's vary, fixed and reference; a base policy's kind-specific fields)."""
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    return from_dict(cls, {k: v for k, v in (data or {}).items() if k in known}, section)
+
+
 def required(cls: type) -> list[str]:
     """The options of dataclass ``cls`` declared ``REQUIRED``, in order."""
     return [f.name for f in dataclasses.fields(cls) if default_of(f) is REQUIRED]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "write the config schema's generated sections (training, compute, evaluation)"
+HELP = "write the config schema's sections declared as dataclasses (grpo_ablation.design.schema)"
 # A command a person runs to maintain the checkout (``grpo-ablation --help`` lists it second).
 ROLE = "maintain"
 

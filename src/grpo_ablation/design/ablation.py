@@ -40,12 +40,49 @@ from grpo_ablation.design.axes import (
 from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.design.problems import Problems
 from grpo_ablation.layout import Tree
-from grpo_ablation.settings import from_dict
+from grpo_ablation.settings import from_dict, option, part_of
 
 __all__ = ["Cell", "Design", "DesignError", "Stage", "WinnerOf"]
 
 TRAINING_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(TrainingConfig)}
 SELECTION_METRICS = ("greedy_accuracy", "sampled_mean_at_k")
+
+
+@dataclass(frozen=True)
+class StageOptions:
+    """A stage's options beside its axes (``vary``, ``fixed`` and ``reference``, free-form maps
+    of axes to values that ``stage_of`` reads and the schema describes by hand). Their schema
+    part is written from these declarations; the design checks their values (``checks``)."""
+
+    enabled: bool = option(
+        True,
+        "false leaves the stage out (a config given later withdraws it: config files merge key "
+        "by key)",
+    )
+    reference_replicates: int = option(
+        1,
+        "runs of the stage's reference cell per seed (replicate seeds of its own, numbered after "
+        "the largest seed): each contrast is then against the mean of k runs, which lowers its SD "
+        "by sqrt((1 + 1/k) / 2) for independent runs; the plan prices it",
+        minimum=1,
+    )
+    descriptive: bool = option(
+        False,
+        "a stage that only describes (no hypothesis needs it): left out of a sequential study (a "
+        "config with a study section), which trains only what its hypotheses need",
+    )
+    selection_metric: str = option(
+        "greedy_accuracy",
+        "how this stage's winner is chosen on validation, when a later stage takes it: {choices}",
+        choices=SELECTION_METRICS,
+    )
+
+    @classmethod
+    def of(cls, spec: dict[str, Any] | None, name: str) -> StageOptions:
+        """The options of ``stages.<name>`` (any left out at its default; the axes not read)."""
+        return part_of(cls, spec, f"stages.{name}")
+
+
 # The config sections the design is made of (with the draws of base_policy): what design.json
 # holds. Not the results folder: design.json lies in the experiment folder, which it then names.
 SECTIONS = ("seeds", "training", "stages", "hypotheses", "power", "push", "study")
@@ -195,7 +232,8 @@ def stage_of(name: str, spec: dict[str, Any]) -> Stage:
             )
         reference_values[ax] = coerced
     reference = reference_values.pop(primary)
-    k = spec.get("reference_replicates", 1)
+    options = StageOptions.of(spec, name)
+    k = options.reference_replicates
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise DesignError(f"{where}.reference_replicates must be an integer >= 1, got {k!r}")
     if k > 1 and any(isinstance(v, WinnerOf) for v in fixed.values()):
@@ -208,7 +246,7 @@ def stage_of(name: str, spec: dict[str, Any]) -> Stage:
         vary,
         fixed,
         reference,
-        spec.get("selection_metric", "greedy_accuracy"),
+        options.selection_metric,
         reference_values,
         k,
     )
@@ -388,13 +426,14 @@ class Design:
     def stages(self) -> list[Stage]:
         """The enabled stages, in config order; in a sequential study (a ``study`` section) no
         stage marked ``descriptive``: a study trains only what its hypotheses need."""
-        specs = self.sections["stages"]
         study = bool(self.sections.get("study"))
+        options = {
+            s.name: StageOptions.of(self.sections["stages"][s.name], s.name) for s in self.declared
+        }
         return [
             s
             for s in self.declared
-            if specs[s.name].get("enabled", True)
-            and not (study and specs[s.name].get("descriptive", False))
+            if options[s.name].enabled and not (study and options[s.name].descriptive)
         ]
 
     @property

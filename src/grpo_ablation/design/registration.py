@@ -21,6 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.design.ablation import StageOptions
 from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels
 from grpo_ablation.design.ledger import Ledger, LedgerError, open_hypotheses, sha256_file
 from grpo_ablation.design.problems import InputError
@@ -230,7 +231,7 @@ def next_override(
         "stages": {
             s: {"enabled": False}
             for s, spec in (body.get("stages") or {}).items()
-            if s not in needed and spec.get("enabled", True)
+            if s not in needed and StageOptions.of(spec, s).enabled
         },
     }
 

@@ -2,9 +2,11 @@
 
 ``workflow/schemas/config.schema.yaml`` holds, between two marker comments per section, the
 properties of each section of ``SECTIONS`` (``training`` from ``TrainingConfig``, ``compute``,
-``evaluation``, ``resources``, ...): names, types, choices, bounds, defaults and descriptions,
-from the fields' ``option`` declarations (an option declared ``REQUIRED`` has no default, and the
-section's hand-written ``required`` lists it: tested); and a hypothesis's ``metric``
+``evaluation``, ``resources``, ...; a stage's options a level deeper, ``WHERE``): names, types,
+choices, bounds, defaults and descriptions, from the fields' ``option`` declarations (an option
+declared ``REQUIRED`` has no default, and the section's hand-written ``required`` lists it:
+tested; keys a section describes by hand follow its block, ``HAND_WRITTEN``, each said why);
+and a hypothesis's ``metric``
 (``METRIC``), whose description lists the metrics a hypothesis may name (``quantities.NAMEABLE``
 and the push's). Run ``grpo-ablation schema`` after changing a declaration;
 ``tests/test_options.py`` fails while the file differs.
@@ -19,7 +21,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from grpo_ablation.design.ablation import Design
+from grpo_ablation.design.ablation import Design, StageOptions
 from grpo_ablation.design.hypotheses import PUSH
 from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, TrainingConfig
 from grpo_ablation.design.push import PushConfig
@@ -44,7 +46,18 @@ SECTIONS: dict[str, type] = {
     "resources": ResourcesConfig,
     "push": PushConfig,
     "study": StudyConfig,
+    "stage": StageOptions,
 }
+# A hypothesis's metric property, written from the registries.
+METRIC = "hypothesis metric"
+# Where a section's properties lie in the schema, when not at properties.<section>.properties.
+WHERE: dict[str, tuple[str, ...]] = {
+    "stage": ("properties", "stages", "additionalProperties", "properties"),
+    METRIC: ("properties", "hypotheses", "additionalProperties", "properties"),
+}
+# The keys a section's schema lists by hand after its declared ones, and why: a stage's axes are
+# free-form maps of axis names to values (``ablation.stage_of`` reads and checks them).
+HAND_WRITTEN: dict[str, tuple[str, ...]] = {"stage": ("vary", "fixed", "reference")}
 _JSON_TYPES = {
     "str": "string",
     "int": "integer",
@@ -53,15 +66,19 @@ _JSON_TYPES = {
     "None": "null",
 }
 _LIST = re.compile(r"list\[(\w+)\]( \| None)?")
-_INDENT = " " * 6  # a section's properties in the schema file
-# A hypothesis's metric property, written from the registries (a hypothesis's properties are one
-# level deeper than a section's).
-METRIC = "hypothesis metric"
-_METRIC_INDENT = " " * 8
+
+
+def where(section: str) -> tuple[str, ...]:
+    """The path of the section's properties in the schema."""
+    return WHERE.get(section, ("properties", section, "properties"))
+
+
+def _indent(section: str) -> str:
+    return "  " * len(where(section))
 
 
 def markers(section: str) -> tuple[str, str]:
-    indent = _METRIC_INDENT if section == METRIC else _INDENT
+    indent = _indent(section)
     return f"{indent}# BEGIN {section} options", f"{indent}# END {section} options"
 
 
@@ -80,7 +97,7 @@ def _metric_lines() -> list[str]:
     """The metric property as the schema file spells it: its description a folded block."""
     text = textwrap.wrap(metric_description(), 88, break_long_words=False, break_on_hyphens=False)
     lines = ["metric:", "  type: string", "  description: >", *("    " + line for line in text)]
-    return [_METRIC_INDENT + line for line in lines]
+    return [_indent(METRIC) + line for line in lines]
 
 
 def _type(annotation: str) -> dict[str, Any]:
@@ -132,15 +149,16 @@ def section_text(section: str) -> str:
     lines = [begin + " (grpo-ablation schema)"]
     if section == METRIC:
         return "\n".join([*lines, *_metric_lines(), end])
+    indent = _indent(section)
     for name, spec in properties(SECTIONS[section]).items():
-        lines.append(f"{_INDENT}{name}:")
+        lines.append(f"{indent}{name}:")
         for key, value in spec.items():
             text = (
                 yaml.safe_dump({key: value}, width=84).rstrip()
                 if key == "description"
                 else f"{key}: {json.dumps(value)}"  # a JSON scalar or list is a YAML flow value
             )
-            lines += [_INDENT + "  " + line for line in text.splitlines()]
+            lines += [indent + "  " + line for line in text.splitlines()]
     return "\n".join([*lines, end])
 
 
