@@ -22,6 +22,7 @@ from grpo_ablation.design.ablation import (
     reference_of,
     stage_of,
 )
+from grpo_ablation.design.base_policy import base_kind, base_policy_of
 from grpo_ablation.design.options import (
     ComputeConfig,
     EvaluationConfig,
@@ -50,6 +51,7 @@ def check_design(config: dict[str, Any]) -> Design:
     problems = Problems()
     for check in (
         evaluation_config,
+        check_base_policy,
         check_repeats,
         check_draws,
         check_study,
@@ -309,7 +311,7 @@ def sampled_metric(config: dict[str, Any]) -> str:
     can be enumerated (``answer_rules.ENUMERABLE``) and the local base's character tokenizer (one
     token per character)."""
     ev = EvaluationConfig.of(config.get("evaluation"))
-    task, base = get_task(config["task"]), config["base_policy"].get("kind", "local")
+    task, base = get_task(config["task"]), base_kind(config["base_policy"])
     enumerable = task.answer_rule in answer_rules.ENUMERABLE
     possible = enumerable and base == "local" and not config.get("stand_in")
     if ev.sampled_metric == "exact" and not possible:
@@ -337,7 +339,7 @@ def needs_prefetch(config: dict[str, Any]) -> bool:
     return bool(
         config.get("stand_in")
         or config.get("word_problems")
-        or config["base_policy"].get("kind") == "hub"
+        or base_kind(config["base_policy"]) == "hub"
         or get_task(config["task"]).hub_data
         or EvaluationConfig.of(config.get("evaluation")).external_benchmarks
     )
@@ -346,13 +348,13 @@ def needs_prefetch(config: dict[str, Any]) -> bool:
 def base_policy_lookup_only(config: dict[str, Any]) -> bool:
     """Whether the base_policy job only looks a hub model up (no warm start: nothing computed)."""
     base = config["base_policy"]
-    return base.get("kind", "local") == "hub" and int(base.get("sft_steps", 0)) == 0
+    return base_kind(base) == "hub" and base_policy_of(base).sft_steps == 0
 
 
 def base_policy_gpus(config: dict[str, Any]) -> int:
     """GPUs of the base_policy job: one where it warm-starts a hub model on CUDA (the local
     character GPT-2 warm-starts on the CPU; a hub model with sft_steps 0 is only looked up)."""
-    hub = config["base_policy"].get("kind", "local") == "hub"
+    hub = base_kind(config["base_policy"]) == "hub"
     warm = hub and not base_policy_lookup_only(config)
     return int(warm and ComputeConfig.of(config.get("compute")).device == "cuda")
 
@@ -376,6 +378,12 @@ def draw_base_policy(config: dict[str, Any], draw: int | None) -> dict[str, Any]
     """The base_policy section one draw's warm start runs with: the draw is its seed."""
     base = {k: v for k, v in config["base_policy"].items() if k != "draws"}
     return base if draw is None else {**base, "seed": int(draw)}
+
+
+def check_base_policy(config: dict[str, Any]) -> None:
+    """The base_policy section's other keys are its kind's fields (the schema lists only those
+    shared, ``base_policy``): a misspelt one is named before any job, not when the job starts."""
+    base_policy_of(config["base_policy"])
 
 
 def check_repeats(config: dict[str, Any]) -> None:
@@ -414,7 +422,7 @@ def check_draws(config: dict[str, Any]) -> None:
     listed = listed_draws(base)
     if "draws" not in base:
         return
-    if base.get("kind", "local") != "local":
+    if base_kind(base) != "local":
         raise DesignError(
             "base_policy.draws needs base_policy.kind local: a hub model is one base policy"
         )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grpo_ablation.design.ablation import Design, StageOptions
+from grpo_ablation.design.base_policy import BasePolicySection
 from grpo_ablation.design.hypotheses import PUSH
 from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, TrainingConfig
 from grpo_ablation.design.push import PushConfig
@@ -40,6 +41,7 @@ SECTIONS: dict[str, type] = {
     "tracking": TrackingConfig,
     "stand_in": StandInConfig,
     "word_problems": WordProblems,
+    "base_policy": BasePolicySection,
     "training": TrainingConfig,
     "compute": ComputeConfig,
     "evaluation": EvaluationConfig,
@@ -56,8 +58,13 @@ WHERE: dict[str, tuple[str, ...]] = {
     METRIC: ("properties", "hypotheses", "additionalProperties", "properties"),
 }
 # The keys a section's schema lists by hand after its declared ones, and why: a stage's axes are
-# free-form maps of axis names to values (``ablation.stage_of`` reads and checks them).
-HAND_WRITTEN: dict[str, tuple[str, ...]] = {"stage": ("vary", "fixed", "reference")}
+# free-form maps of axis names to values (``ablation.stage_of`` reads and checks them); a base
+# policy's are fields of one of its kinds, typed in the schema but with no default there (their
+# defaults are the kind's, ``base_policy.base_policy_of``).
+HAND_WRITTEN: dict[str, tuple[str, ...]] = {
+    "stage": ("vary", "fixed", "reference"),
+    "base_policy": ("name", "gguf", "revision", "num_threads"),
+}
 _JSON_TYPES = {
     "str": "string",
     "int": "integer",

@@ -30,13 +30,14 @@ import json
 import random
 import time
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+from grpo_ablation.design.base_policy import BasePolicyConfig
 from grpo_ablation.layout import BASE_INFO, split_path
 from grpo_ablation.policy.tokenizer import build_char_tokenizer
 from grpo_ablation.sampling import generate_kwargs, protocol
@@ -47,57 +48,6 @@ from grpo_ablation.tasks.addition import (
     write_splits,
 )
 from grpo_ablation.tasks.splits import read_split
-
-
-@dataclass(frozen=True)
-class BasePolicyConfig:
-    # Seed of weights init, SFT data order, filler and noise draws; same seed -> same weights.
-    seed: int = 0
-    # GPT-2 shape (n_positions must cover prompt + max_completion_length + padding).
-    n_layer: int = 2
-    n_embd: int = 128
-    n_head: int = 4
-    n_positions: int = 32
-    # SFT schedule: steps of batch_size examples, AdamW with linear warm-up then constant lr.
-    sft_steps: int = 1200
-    batch_size: int = 128
-    lr: float = 2e-3
-    warmup_steps: int = 50
-    weight_decay: float = 0.0
-    # SFT completions: uniform number of '.' filler characters in [0, filler_max], then the answer.
-    filler_max: int = 3
-    # On carry problems, probability that the SFT target is the carry-free (wrong) digit-wise sum,
-    # at zero filler; it moves linearly to carry_forget_prob_at_filler_max at filler_max filler
-    # characters (None: the same at every filler length, so length says nothing about correctness).
-    # The default makes hesitation predict the error, as long answers of LLMs are more often wrong
-    # within a prompt: without such a correlation no aggregation moves length (module docstring).
-    carry_forget_prob: float = 0.05
-    carry_forget_prob_at_filler_max: float | None = 0.6
-    # Extra random left padding of SFT rows (see module docstring).
-    max_pad_shift: int = 0
-    # Position ids of the SFT pass: "arange" (absolute, shifted by left padding) or
-    # "attention_mask" (counted over attended tokens, as at generation); see module docstring.
-    sft_positions: str = "attention_mask"
-    # Statistics on validation: samples per prompt at temperature 1, and generation length.
-    eval_samples: int = 8
-    max_completion_length: int = 10
-    # torch intra-op threads of the warm start. The weights depend on it (the order of sums in
-    # matmuls), so it is a config value, not whatever cores the scheduler grants; the rule
-    # reserves this many.
-    num_threads: int = 1
-
-    def __post_init__(self) -> None:
-        if self.sft_positions not in ("arange", "attention_mask"):
-            raise ValueError(
-                f"sft_positions must be 'arange' or 'attention_mask', got {self.sft_positions!r}"
-            )
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> BasePolicyConfig:
-        unknown = sorted(set(d) - {f.name for f in fields(cls)})
-        if unknown:
-            raise ValueError(f"unknown BasePolicyConfig key(s): {', '.join(unknown)}")
-        return cls(**d)
 
 
 def build_model(cfg: BasePolicyConfig, tokenizer: PreTrainedTokenizerFast) -> GPT2LMHeadModel:

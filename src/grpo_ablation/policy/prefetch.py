@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.design.base_policy import base_kind
 from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.hub import OFFLINE_VARS, hub_snapshot
 from grpo_ablation.tasks import get_task
@@ -41,7 +42,7 @@ def prefetch(config: dict[str, Any]) -> dict[str, Any]:
         from grpo_ablation.policy.gguf import convert
 
         record["gguf"] = convert(base["gguf"], Path(base["name"]))
-    if base.get("kind", "local") == "hub":
+    if base_kind(base) == "hub":
         name = base["name"]
         if Path(name).exists():
             record["model"] = {"local": str(Path(name))}

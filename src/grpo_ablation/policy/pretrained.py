@@ -14,30 +14,15 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.design.base_policy import PretrainedBaseConfig, base_policy_of
 from grpo_ablation.design.options import ComputeConfig
 from grpo_ablation.layout import WARM_START, split_path
-from grpo_ablation.settings import from_dict
 from grpo_ablation.tasks import Task
 from grpo_ablation.tasks.splits import read_split
-
-
-@dataclass(frozen=True)
-class PretrainedBaseConfig:
-    # Hub id (org/name) or local directory, loaded with from_pretrained either way.
-    name: str
-    # Hub revision (commit) the model is pinned at; ignored for a local directory.
-    revision: str | None = None
-    # Supervised warm-start on the task's pairs before GRPO; 0 uses the model as it is.
-    sft_steps: int = 0
-    sft_batch_size: int = 32
-    sft_lr: float = 1e-3
-    seed: int = 0
-    # A GGUF file the prefetch rule converts into the folder ``name`` (grpo_ablation.policy.gguf).
-    gguf: dict[str, str] | None = None
 
 
 def build_base_policy(
@@ -45,27 +30,26 @@ def build_base_policy(
 ) -> dict[str, Any]:
     """The base policy of a config's ``base_policy`` section, either kind; returns what
     ``base_policy.json`` records (``model``: a folder or hub id, ``revision``)."""
-    base = dict(base)
-    if base.pop("kind", "local") == "hub":
-        return warm_start_base(base, task, splits, out_dir, compute)
+    cfg = base_policy_of(base)
+    if isinstance(cfg, PretrainedBaseConfig):
+        return warm_start_base(cfg, task, splits, out_dir, compute)
     if not task.local_base:
         raise ValueError(
             f"base_policy.kind local builds a character GPT-2 for the addition task; "
             f"task '{task.kind}' needs base_policy.kind: hub"
         )
-    from grpo_ablation.policy.base_policy import BasePolicyConfig, warm_start
+    from grpo_ablation.policy.base_policy import warm_start
 
-    stats = warm_start(BasePolicyConfig.from_dict(base), splits, out_dir)
+    stats = warm_start(cfg, splits, out_dir)
     return {"kind": "local", "model": str(out_dir), "revision": None, "stats": stats}
 
 
 def warm_start_base(
-    base: dict[str, Any], task: Task, splits: Path, out_dir: Path, compute: ComputeConfig
+    cfg: PretrainedBaseConfig, task: Task, splits: Path, out_dir: Path, compute: ComputeConfig
 ) -> dict[str, Any]:
     """Resolve (and optionally warm-start) the base policy; return its ``base_policy.json``."""
     from grpo_ablation.hub import hub_snapshot
 
-    cfg = from_dict(PretrainedBaseConfig, base, "base_policy")
     info: dict[str, Any] = {"kind": "hub", "config": asdict(cfg)}
     local = Path(cfg.name).exists()
     source = Path(cfg.name) if local else hub_snapshot(cfg.name, cfg.revision)

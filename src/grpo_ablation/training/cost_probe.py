@@ -27,6 +27,7 @@ from typing import Any
 
 from grpo_ablation.design import checks
 from grpo_ablation.design.ablation import Design
+from grpo_ablation.design.base_policy import base_policy_of
 from grpo_ablation.design.options import ComputeConfig, TrainingConfig
 from grpo_ablation.design.packing import runs_per_gpu
 from grpo_ablation.design.resources import ResourcesConfig
@@ -88,7 +89,7 @@ def dag_shape(config: dict[str, Any]) -> dict[str, Any]:
         "runs": len(cells) * len(design.seeds) * max(1, len(design.draws)),
         "max_steps": steps,
         "checkpoints_per_run": checkpoints,
-        "sft_steps": int(config["base_policy"].get("sft_steps", 0) or 0),
+        "sft_steps": base_policy_of(config["base_policy"]).sft_steps,
         "train_gpus": int(r["gpus_per_train_job"]) * c.processes_per_train_job,
         "eval_gpus": int(r["gpus_per_eval_job"]),
         "runs_per_gpu": runs_per_gpu(r),
@@ -396,17 +397,12 @@ def build_base(
     ``work/base``, from the splits in ``work/data``; ``work/base_policy.json`` records it as the
     base_policy rule does, so a train job started on ``work`` reads it. Returns that record with
     the warm-start steps run (``sft_steps``)."""
-    from grpo_ablation.policy.base_policy import BasePolicyConfig
     from grpo_ablation.policy.pretrained import build_base_policy
     from grpo_ablation.tasks import get_task
 
     draws = Design.of(config).draws
     base = checks.draw_base_policy(config, draws[0] if draws else None)
-    configured = (
-        BasePolicyConfig.from_dict({k: v for k, v in base.items() if k != "kind"}).sft_steps
-        if base.get("kind", "local") == "local"
-        else int(base.get("sft_steps", 0) or 0)
-    )
+    configured = base_policy_of(base).sft_steps
     sft_steps = configured if max_sft_steps is None else min(max_sft_steps, configured)
     info = build_base_policy(
         {**base, "sft_steps": sft_steps},
