@@ -47,7 +47,7 @@ onstart:
     planned = [
         (cost.kind(job.benchmark) if job.benchmark else job.rule.name, job.threads) for job in jobs
     ]
-    measured = cost.measured_seconds(Path(config.get("results_dir", "results")))
+    measured = cost.measured_seconds(Path(config["results_dir"]))
     print(cost.estimate(planned, measured, workflow.resource_settings.cores or 1).sentence())
     runs = [job.wildcards for job in jobs if job.rule.name == "train"]
     folder = os.path.expandvars(config.get("checkpoints_dir") or config["results_dir"])
@@ -55,7 +55,7 @@ onstart:
         cost.checkpoint_disk(
             [run_training(w.cell, w.seed, draw_of(w)).checkpoints for w in runs],
             base_parameters() if runs else None,
-            config["compute"].get("keep_optimizer_state", "newest"),
+            config["compute"]["keep_optimizer_state"],
             folder,
             free_bytes(folder),
         )

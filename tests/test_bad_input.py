@@ -115,15 +115,19 @@ def test_a_misspelt_key_of_every_declared_section_is_named_with_the_key_meant(se
 
     name = next(iter(SECTIONS[section].__dataclass_fields__))
     cfg = changed_smoke_config()
-    parent, at = cfg, section
-    if section == "stage":  # a stage's options: misspelt in one of the config's stages
-        parent, at = cfg["stages"], next(iter(cfg["stages"]))
-    parent[at] = {**(parent.get(at) or {}), f"{name}x": 1}
-    where = f"stages.{at}" if section == "stage" else at
+    key = f"{section}.{name}x"
+    if section == "config":  # the top level's own keys
+        cfg[key := f"{name}x"] = 1
+    elif section == "stage":  # a stage's options: misspelt in one of the config's stages
+        stage = next(iter(cfg["stages"]))
+        cfg["stages"][stage][f"{name}x"] = 1
+        key = f"stages.{stage}.{name}x"
+    else:
+        cfg[section] = {**(cfg.get(section) or {}), f"{name}x": 1}
     with pytest.raises(DesignError) as err:
         check_config(cfg)
-    (found,) = [p for p in err.value.problems if p.startswith(f"{where}.{name}x: ")]
-    assert f"{where}.{name}x: unknown key" in found and f"did you mean {name}" in found
+    (found,) = [p for p in err.value.problems if p.startswith(f"{key}: ")]
+    assert f"{key}: unknown key" in found and f"did you mean {name}" in found
 
 
 @pytest.mark.slow  # starts processes of its own

@@ -41,6 +41,8 @@ def option(
     maximum: float | None = None,
     min_items: int | None = None,
     absent: bool = False,
+    null: bool = False,
+    pattern: str | None = None,
 ) -> Any:
     """A declared option. ``recorded`` (training options): True, or why the objective record
     leaves the field out (it is not part of what the run optimises, or the record states it in
@@ -55,7 +57,9 @@ def option(
     copied for each instance; a list option's choices and bounds are its items', ``min_items``
     its length's. A value of None (an optional option) meets every bound. ``REQUIRED``: no
     default, the config gives it. ``absent``: None stands for the key left out, and the schema
-    fills in no default (a key added after configs were registered: they validate unchanged)."""
+    fills in no default (a key added after configs were registered: they validate unchanged);
+    with ``null`` a config may also give None itself. ``pattern``: the regular expression a text
+    option matches (the schema's)."""
     if choices and "{choices}" in help:
         help = help.replace("{choices}", spell_choices(choices))
     bounds = {"minimum": minimum, "exclusiveMinimum": exclusive_minimum, "maximum": maximum}
@@ -68,6 +72,8 @@ def option(
         "bounds": {k: v for k, v in bounds.items() if v is not None},
         "min_items": min_items,
         "absent": absent,
+        "null": null,
+        "pattern": pattern,
     }
     if isinstance(default, list):
         return dataclasses.field(default_factory=default.copy, metadata=metadata)
@@ -145,6 +151,12 @@ def part_of(cls: type[T], data: dict[str, Any] | None, section: str) -> T:
     stage's vary, fixed and reference; a base policy's kind-specific fields)."""
     known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     return from_dict(cls, {k: v for k, v in (data or {}).items() if k in known}, section)
+
+
+def declared_default(cls: type, name: str) -> Any:
+    """The declared default of option ``name`` of dataclass ``cls``: for a reader of a config
+    the schema has not filled in yet (``config.get(name, declared_default(cls, name))``)."""
+    return default_of(cls.__dataclass_fields__[name])
 
 
 def required(cls: type) -> list[str]:

@@ -37,10 +37,11 @@ from grpo_ablation.design.axes import (
     defaults,
     parse_path,
 )
+from grpo_ablation.design.experiment import ExperimentConfig
 from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.design.problems import Problems
 from grpo_ablation.layout import Tree
-from grpo_ablation.settings import from_dict, option, part_of
+from grpo_ablation.settings import declared_default, from_dict, option, part_of
 
 __all__ = ["Cell", "Design", "DesignError", "Stage", "WinnerOf"]
 
@@ -370,7 +371,8 @@ class Design:
                 sd = {k: v for k, v in power["sd"].items() if k not in withdrawn}
                 sections["power"] = {**power, "sd": sd}
         sections["draws"] = listed_draws(config.get("base_policy") or {})
-        root = config.get("experiment") and Path(config.get("results_dir", "results"))
+        results = config.get("results_dir", declared_default(ExperimentConfig, "results_dir"))
+        root = config.get("experiment") and Path(results)
         return cls(sections, root / config["experiment"] if root else None)
 
     # -- design.json -------------------------------------------------------------------------------

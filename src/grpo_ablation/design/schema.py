@@ -23,6 +23,7 @@ from typing import Any
 
 from grpo_ablation.design.ablation import Design, StageOptions
 from grpo_ablation.design.base_policy import BasePolicySection
+from grpo_ablation.design.experiment import ExperimentConfig
 from grpo_ablation.design.hypotheses import PUSH
 from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, TrainingConfig
 from grpo_ablation.design.push import PushConfig
@@ -37,6 +38,7 @@ from grpo_ablation.tasks.word_problem_generator import WordProblems
 
 SCHEMA = Path(__file__).parents[3] / "workflow/schemas/config.schema.yaml"
 SECTIONS: dict[str, type] = {
+    "config": ExperimentConfig,
     "slurm": SlurmConfig,
     "tracking": TrackingConfig,
     "stand_in": StandInConfig,
@@ -54,6 +56,7 @@ SECTIONS: dict[str, type] = {
 METRIC = "hypothesis metric"
 # Where a section's properties lie in the schema, when not at properties.<section>.properties.
 WHERE: dict[str, tuple[str, ...]] = {
+    "config": ("properties",),
     "stage": ("properties", "stages", "additionalProperties", "properties"),
     METRIC: ("properties", "hypotheses", "additionalProperties", "properties"),
 }
@@ -121,7 +124,8 @@ def _value(annotation: str, meta: Any) -> dict[str, Any]:
     if meta["words"]:
         number = _type(annotation.split(" | ")[0]) | meta["bounds"]
         return {"oneOf": [number, *({"const": w} for w in meta["words"])]}
-    return _type(annotation) | meta["bounds"]
+    pattern = {"pattern": meta["pattern"]} if meta.get("pattern") else {}
+    return _type(annotation) | pattern | meta["bounds"]
 
 
 def properties(cls: type) -> dict[str, dict[str, Any]]:
@@ -132,7 +136,8 @@ def properties(cls: type) -> dict[str, dict[str, Any]]:
     out = {}
     for f in fields(cls):
         absent = f.metadata.get("absent")
-        annotation = f.type.removesuffix(" | None") if absent else f.type
+        null = f.metadata.get("null")
+        annotation = f.type.removesuffix(" | None") if absent and not null else f.type
         listed = _LIST.fullmatch(annotation)
         if listed:
             array = ["array", "null"] if listed.group(2) else "array"
