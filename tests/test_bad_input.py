@@ -361,7 +361,7 @@ def test_a_design_planned_on_another_protocols_numbers_is_warned_with_the_way_to
         ({"stages__aggregation__vary": {"aggregation": ["token_maen"]}}, "'token_maen'"),
         ({"training__max_step": 3}, "training.max_step: unknown key"),
         ({"hypotheses__population_equals_sample__stage": "nostage"}, "'nostage'"),
-        ({"task__kind": "additon"}, "unknown task kind 'additon'"),
+        ({"task__kind": "additon"}, "task.kind: 'additon' is not one of"),
         (None, "no such config file"),
     ],
 )

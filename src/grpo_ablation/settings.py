@@ -99,6 +99,17 @@ def did_you_mean(word: Any, choices: Iterable[Any]) -> str:
     return f"; did you mean {' or '.join(near)}?" if near else ""
 
 
+def unknown_keys(where: str, keys: Iterable[str], known: Collection[str]) -> list[str]:
+    """A line for each of ``keys`` not ``known`` at ``where`` (a config path, empty at the top):
+    ``where.key: unknown key`` with the key meant where one is close, else the known keys."""
+    return [
+        f"{where + '.' if where else ''}{key}: unknown key"
+        + (did_you_mean(key, known) or f" (known: {', '.join(sorted(known))})")
+        for key in keys
+        if key not in known
+    ]
+
+
 def check_option(section: str, name: str, value: Any, meta: Any) -> None:
     """``value`` within its declared choices and bounds, or a ValueError naming the option (each
     item of a list)."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from grpo_ablation.design.problems import DesignError
-from grpo_ablation.settings import did_you_mean, from_dict, option, part_of
+from grpo_ablation.settings import from_dict, option, part_of, unknown_keys
 
 
 @dataclass(frozen=True)
@@ -128,13 +128,7 @@ def base_policy_of(base: dict[str, Any]) -> BasePolicyConfig | PretrainedBaseCon
     kind = base_kind(base)
     own = [f.name for f in fields(BasePolicySection)]
     known = [*own, *(f.name for f in fields(KINDS[kind]))]
-    unknown = [k for k in base if k not in known]
+    unknown = unknown_keys("base_policy", base, known)
     if unknown:
-        raise DesignError(
-            *(
-                f"base_policy.{k}: unknown key of kind {kind}"
-                + (did_you_mean(k, known) or f" (known: {', '.join(sorted(known))})")
-                for k in unknown
-            )
-        )
+        raise DesignError(*unknown)
     return from_dict(KINDS[kind], {k: v for k, v in base.items() if k not in own}, "base_policy")

@@ -33,7 +33,8 @@ from grpo_ablation.design.slurm import SlurmConfig
 from grpo_ablation.design.stand_in import StandInConfig
 from grpo_ablation.design.study import StudyConfig
 from grpo_ablation.design.tracking import TrackingConfig
-from grpo_ablation.settings import REQUIRED, default_of, did_you_mean
+from grpo_ablation.settings import REQUIRED, default_of, did_you_mean, unknown_keys
+from grpo_ablation.tasks import TaskSection
 from grpo_ablation.tasks.word_problem_generator import WordProblems
 
 SCHEMA = Path(__file__).parents[3] / "workflow/schemas/config.schema.yaml"
@@ -42,6 +43,7 @@ SECTIONS: dict[str, type] = {
     "slurm": SlurmConfig,
     "tracking": TrackingConfig,
     "stand_in": StandInConfig,
+    "task": TaskSection,
     "word_problems": WordProblems,
     "base_policy": BasePolicySection,
     "training": TrainingConfig,
@@ -62,11 +64,12 @@ WHERE: dict[str, tuple[str, ...]] = {
 }
 # The keys a section's schema lists by hand after its declared ones, and why: a stage's axes are
 # free-form maps of axis names to values (``ablation.stage_of`` reads and checks them); a base
-# policy's are fields of one of its kinds, typed in the schema but with no default there (their
-# defaults are the kind's, ``base_policy.base_policy_of``).
+# policy's or a task's are fields of one of its kinds, typed in the schema but with no default
+# there (their defaults are the kind's: ``base_policy.base_policy_of``, ``tasks.get_task``).
 HAND_WRITTEN: dict[str, tuple[str, ...]] = {
     "stage": ("vary", "fixed", "reference"),
     "base_policy": ("name", "gguf", "revision", "num_threads"),
+    "task": ("revision", "dataset_path"),
 }
 _JSON_TYPES = {
     "str": "string",
@@ -315,11 +318,8 @@ def config_problems(config: dict[str, Any], schema_path: Path = SCHEMA) -> list[
     for err in _errors(config, _schema(schema_path)):
         where = ".".join(map(str, err.path)) or "the config"
         if err.validator == "additionalProperties":
-            known = sorted((err.schema.get("properties") or {}).keys())
-            for key in sorted(set(err.instance) - set(known)):
-                at = f"{where}.{key}" if err.path else key
-                hint = did_you_mean(key, known) or f" (known: {', '.join(known)})"
-                out.append(f"{at}: unknown key{hint}")
+            known = (err.schema.get("properties") or {}).keys()
+            out += unknown_keys(".".join(map(str, err.path)), sorted(err.instance), known)
         elif err.validator == "enum":
             out.append(
                 f"{where}: {err.instance!r} is not one of {err.validator_value}"

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Protocol
 
-from grpo_ablation.settings import did_you_mean
+from grpo_ablation.settings import did_you_mean, option, part_of, unknown_keys
 
 # kind -> "module:class". Strings, so building the DAG imports no task code (nor torch).
 TASKS: dict[str, str] = {
@@ -64,16 +65,34 @@ class Task(Protocol):
     def from_dict(cls, d: dict[str, Any]) -> Task: ...
 
 
+@dataclass(frozen=True)
+class TaskSection:
+    """The ``task`` section's own key; the others are the fields of its kind's class. Its schema
+    part is written from this declaration."""
+
+    kind: str = option(
+        "addition",
+        "the task, an entry of grpo_ablation.tasks.TASKS: {choices}; the section's other keys "
+        "are the fields of its class",
+        choices=TASKS,
+    )
+
+
 def get_task(config: dict[str, Any] | None) -> Task:
-    """The task of a config's ``task`` section (``kind`` picks the class; the rest are its fields)."""
+    """The task of a config's ``task`` section (``kind`` picks the class; the rest are its fields,
+    a key neither the section's nor the class's named with the key meant)."""
     config = dict(config or {})
-    kind = config.pop("kind", "addition")
+    kind = part_of(TaskSection, config, "task").kind
     if kind not in TASKS:
         raise ValueError(
             f"unknown task kind {kind!r}; expected one of {sorted(TASKS)}{did_you_mean(kind, TASKS)}"
         )
-    module, cls = TASKS[kind].split(":")
-    return getattr(importlib.import_module(module), cls).from_dict(config)
+    module, name = TASKS[kind].split(":")
+    cls = getattr(importlib.import_module(module), name)
+    unknown = unknown_keys("task", config, ["kind", *(f.name for f in fields(cls))])
+    if unknown:
+        raise ValueError("; ".join(unknown))
+    return cls.from_dict({k: v for k, v in config.items() if k != "kind"})
 
 
 def chat_prompt(text: str) -> list[dict[str, str]]:
