@@ -170,6 +170,12 @@ def declared_default(cls: type, name: str) -> Any:
     return default_of(cls.__dataclass_fields__[name])
 
 
+def neutral_of(cls: type, name: str) -> Any:
+    """The declared ``neutral`` value of option ``name`` of dataclass ``cls``: what a record
+    written before the option existed ran at."""
+    return cls.__dataclass_fields__[name].metadata["neutral"]
+
+
 def required(cls: type) -> list[str]:
     """The options of dataclass ``cls`` declared ``REQUIRED``, in order."""
     return [f.name for f in dataclasses.fields(cls) if default_of(f) is REQUIRED]

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.layout import METRICS_LOG, OBJECTIVE, ROLLOUTS
 from grpo_ablation.objective.conventions import GROUP_CATEGORIES
 from grpo_ablation.objective.formulas import (
@@ -39,6 +40,7 @@ from grpo_ablation.objective.formulas import (
     completion_coefficients,
     mixed_group_probability,
 )
+from grpo_ablation.settings import neutral_of
 
 HOMOGENEOUS = ("all_correct", "all_incorrect")
 
@@ -205,15 +207,14 @@ def step_diagnostics(
             row[f"weight_share/{cat}"] = share
         row["weight_share/homogeneous"] = sum(shares[c] for c in HOMOGENEOUS)
         # What multiplies the KL term on tokens that carry no comparative information.
-        row["kl_weight/homogeneous"] = (
-            float(objective.get("beta", 0.0)) * row["weight_share/homogeneous"]
-        )
+        row["kl_weight/homogeneous"] = float(objective["beta"]) * row["weight_share/homogeneous"]
         rows.append(row)
     steps = pd.DataFrame(rows)
     if steps.empty:
         return steps
-    # Records from before the option ran with the Trainer's default, 1.0.
-    return _align_metrics(steps, gradient_clipping(metrics, objective.get("max_grad_norm", 1.0)))
+    # A record from before the option ran at its neutral value (the Trainer's default).
+    clip = objective.get("max_grad_norm", neutral_of(TrainingConfig, "max_grad_norm"))
+    return _align_metrics(steps, gradient_clipping(metrics, clip))
 
 
 def gradient_clipping(metrics: pd.DataFrame, max_grad_norm: float) -> pd.DataFrame:

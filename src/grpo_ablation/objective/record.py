@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.layout import OBJECTIVE, OBJECTIVE_TEXT
 from grpo_ablation.objective.conventions import (
     EMPTY_COMPLETION_RULE,
@@ -26,6 +27,7 @@ from grpo_ablation.objective.conventions import (
 )
 from grpo_ablation.samplers import sampler_description
 from grpo_ablation.sampling import protocol
+from grpo_ablation.settings import neutral_of
 
 LIBRARIES = ("torch", "transformers", "trl", "accelerate", "datasets", "lm_eval")
 
@@ -99,6 +101,11 @@ class ObjectiveRecord:
             if name in self.options:
                 entry(self.options[name])
 
+    def option(self, name: str) -> Any:
+        """An option added after runs were trained, as this run had it: a record written before
+        the option existed ran at its declared neutral value."""
+        return self.options[name] if name in self.options else neutral_of(TrainingConfig, name)
+
     def __getattr__(self, name: str) -> Any:
         options = self.__dict__.get("options", {})
         if name in options:
@@ -170,8 +177,7 @@ class ObjectiveRecord:
     def describe(self) -> str:
         """One plain-English paragraph naming every choice."""
         adv = std_scaling(self.std_scaling).sentence.format(eps=self.std_eps)
-        # Records written before an option existed ran at its neutral value.
-        compared = self.options.get("baseline", "group_mean")
+        compared = self.option("baseline")
         if compared != "group_mean":
             adv += f", with each reward compared with {baseline(compared).sentence}"
         kl = (
@@ -186,8 +192,7 @@ class ObjectiveRecord:
             else "Truncated completions stay in the loss."
         )
         versions = ", ".join(f"{k} {v}" for k, v in self.library_versions.items())
-        # Records written before the option existed ran with the Trainer's default, 1.0.
-        c = self.options.get("max_grad_norm", 1.0)
+        c = self.option("max_grad_norm")
         clipping = (
             f"Before each AdamW step the gradient is clipped to a global norm of {c:g} (scaled "
             f"by min(1, {c:g}/norm) where its norm exceeds {c:g})."
@@ -232,8 +237,7 @@ class ObjectiveRecord:
         return f"{text}, {level}"
 
     def _scoring_text(self) -> str:
-        # Records written before the option existed scored each micro-batch in one pass.
-        rows = self.options.get("scoring_batch_size", 0)
+        rows = self.option("scoring_batch_size")
         return f", scored {rows} completions per forward pass" if rows else ""
 
     def _generate_text(self) -> str:
