@@ -118,10 +118,11 @@ def test_a_misspelt_key_of_every_declared_section_is_named_with_the_key_meant(se
     key = f"{section}.{name}x"
     if section == "config":  # the top level's own keys
         cfg[key := f"{name}x"] = 1
-    elif section == "stage":  # a stage's options: misspelt in one of the config's stages
-        stage = next(iter(cfg["stages"]))
-        cfg["stages"][stage][f"{name}x"] = 1
-        key = f"stages.{stage}.{name}x"
+    elif section in ("stage", "hypothesis"):  # misspelt in one entry of the config's
+        entries = cfg["stages" if section == "stage" else "hypotheses"]
+        entry = next(iter(entries))
+        entries[entry][f"{name}x"] = 1
+        key = f"{'stages' if section == 'stage' else 'hypotheses'}.{entry}.{name}x"
     else:
         cfg[section] = {**(cfg.get(section) or {}), f"{name}x": 1}
     with pytest.raises(DesignError) as err:

@@ -43,6 +43,7 @@ def option(
     absent: bool = False,
     null: bool = False,
     pattern: str | None = None,
+    min_length: int | None = None,
 ) -> Any:
     """A declared option. ``recorded`` (training options): True, or why the objective record
     leaves the field out (it is not part of what the run optimises, or the record states it in
@@ -59,7 +60,7 @@ def option(
     default, the config gives it. ``absent``: None stands for the key left out, and the schema
     fills in no default (a key added after configs were registered: they validate unchanged);
     with ``null`` a config may also give None itself. ``pattern``: the regular expression a text
-    option matches (the schema's)."""
+    option matches, ``min_length`` its shortest length (the schema's)."""
     if choices and "{choices}" in help:
         help = help.replace("{choices}", spell_choices(choices))
     bounds = {"minimum": minimum, "exclusiveMinimum": exclusive_minimum, "maximum": maximum}
@@ -74,6 +75,7 @@ def option(
         "absent": absent,
         "null": null,
         "pattern": pattern,
+        "min_length": min_length,
     }
     if isinstance(default, list):
         return dataclasses.field(default_factory=default.copy, metadata=metadata)

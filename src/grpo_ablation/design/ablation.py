@@ -38,6 +38,7 @@ from grpo_ablation.design.axes import (
     parse_path,
 )
 from grpo_ablation.design.experiment import ExperimentConfig
+from grpo_ablation.design.hypothesis_options import HypothesisOptions
 from grpo_ablation.design.options import TrainingConfig
 from grpo_ablation.design.problems import Problems
 from grpo_ablation.layout import Tree
@@ -329,7 +330,7 @@ def declared_hypotheses(
     return [
         {"id": hid, **{k: v for k, v in spec.items() if k != "enabled"}}
         for hid, spec in value.items()
-        if spec.get("enabled", True)
+        if spec.get("enabled", declared_default(HypothesisOptions, "enabled"))
     ]
 
 
@@ -364,7 +365,7 @@ class Design:
             withdrawn = {
                 h
                 for h, spec in (raw.items() if isinstance(raw, dict) else [])
-                if not spec.get("enabled", True)
+                if not spec.get("enabled", declared_default(HypothesisOptions, "enabled"))
             }
             power = sections.get("power") or {}
             if withdrawn & set(power.get("sd") or {}):

@@ -29,6 +29,12 @@ from typing import Any
 from grpo_ablation.design import power as _power
 from grpo_ablation.design.ablation import Design, Stage, WinnerOf, reference_of
 from grpo_ablation.design.axes import BY_NAME, DesignError
+from grpo_ablation.design.hypothesis_options import (
+    DIRECTIONS,
+    KINDS,
+    NO_MINIMUM,
+    PUSH_POLICIES,
+)
 from grpo_ablation.design.problems import Problems
 from grpo_ablation.design.push import PushConfig
 from grpo_ablation.design.quantities import OUTCOME_DEPENDENT, PAIRED
@@ -44,10 +50,6 @@ PUSH = {
     ),
     "push_mixed": ("mixed", "push on P(mixed group) (per unit step)"),
 }
-# The policies a push hypothesis may be judged at: the base policy (step 0), or the final
-# checkpoint of the push's run (the baseline cell's first seed). A push can flip sign between
-# them, so a push hypothesis names one.
-PUSH_POLICIES = ("base", "final")
 # What every quantity a hypothesis may name is called in the reading.
 METRICS = {**PAIRED, **{k: label for k, (_, label) in PUSH.items()}}
 # The only axes a push compares: it weighs one set of samples by each std scaling and aggregation.
@@ -70,12 +72,6 @@ def contrast_key(stage: str, cell: str, quantity: str) -> str:
 ALPHA = 0.05
 # What a look, or a fixed design's test, says of one hypothesis.
 SUPPORTED, REFUTED, CONTINUE, INCONCLUSIVE = "supported", "refuted", "continue", "inconclusive"
-
-
-KINDS = ("directional", "equivalence")
-
-
-DIRECTIONS = {"higher": +1, "lower": -1}
 
 
 # Contrasts equal by construction, so their spread over units is a floor of the noise of a
@@ -234,7 +230,7 @@ def _directional(spec: dict[str, Any], where: str) -> dict[str, Any]:
             f"{where}.direction={spec.get('direction')!r}; expected one of {list(DIRECTIONS)}"
             + did_you_mean(spec.get("direction"), DIRECTIONS)
         )
-    delta = float(spec.get("minimum_effect", 0.0))
+    delta = float(spec.get("minimum_effect", NO_MINIMUM))
     if not delta >= 0:
         raise DesignError(f"{where}.minimum_effect must be >= 0, got {delta}")
     expected = float(spec.get("expected_effect", 2 * delta if delta > 0 else math.nan))

@@ -25,6 +25,7 @@ from grpo_ablation.design.ablation import Design, StageOptions
 from grpo_ablation.design.base_policy import BasePolicySection
 from grpo_ablation.design.experiment import ExperimentConfig
 from grpo_ablation.design.hypotheses import PUSH
+from grpo_ablation.design.hypothesis_options import HypothesisOptions
 from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, TrainingConfig
 from grpo_ablation.design.push import PushConfig
 from grpo_ablation.design.quantities import NAMEABLE
@@ -53,6 +54,7 @@ SECTIONS: dict[str, type] = {
     "push": PushConfig,
     "study": StudyConfig,
     "stage": StageOptions,
+    "hypothesis": HypothesisOptions,
 }
 # A hypothesis's metric property, written from the registries.
 METRIC = "hypothesis metric"
@@ -60,16 +62,19 @@ METRIC = "hypothesis metric"
 WHERE: dict[str, tuple[str, ...]] = {
     "config": ("properties",),
     "stage": ("properties", "stages", "additionalProperties", "properties"),
+    "hypothesis": ("properties", "hypotheses", "additionalProperties", "properties"),
     METRIC: ("properties", "hypotheses", "additionalProperties", "properties"),
 }
 # The keys a section's schema lists by hand after its declared ones, and why: a stage's axes are
 # free-form maps of axis names to values (``ablation.stage_of`` reads and checks them); a base
 # policy's or a task's are fields of one of its kinds, typed in the schema but with no default
-# there (their defaults are the kind's: ``base_policy.base_policy_of``, ``tasks.get_task``).
+# there (their defaults are the kind's: ``base_policy.base_policy_of``, ``tasks.get_task``); a
+# hypothesis's cell is free-form (a value or axis -> value), its metric a block of its own.
 HAND_WRITTEN: dict[str, tuple[str, ...]] = {
     "stage": ("vary", "fixed", "reference"),
     "base_policy": ("name", "gguf", "revision", "num_threads"),
     "task": ("revision", "dataset_path"),
+    "hypothesis": ("cell", "metric"),
 }
 _JSON_TYPES = {
     "str": "string",
@@ -127,8 +132,8 @@ def _value(annotation: str, meta: Any) -> dict[str, Any]:
     if meta["words"]:
         number = _type(annotation.split(" | ")[0]) | meta["bounds"]
         return {"oneOf": [number, *({"const": w} for w in meta["words"])]}
-    pattern = {"pattern": meta["pattern"]} if meta.get("pattern") else {}
-    return _type(annotation) | pattern | meta["bounds"]
+    text = {"pattern": meta.get("pattern"), "minLength": meta.get("min_length")}
+    return _type(annotation) | {k: v for k, v in text.items() if v} | meta["bounds"]
 
 
 def properties(cls: type) -> dict[str, dict[str, Any]]:
@@ -169,7 +174,7 @@ def section_text(section: str) -> str:
         lines.append(f"{indent}{name}:")
         for key, value in spec.items():
             text = (
-                yaml.safe_dump({key: value}, width=84).rstrip()
+                yaml.safe_dump({key: value}, width=84, allow_unicode=True).rstrip()
                 if key == "description"
                 else f"{key}: {json.dumps(value)}"  # a JSON scalar or list is a YAML flow value
             )
