@@ -35,6 +35,7 @@ from grpo_ablation.design.hypothesis_options import (
     NO_MINIMUM,
     PUSH_POLICIES,
 )
+from grpo_ablation.design.power_section import PowerValues, or_unknown
 from grpo_ablation.design.problems import Problems
 from grpo_ablation.design.push import PushConfig
 from grpo_ablation.design.quantities import OUTCOME_DEPENDENT, PAIRED
@@ -414,8 +415,9 @@ def price_source(section: dict[str, Any]) -> str:
     """Where the ``power`` section's SDs and minutes come from: its ``source``, and the minutes'
     own ``minutes_source`` where the price was measured again (a registered study's source is
     fixed, its price is not)."""
-    source = " ".join(str(section.get("source", "")).split())
-    again = " ".join(str(section.get("minutes_source", "")).split())
+    values = PowerValues.of(section)
+    source = " ".join((values.source or "").split())
+    again = " ".join((values.minutes_source or "").split())
     return f"{source}; minutes measured again: {again}" if again else source
 
 
@@ -471,12 +473,13 @@ class Plan:
         # minutes_per_unit was measured on a unit of runs_per_unit runs (this design's unit,
         # one run a cell and seed, unless declared): this design's unit, its replicated
         # references' k − 1 extra runs a seed included, is priced at the measured unit's mean run
-        minutes = float(section.get("minutes_per_unit", math.nan))
-        if design.reference_replicates or section.get("runs_per_unit"):
+        values = PowerValues.of(section)
+        minutes = or_unknown(values.minutes_per_unit)
+        if design.reference_replicates or values.runs_per_unit:
             seeds = _seeds_per_unit(design, unit)
             runs = len(design.all_cells()) * seeds
             extra = sum((k - 1) * seeds for k in design.reference_replicates.values())
-            minutes *= (runs + extra) / int(section.get("runs_per_unit") or runs)
+            minutes *= (runs + extra) / (values.runs_per_unit or runs)
         push = PushConfig.of(design.sections.get("push"))
         rho = section.get("reference_correlation") or {}
         return cls(
@@ -486,7 +489,7 @@ class Plan:
             minutes,
             price_source(section),
             push.replicates * max(1, len(design.draws)) if push.enabled else 0,
-            float(section.get("minutes_per_push_replicate", math.nan)),
+            or_unknown(values.minutes_per_push_replicate),
             {k: v[1] for k, v in declared.items()},
             {s.name: s.reference_replicates for s in design.stages if s.reference_replicates > 1},
             {m: v for m, v in rho.items() if m != "source"},

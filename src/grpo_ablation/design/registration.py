@@ -24,6 +24,7 @@ from typing import Any
 from grpo_ablation.design.ablation import StageOptions
 from grpo_ablation.design.hypotheses import ALPHA, Hypothesis, node_levels
 from grpo_ablation.design.ledger import Ledger, LedgerError, open_hypotheses, sha256_file
+from grpo_ablation.design.power_section import PowerValues
 from grpo_ablation.design.problems import InputError
 from grpo_ablation.design.study import StudyConfig
 from grpo_ablation.layout import LEDGER, REGISTRATION, STUDIES
@@ -158,7 +159,7 @@ def build(config: dict[str, Any], now: str | None = None) -> dict[str, Any]:
             | ({"runs": v} if isinstance(v, list) else {})
             for m, v in (power.get("sd") or {}).items()
         },
-        "planning_source": " ".join(str(power.get("source", "")).split()),
+        "planning_source": " ".join((PowerValues.of(power).source or "").split()),
         "config": body,
     }
 

@@ -27,6 +27,7 @@ from grpo_ablation.design.experiment import ExperimentConfig
 from grpo_ablation.design.hypotheses import PUSH
 from grpo_ablation.design.hypothesis_options import HypothesisOptions
 from grpo_ablation.design.options import ComputeConfig, EvaluationConfig, TrainingConfig
+from grpo_ablation.design.power_section import PowerValues
 from grpo_ablation.design.push import PushConfig
 from grpo_ablation.design.quantities import NAMEABLE
 from grpo_ablation.design.resources import ResourcesConfig
@@ -53,6 +54,7 @@ SECTIONS: dict[str, type] = {
     "resources": ResourcesConfig,
     "push": PushConfig,
     "study": StudyConfig,
+    "power": PowerValues,
     "stage": StageOptions,
     "hypothesis": HypothesisOptions,
 }
@@ -69,12 +71,15 @@ WHERE: dict[str, tuple[str, ...]] = {
 # free-form maps of axis names to values (``ablation.stage_of`` reads and checks them); a base
 # policy's or a task's are fields of one of its kinds, typed in the schema but with no default
 # there (their defaults are the kind's: ``base_policy.base_policy_of``, ``tasks.get_task``); a
-# hypothesis's cell is free-form (a value or axis -> value), its metric a block of its own.
+# hypothesis's cell is free-form (a value or axis -> value), its metric a block of its own; the
+# power section's sd maps each metric to a number or a list of earlier runs (a oneOf), and its
+# minutes_split, measured_on and reference_correlation are objects with keys of their own.
 HAND_WRITTEN: dict[str, tuple[str, ...]] = {
     "stage": ("vary", "fixed", "reference"),
     "base_policy": ("name", "gguf", "revision", "num_threads"),
     "task": ("revision", "dataset_path"),
     "hypothesis": ("cell", "metric"),
+    "power": ("sd", "minutes_split", "measured_on", "reference_correlation"),
 }
 _JSON_TYPES = {
     "str": "string",
