@@ -78,7 +78,8 @@ from grpo_ablation.tasks.splits import sha256
 
 # The code an evaluation's numbers come from (part of its cache key).
 CODE = [
-    Path(__file__).with_name(f"{m}.py") for m in ("evaluate", "model", "scoring", "task_folders")
+    Path(__file__).with_name(f"{m}.py")
+    for m in ("evaluate", "model", "prefix_tree", "scoring", "task_folders")
 ]
 
 
@@ -503,9 +504,8 @@ def evaluate_curve(
     accepted completions that is the exact task alone (no generation: ~1 s a policy for the
     default), else the sampled task (mean@k). Each point is kept in ``out_dir/step=<N>.json``
     under a key of its weights and settings (a rerun scores only what changed); ``out_dir/curve.json``
-    lists them, with the seconds spent. Values at a checkpoint's step may differ from its test
-    summary in the last digits (~1e-8: lm-eval batches the exact task's requests differently
-    without the unresolved prefixes).
+    lists them, with the seconds spent. A value at a checkpoint's step is its test summary's
+    (the prefix trees of the exact task and of its bounded twin have the same input nodes).
 
     With vLLM one engine serves every policy of the call: built for the first policy evaluated,
     given each later one's weights (``load_weights_into``), and shut down at the end (a second

@@ -75,6 +75,7 @@ def load_lm(
     remember_tokens(lm)
     remember_pairs(lm)
     batched_loglikelihoods(lm)
+    prefix_tree_loglikelihoods(lm)
     ignored = neutral_generation_config(lm.model)  # the protocol is ours, never the checkpoint's
     tok, gen = lm.tokenizer, lm.model.generation_config
     if tok.eos_token_id is None:
@@ -241,6 +242,53 @@ def batched_loglikelihoods(lm: Any) -> None:
         return re_ord.get_original(res)
 
     lm._loglikelihood_tokens = loglikelihood_tokens
+
+
+def prefix_tree_loglikelihoods(lm: Any) -> None:
+    """Score HFLM's log-likelihood requests as prefix trees (``prefix_tree``): the requests of
+    one context in one row, each shared token once. The exact task's requests of a policy are
+    ~11 continuations of each prompt sharing it and their dots (~75 more for the bounded twin,
+    which then cost no input at all): ~4x fewer input tokens for the exact task, ~25x for the
+    bounded one. The same log-likelihoods up to float rounding (~1e-6), not bit for bit as
+    ``batched_loglikelihoods``: the reported numbers are the same at their printed precision
+    (docs/measurements.md, 2026-12-07). The logits are divided by the sampling temperature
+    ``ready_for_exact`` sets. Requests longer than the model's context keep the batched path
+    (lm-eval truncates them from the left, which a tree does not), as do models that are not
+    causal or batch sizes that are not fixed."""
+    if lm.backend != "causal" or not isinstance(lm.batch_size, int):
+        return
+    import torch
+
+    from grpo_ablation.evaluation.prefix_tree import tree_loglikelihoods
+
+    batched = lm._loglikelihood_tokens
+
+    def forward(ids: Any, mask: Any, positions: Any) -> Any:
+        with torch.no_grad():
+            logits = lm.model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+        temperature = getattr(lm, TEMPERATURE_ATTRIBUTE, 1.0)
+        return logits if temperature == 1.0 else logits / temperature
+
+    def loglikelihood_tokens(
+        requests: list[tuple[tuple[str, str], list[int], list[int]]],
+        disable_tqdm: bool = False,
+        override_bs: int | None = None,
+    ) -> list[tuple[float, bool]]:
+        max_length = lm.max_length  # a property that reads the config each time
+        if any(len(ctx) + len(cont) > max_length for _, ctx, cont in requests):
+            return batched(requests, disable_tqdm, override_bs)
+        pairs = [(ctx, cont) for _, ctx, cont in requests]
+        res = tree_loglikelihoods(pairs, forward, lm.batch_size, lm.softmax_dtype, lm.device)
+        for (string, _, _), answer in zip(requests, res, strict=True):
+            if string is not None:
+                lm.cache_hook.add_partial("loglikelihood", string, answer)
+        return res
+
+    lm._loglikelihood_tokens = loglikelihood_tokens
+
+
+# The sampling temperature the exact task's log-likelihoods are tempered by (``ready_for_exact``).
+TEMPERATURE_ATTRIBUTE = "_grpo_temperature"
 
 
 # What a vLLM checkpoint's own generation config leaves unread (results.json records it).
@@ -442,6 +490,7 @@ def ready_for_exact(lm: Any, manifest: dict[str, Any], backend: str, ckpt: str) 
         if temperature != 1.0:
             raise ValueError("exact metric at temperature != 1 needs evaluation.backend hf")
         return  # at T = 1 the logits are already the sampling distribution's (x / 1.0 == x)
+    setattr(lm, TEMPERATURE_ATTRIBUTE, temperature)  # the prefix trees' forward
     inner = lm._model_call  # HFLM's forward for log-likelihoods (generation does not use it)
 
     def tempered(*args: Any, **kwargs: Any) -> Any:
