@@ -457,6 +457,46 @@ def test_a_process_per_checkpoint_gives_the_same_evaluation(setup: dict) -> None
     assert json.loads((out / "summary.json").read_text())["checkpoints"] == setup["results"]
 
 
+def test_a_calls_new_request_pairs_are_encoded_at_once_as_lm_eval_encodes_them(
+    setup: dict, monkeypatch
+) -> None:
+    # A log-likelihood call's new (context, continuation) pairs are encoded in one tokenizer call
+    # (model.encode_pairs) into lm-eval's own ids: trailing spaces of the context moved to the
+    # continuation, and a string that starts with the prefix token's text encoded as lm-eval does.
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.model import TemplateLM
+    from lm_eval.models.huggingface import HFLM
+
+    from grpo_ablation.evaluation import model as lm_model
+
+    monkeypatch.setattr(lm_model, "_PAIRS", {})
+    lm, _ = lm_model.load_lm(setup["ckpt"], "cpu", 4, "float32")
+    bos = lm.tokenizer.decode(lm.prefix_token_id)
+    pairs = [("47+8=", "55"), ("1+2= ", "3"), ("1+2=  ", " 3"), (bos + "5+5=", "10" + bos)]
+    want = [TemplateLM._encode_pair(lm, c, k) for c, k in pairs]
+    assert lm_model.encode_pairs(lm, pairs) == want
+
+    calls = []
+    real = HFLM.tok_encode
+    monkeypatch.setattr(
+        HFLM, "tok_encode", lambda self, *a, **k: calls.append(a) or real(self, *a, **k)
+    )
+    requests = [
+        Instance("loglikelihood", doc={}, arguments=pair, idx=0, metadata=("t", i, 1))
+        for i, pair in enumerate(pairs)
+    ]
+    answers = lm.loglikelihood(requests, disable_tqdm=True)
+    assert calls == [], "a pair was encoded one at a time"
+    assert [lm._encode_pair(c, k) for c, k in pairs] == want
+    for remembered in ("_PAIRS", "_TOKENIZED"):
+        monkeypatch.setattr(lm_model, remembered, {})
+    calls.clear()
+    plain, _ = lm_model.load_lm(setup["ckpt"], "cpu", 4, "float32")
+    plain.loglikelihood = lambda reqs, **kw: HFLM.loglikelihood(plain, reqs, **kw)
+    assert plain.loglikelihood(requests, disable_tqdm=True) == answers
+    assert calls, "lm-eval's own path encodes each pair"
+
+
 def test_encoded_strings_are_remembered_per_tokenizer(setup: dict, monkeypatch) -> None:
     # lm-eval encodes every request again for every checkpoint of a job: a model loaded later
     # with the same tokenizer gets the ids remembered, the tokenizer's own ids, in a list of its own.
