@@ -188,7 +188,7 @@ def encode_pairs(lm: Any, pairs: list[tuple[str, str]]) -> list[tuple[list[int],
     special-token setting, none for a string that starts with the prefix token's text), the
     continuation the whole's ids after the context's. 17,588 pairs one at a time took ~0.8 of an
     evaluation job's ~8 CPU s of the default (docs/measurements.md, 2026-12-07)."""
-    from lm_eval.models.utils import _add_special_kwargs, has_bos_prefix
+    from lm_eval.models.utils import _add_special_kwargs
 
     split = []
     for context, continuation in pairs:
@@ -196,15 +196,16 @@ def encode_pairs(lm: Any, pairs: list[tuple[str, str]]) -> list[tuple[list[int],
         if n_spaces > 0:
             context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
         split.append((context, context + continuation))
-    bos_text = lm.tokenizer.decode(lm.prefix_token_id)
-    strings = sorted({s for both in split for s in both})
+    bos_text = lm.tokenizer.decode(lm.prefix_token_id)  # lm-eval's has_bos_prefix
+    strings = {s for both in split for s in both}
+    plain = sorted(s for s in strings if not s.startswith(bos_text))
+    prefixed = sorted(strings.difference(plain))
     ids: dict[str, list[int]] = {}
-    for plain in (True, False):  # strings that start with the prefix token's text, or not
-        group = [s for s in strings if has_bos_prefix(s, bos_text) != plain]
+    for group, kwargs in (
+        (plain, _add_special_kwargs(None, lm.add_bos_token)),
+        (prefixed, {"add_special_tokens": False}),
+    ):
         if group:
-            kwargs = _add_special_kwargs(None, lm.add_bos_token)
-            if not plain:
-                kwargs["add_special_tokens"] = False
             ids.update(zip(group, lm.tokenizer(group, **kwargs)["input_ids"], strict=True))
     return [(list(ids[c]), ids[w][len(ids[c]) :]) for c, w in split]
 
