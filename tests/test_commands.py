@@ -4,6 +4,7 @@ way (grpo_ablation.process.bootstrap)."""
 
 import importlib
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -162,6 +163,38 @@ def test_bootstrap_sets_offline_and_the_pins_before_torch(offline):
     ).stdout.split()
     has_avx2 = "avx2" in Path("/proc/cpuinfo").read_text()
     assert out == ["1" if offline else "None", "avx2" if has_avx2 else "None", "False"]
+
+
+# The bytes glibc has in mmapped blocks (mallinfo2's hblkhd) before and after an 8 MiB malloc.
+MMAPPED_PROBE = """
+import ctypes, sys
+from grpo_ablation.process import keep_freed_memory
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+libc.malloc.restype = ctypes.c_void_p
+kept = keep_freed_memory() if sys.argv[1] == "kept" else None
+before = libc.mallinfo2().hblkhd
+block = libc.malloc(8 << 20)
+print(kept, libc.mallinfo2().hblkhd - before)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc settings")
+def test_jobs_keep_freed_memory_in_their_heap():
+    """bootstrap's ``keep_freed_memory``: an activation-sized block comes from the heap, not from
+    pages mapped for it alone (which glibc does by default: the control)."""
+
+    def mmapped(mode: str) -> list[str]:
+        return subprocess.run(
+            [sys.executable, "-c", MMAPPED_PROBE, mode], capture_output=True, text=True, check=True
+        ).stdout.split()
+
+    kept, mapped = mmapped("default")
+    assert kept == "None" and int(mapped) >= 8 << 20
+    assert mmapped("kept") == ["True", "0"]
 
 
 @pytest.mark.slow

@@ -9,7 +9,9 @@ process per checkpoint).
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import platform
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +20,14 @@ from grpo_ablation.hub import work_offline
 from grpo_ablation.numerics import pin_cpu_numerics
 
 _BOOTSTRAPPED = False
+
+# glibc's mallopt parameters, and the values the jobs keep freed memory with: a block larger than
+# the mmap threshold (128 KiB unless glibc has raised it) is unmapped when freed, and the heap's
+# free top above the trim threshold given back to the kernel, so each activation of a forward pass
+# ([2304, 512] float32 is 4.7 MB) was faulted in and zeroed afresh.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 32 << 20  # glibc's largest on 64-bit (HEAP_MAX_SIZE / 2)
+TRIM_THRESHOLD = 1 << 30
 
 
 def bootstrap(*, offline: bool = True, threads: int | None = None) -> None:
@@ -30,8 +40,25 @@ def bootstrap(*, offline: bool = True, threads: int | None = None) -> None:
         if offline:
             work_offline()
         pin_cpu_numerics()
+        keep_freed_memory()
         _BOOTSTRAPPED = True
     set_threads(threads)
+
+
+def keep_freed_memory() -> bool:
+    """Keep freed blocks up to 32 MiB in the process's heap for its next allocations (glibc
+    only; False elsewhere, where nothing is changed). A forward pass's activations then reuse
+    pages instead of new ones from the kernel: the default's evaluation job ~20% fewer CPU
+    seconds, its training ~10% (docs/measurements.md, 2026-12-07). Every number is the same:
+    where a buffer lies does not change what is computed in it (torch aligns each to 64 bytes
+    either way). The peak memory is what it was; freed memory is not given back until exit."""
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    libc = ctypes.CDLL(None)
+    return bool(
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    )
 
 
 def in_own_process(fn: Callable[..., Any], *args: Any) -> Any:
