@@ -187,6 +187,55 @@ def test_the_unresolved_mass_is_computed_at_the_last_checkpoint_only(evaluated: 
     assert last["sampled_exact_unresolved"] > 0
 
 
+def test_the_curve_point_of_a_checkpoint_is_its_test_value_to_the_bit(
+    evaluated: dict, tmp_path: Path
+) -> None:
+    """What lets ``write_curve`` read a checkpoint's curve point from its test summary: the curve's
+    own evaluation of the same weights (the exact task, in a call of its own) gives that number."""
+    from grpo_ablation.evaluation.evaluate import evaluate_curve
+
+    tasks = Path(evaluated["result"]["test"]).parent / "tasks"
+    curve = evaluate_curve([(1, evaluated["model"])], tasks, tmp_path / "curve", batch_size=8)
+    assert curve["points"][0]["accuracy"] == evaluated["result"]["sampled_exact"]
+
+
+def _run_with_curve(root: Path, model: Path, same: bool) -> tuple[Path, dict]:
+    """A run folder whose checkpoint-1 is ``model`` and whose curve policy of step 1 has its
+    weights (``same``) or one byte changed."""
+    import shutil
+
+    run = root / "run"
+    for folder in (run / "checkpoints" / "checkpoint-1", run / "curve" / "step-1"):
+        shutil.copytree(model, folder)
+    if not same:
+        weights = run / "curve" / "step-1" / "model.safetensors"
+        data = bytearray(weights.read_bytes())
+        data[-1] ^= 1
+        weights.write_bytes(bytes(data))
+    return run, {"curve_policies": {"1": "curve/step-1"}}
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_write_curve_reads_a_checkpoint_point_only_for_the_same_weights(
+    evaluated: dict, tmp_path: Path, same: bool
+) -> None:
+    from grpo_ablation.evaluation.evaluate import write_curve
+
+    tasks = Path(evaluated["result"]["test"]).parent / "tasks"
+    run, info = _run_with_curve(tmp_path, evaluated["model"], same)
+    out = tmp_path / "evaluation"
+    summary = {"checkpoints": [{**evaluated["result"], "checkpoint": "checkpoints/checkpoint-1"}]}
+    (out / "test").mkdir(parents=True)
+    (out / "test" / "summary.json").write_text(json.dumps(summary))
+    options = {"batch_size": 8, "limit": None, "revision": None}
+    write_curve(run, info, tasks, out, options)
+    point = json.loads((out / "curve" / "step=1.json").read_text())
+    assert ("from" in point) is same  # other weights: evaluated, not read
+    assert point["seconds"] == 0.0 if same else point["seconds"] > 0
+    if same:
+        assert point["accuracy"] == evaluated["result"]["sampled_exact"]
+
+
 def test_a_checkpoint_with_another_tokenizer_is_refused(evaluated: dict, tmp_path: Path) -> None:
     from grpo_ablation.evaluation.evaluate import evaluate_checkpoints
 

@@ -31,6 +31,7 @@ size (batch composition changes how the random stream is consumed).
 
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import json
 import os
@@ -69,7 +70,9 @@ from grpo_ablation.layout import (
     STEP_TIMING,
     SUMMARY,
     Evaluation,
+    checkpoint,
     step_folder,
+    weight_files,
     weight_identity,
 )
 from grpo_ablation.process import in_own_process
@@ -498,14 +501,16 @@ def evaluate_curve(
     seed: int = EvaluationConfig.seed,
     limit: int | None = EvaluationConfig.limit,
     backend: str = EvaluationConfig.backend,
+    scored: dict[int, tuple[str, float]] | None = None,
 ) -> dict[str, Any]:
     """The efficiency curve of one run: the headline sampled accuracy of each (step, policy) on
     ``task_dir``'s test rows, through lm-eval as every evaluation. Where the task enumerates its
     accepted completions that is the exact task alone (no generation: ~1 s a policy for the
     default), else the sampled task (mean@k). Each point is kept in ``out_dir/step=<N>.json``
     under a key of its weights and settings (a rerun scores only what changed); ``out_dir/curve.json``
-    lists them, with the seconds spent. A value at a checkpoint's step is its test summary's
-    (the prefix trees of the exact task and of its bounded twin have the same input nodes).
+    lists them, with the seconds spent. ``scored`` maps a step to what already measured its
+    policy's point under these settings, and the value (``write_curve``: a checkpoint's test
+    summary); that policy is not evaluated again.
 
     With vLLM one engine serves every policy of the call: built for the first policy evaluated,
     given each later one's weights (``load_weights_into``), and shut down at the end (a second
@@ -541,6 +546,13 @@ def evaluate_curve(
                     continue
             except (OSError, ValueError, KeyError):
                 pass
+            if step in (scored or {}):
+                source, accuracy = scored[step]  # type: ignore[index]
+                point = {"step": step, "accuracy": accuracy, "policy": str(named)}
+                point |= {"seconds": 0.0, "key": key, "from": source}
+                cached.write_text(json.dumps(point, indent=2) + "\n")
+                points.append(point)
+                continue
             t0 = time.perf_counter()
             if engine is not None:
                 lm, _ = load_weights_into(engine, policy)
@@ -587,14 +599,16 @@ def evaluate_curve(
 
 def write_curve(run: Path, info: dict, tasks: Path, out: Path, options: dict) -> None:
     """The run's efficiency curve, ``out/curve/curve.json``: its curve policies scored on the test
-    split (training.curve_points), or, where it saved none, its checkpoints' test values."""
+    split (training.curve_points; a checkpoint's, the same weights, read from its test summary),
+    or, where it saved none, its checkpoints' test values."""
     folder = Evaluation(out)
     policies = sorted((int(s), run / p) for s, p in info.get("curve_policies", {}).items())
+    summary = json.loads(Path(folder.summary("test")).read_text())["checkpoints"]
     if policies:
         options = {k: v for k, v in options.items() if k != "revision"}
-        evaluate_curve(policies, tasks, Path(folder.curve_folder()), **options)
+        scored = _scored_on_the_curve(policies, summary, run, options["limit"])
+        evaluate_curve(policies, tasks, Path(folder.curve_folder()), **options, scored=scored)
         return
-    summary = json.loads(Path(folder.summary("test")).read_text())["checkpoints"]
     curve = {
         "metric": summary[0]["sampled_metric"],
         "task": "checkpoints (test summary)",
@@ -606,3 +620,31 @@ def write_curve(run: Path, info: dict, tasks: Path, out: Path, options: dict) ->
     }
     Path(folder.curve_folder()).mkdir(parents=True, exist_ok=True)
     Path(folder.curve()).write_text(json.dumps(curve, indent=2) + "\n")
+
+
+def _scored_on_the_curve(
+    policies: list[tuple[int, Path]], summary: list[dict[str, Any]], run: Path, limit: int | None
+) -> dict[int, tuple[str, float]]:
+    """The curve points a checkpoint's test evaluation already measured: where the headline is
+    the exact task and the curve's policy of the checkpoint's step has its weights, byte for
+    byte, the point is its ``sampled_exact``, to the bit (the exact task's prefix trees and its
+    bounded twin's have the same input nodes; tests/test_exact.py)."""
+    curve = dict(policies)
+    scored = {}
+    for c in summary:
+        step, ckpt = c["step"], checkpoint(run, c["step"])
+        if c["sampled_metric"] != "exact" or step not in curve or c["limit"] != limit:
+            continue
+        if _same_weights(curve[step], ckpt):
+            scored[step] = (f"test summary of {c['checkpoint']}", c["sampled_exact"])
+    return scored
+
+
+def _same_weights(a: Path, b: Path) -> bool:
+    """Whether two local model folders hold the same weight files, byte for byte."""
+    files = [weight_files(a), weight_files(b)]
+    return (
+        bool(files[0])
+        and [f.name for f in files[0]] == [f.name for f in files[1]]
+        and all(filecmp.cmp(x, y, shallow=False) for x, y in zip(*files, strict=True))
+    )
