@@ -199,6 +199,28 @@ def test_the_curve_point_of_a_checkpoint_is_its_test_value_to_the_bit(
     assert curve["points"][0]["accuracy"] == evaluated["result"]["sampled_exact"]
 
 
+def test_a_curve_policy_scores_as_in_a_call_of_its_own(evaluated: dict, tmp_path: Path) -> None:
+    """The policies of one curve call share what the call builds once (the task, the model
+    object where it is reused): the later policy's point is the one a call of its own gives."""
+    from transformers import AutoModelForCausalLM
+
+    from grpo_ablation.evaluation.evaluate import evaluate_curve
+
+    other = tmp_path / "other"
+    model = AutoModelForCausalLM.from_pretrained(evaluated["model"])
+    model.transformer.ln_f.bias.data *= 0.5
+    model.save_pretrained(other)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (other / f).write_bytes((evaluated["model"] / f).read_bytes())
+    tasks = Path(evaluated["result"]["test"]).parent / "tasks"
+    curve = [(1, evaluated["model"]), (2, other)]
+    both = evaluate_curve(curve, tasks, tmp_path / "both", batch_size=8)
+    alone = evaluate_curve([(2, other)], tasks, tmp_path / "alone", batch_size=8)
+    first, second = (p["accuracy"] for p in both["points"])
+    assert first == evaluated["result"]["sampled_exact"]
+    assert second == alone["points"][0]["accuracy"] != first
+
+
 def _run_with_curve(root: Path, model: Path, same: bool) -> tuple[Path, dict]:
     """A run folder whose checkpoint-1 is ``model`` and whose curve policy of step 1 has its
     weights (``same``) or one byte changed."""
