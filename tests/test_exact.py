@@ -199,6 +199,41 @@ def test_the_curve_point_of_a_checkpoint_is_its_test_value_to_the_bit(
     assert curve["points"][0]["accuracy"] == evaluated["result"]["sampled_exact"]
 
 
+def _loadable(first: Path, then: Path) -> bool:
+    from grpo_ablation.evaluation.model import load_lm, loadable_into
+
+    return loadable_into(load_lm(first, "cpu", 8, "float32")[0], then)
+
+
+def test_weights_loaded_into_a_model_are_those_a_model_of_their_own_holds(
+    evaluated: dict, tmp_path: Path
+) -> None:
+    from transformers import AutoModelForCausalLM, GPT2Config
+
+    from grpo_ablation.evaluation.model import load_lm, load_weights_into
+
+    other, wider = tmp_path / "other", tmp_path / "wider"
+    model = AutoModelForCausalLM.from_pretrained(evaluated["model"])
+    model.transformer.h[0].mlp.c_fc.weight.data *= 1.5
+    model.save_pretrained(other)
+    for folder in (other, wider):
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            (folder / f).parent.mkdir(exist_ok=True)
+            (folder / f).write_bytes((evaluated["model"] / f).read_bytes())
+    config = GPT2Config.from_pretrained(evaluated["model"])
+    config.n_embd *= 2
+    AutoModelForCausalLM.from_config(config).save_pretrained(wider)
+    lm, _ = load_lm(evaluated["model"], "cpu", 8, "float32")
+    before = lm.model.state_dict()["transformer.h.0.mlp.c_fc.weight"].clone()
+    got = load_weights_into(lm, other)[0].model.state_dict()
+    want = load_lm(other, "cpu", 8, "float32")[0].model.state_dict()
+    assert got.keys() == want.keys()
+    assert all(torch.equal(got[k], want[k]) for k in want)  # the tied head included
+    assert not torch.equal(got["transformer.h.0.mlp.c_fc.weight"], before)
+    with pytest.raises(ValueError, match="config or tokenizer differs"):
+        load_weights_into(lm, wider)
+
+
 def test_a_curve_policy_scores_as_in_a_call_of_its_own(evaluated: dict, tmp_path: Path) -> None:
     """The policies of one curve call share what the call builds once (the task, the model
     object where it is reused): the later policy's point is the one a call of its own gives."""
@@ -212,6 +247,7 @@ def test_a_curve_policy_scores_as_in_a_call_of_its_own(evaluated: dict, tmp_path
     model.save_pretrained(other)
     for f in ("tokenizer.json", "tokenizer_config.json"):
         (other / f).write_bytes((evaluated["model"] / f).read_bytes())
+    assert _loadable(evaluated["model"], other)  # the second one goes into the first's model
     tasks = Path(evaluated["result"]["test"]).parent / "tasks"
     curve = [(1, evaluated["model"]), (2, other)]
     both = evaluate_curve(curve, tasks, tmp_path / "both", batch_size=8)

@@ -47,6 +47,7 @@ from grpo_ablation.evaluation.model import (
     lm_eval_seeds,
     load_lm,
     load_weights_into,
+    loadable_into,
     ready_for_exact,
     release_lm,
     sampler_generation,
@@ -517,7 +518,9 @@ def evaluate_curve(
     engine in this process would not start: the first one's GPU memory is not given back while
     the process lives). Its keyed sampler and the exact task give each policy what an engine of
     its own would; the stream sampler does not restart the engine's random stream at a policy,
-    so a policy's mean@k then depends on which policies this call evaluated before it."""
+    so a policy's mean@k then depends on which policies this call evaluated before it. With HF
+    the exact task's policies share the first one's model too, each given its weights (the
+    same tensors its own model would hold; the sampled task builds a model a policy)."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -534,7 +537,10 @@ def evaluate_curve(
     settings += _task_content(task_dir, manifest)
     out_dir.mkdir(parents=True, exist_ok=True)
     points = []
-    engine = None  # vLLM: the model of the first policy evaluated, whose engine the others reuse
+    # The model of the first policy evaluated, which the others' weights are loaded into: with
+    # vLLM its engine, with HF for the exact task (log-likelihoods only; ~25 ms a policy of the
+    # default); the sampled task's HF models keep a model each (their samplers count repeats).
+    engine = None
     try:
         for step, named in policies:
             # Loaded resolved; recorded and keyed as named (relative in the pipeline).
@@ -557,11 +563,11 @@ def evaluate_curve(
                 points.append(point)
                 continue
             t0 = time.perf_counter()
-            if engine is not None:
+            if engine is not None and (backend == "vllm" or loadable_into(engine, policy)):
                 lm, _ = load_weights_into(engine, policy)
             else:
                 lm, _ = load_lm(policy, device, batch_size, dtype, None, backend, seed)
-                if backend == "vllm":
+                if backend == "vllm" or role == "exact":
                     engine = lm
             if role == "exact":
                 ready_for_exact(lm, manifest, backend, policy)

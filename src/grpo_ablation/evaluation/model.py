@@ -18,6 +18,7 @@ from typing import Any
 
 from grpo_ablation.design.options import EvaluationConfig
 from grpo_ablation.evaluation.task_folders import exact_tokens
+from grpo_ablation.layout import weight_files
 from grpo_ablation.samplers import SAMPLERS
 from grpo_ablation.sampling import neutral_generation_config, stop_token_ids
 
@@ -72,6 +73,7 @@ def load_lm(
         add_bos_token=False,
         **hub,
     )
+    lm._grpo_built_for = str(path)  # what load_weights_into checks a later checkpoint against
     remember_tokens(lm)
     remember_pairs(lm)
     batched_loglikelihoods(lm)
@@ -404,12 +406,17 @@ def _shared_content(folder: Path) -> dict[str, Any]:
 
 
 def load_weights_into(lm: Any, path: Path | str) -> tuple[Any, dict[str, Any]]:
-    """lm-eval's model of the local checkpoint ``path`` on the running vLLM engine of ``lm`` (a
-    model ``load_lm`` or this function returned with backend vllm): the engine's weights replaced
-    by ``path``'s, its prefix cache emptied (its blocks hold the last weights' keys and values),
-    and a new model object patched for ``path`` as ``load_lm`` patches one. ``lm`` is not to be
-    used after. ``path`` must share the architecture and tokenizer of the checkpoint the engine
-    was built for (SHARED_FILES): the curve policies of one run do.
+    """lm-eval's model of the local checkpoint ``path`` on the model ``lm`` (one ``load_lm`` or
+    this function returned), without building another: ``path`` must share the architecture and
+    tokenizer of the checkpoint ``lm`` was built for (SHARED_FILES): the curve policies of one run
+    do. ``lm`` is not to be used after.
+
+    With HF (``_weights_into_hf``) the weights are copied into ``lm``'s model, which is returned,
+    its patches kept (``ready_for_exact``'s too): for log-likelihoods only, since the generation
+    config and the samplers' state are the first checkpoint's. With vLLM the running engine's
+    weights are replaced by ``path``'s, its prefix cache emptied (its blocks hold the last
+    weights' keys and values), and a new model object patched for ``path`` as ``load_lm``
+    patches one.
 
     How (vLLM 0.31.0, the version envs/gpu-vllm.in pins; files of its wheel): lm-eval builds
     ``vllm.LLM(**model_args)``, whose engine core runs in a process of its own by default
@@ -432,7 +439,7 @@ def load_weights_into(lm: Any, path: Path | str) -> tuple[Any, dict[str, Any]]:
     """
     engine: _Engine | None = getattr(lm, "_grpo_engine", None)
     if engine is None:
-        raise ValueError("load_weights_into needs a model load_lm built with backend vllm")
+        return _weights_into_hf(lm, Path(path)), NOT_READ_HF
     path = str(path)
     if _shared_content(Path(path)) != _shared_content(Path(engine.built_for)):
         raise ValueError(
@@ -444,6 +451,48 @@ def load_weights_into(lm: Any, path: Path | str) -> tuple[Any, dict[str, Any]]:
     if llm.reset_prefix_cache() is False:
         raise RuntimeError(f"{path}: vLLM did not reset its prefix cache after loading weights")
     return _vllm_view(engine, path, {}), NOT_READ
+
+
+# What a checkpoint's own generation config says when its weights go into another's model.
+NOT_READ_HF = {"not read": "weights loaded into the model of another checkpoint"}
+
+
+def loadable_into(lm: Any, path: Path | str) -> bool:
+    """Whether ``load_weights_into(lm, path)`` can give ``lm`` the weights of ``path`` (HF)."""
+    return getattr(lm, "_grpo_engine", None) is None and not _not_loadable_into_hf(lm, Path(path))
+
+
+def _not_loadable_into_hf(lm: Any, path: Path) -> str:
+    """Why the weights of ``path`` cannot go into ``lm``'s model (empty if they can)."""
+    built_for = getattr(lm, "_grpo_built_for", None)
+    if built_for is None:
+        return "its model was not built by load_lm"
+    if _shared_content(path) != _shared_content(Path(built_for)):
+        return f"its config or tokenizer differs from {built_for}'s"
+    files = weight_files(path)
+    if not files or any(f.suffix != ".safetensors" for f in files):
+        return "its weights are not safetensors files"
+    return ""
+
+
+def _weights_into_hf(lm: Any, path: Path) -> Any:
+    """``lm`` (an HFLM of ``load_lm``) with the weights of ``path``'s safetensors files copied into
+    its model: the same tensors, bit for bit, as a model built from ``path`` holds; only the tied
+    weights may be absent from the files (the one they are tied to is copied)."""
+    from safetensors.torch import load_file
+
+    refused = _not_loadable_into_hf(lm, path)
+    if refused:
+        raise ValueError(f"{path}: {refused}: load it with load_lm")
+    state: dict[str, Any] = {}
+    for f in weight_files(path):
+        state.update(load_file(f))
+    missing, unexpected = lm.model.load_state_dict(state, strict=False)
+    tied = set(getattr(lm.model, "_tied_weights_keys", None) or ())
+    if unexpected or set(missing) - tied:
+        raise ValueError(f"{path}: weights missing {missing} or unexpected {unexpected}")
+    lm._grpo_built_for = str(path)
+    return lm
 
 
 def release_lm(lm: Any | None) -> None:
@@ -531,6 +580,8 @@ def ready_for_exact(lm: Any, manifest: dict[str, Any], backend: str, ckpt: str) 
         if temperature != 1.0:
             raise ValueError("exact metric at temperature != 1 needs evaluation.backend hf")
         return  # at T = 1 the logits are already the sampling distribution's (x / 1.0 == x)
+    if getattr(lm, TEMPERATURE_ATTRIBUTE, None) == temperature:
+        return  # made ready before (a model given the next checkpoint's weights)
     setattr(lm, TEMPERATURE_ATTRIBUTE, temperature)  # the prefix trees' forward
     inner = lm._model_call  # HFLM's forward for log-likelihoods (generation does not use it)
 
