@@ -438,3 +438,47 @@ def test_prefix_trees_score_as_lm_eval_within_rounding(evaluated: dict, batch_si
     dropped = [*requests[:longest], (s, ctx, cont[:2] + cont[3:]), *requests[longest + 1 :]]
     worse = lm._loglikelihood_tokens(dropped)
     assert abs(worse[longest][0] - want[longest][0]) > 1000 * TREE_TOLERANCE
+
+
+@pytest.mark.parametrize("attention,trees", [("sdpa", True), ("flash_attention_2", False)])
+def test_trees_only_where_the_attention_reads_their_mask(attention: str, trees: bool) -> None:
+    """An implementation that reads no 4D mask (flash attention) keeps lm-eval's per-request
+    path: a tree row would let every node attend to every other."""
+    import types
+
+    from grpo_ablation.evaluation.model import prefix_tree_loglikelihoods
+
+    config = types.SimpleNamespace(_attn_implementation=attention)
+    batched = object()
+    lm = types.SimpleNamespace(
+        backend="causal",
+        batch_size=8,
+        model=types.SimpleNamespace(config=config),
+        _loglikelihood_tokens=batched,
+    )
+    prefix_tree_loglikelihoods(lm)
+    assert (lm._loglikelihood_tokens is not batched) is trees
+
+
+def test_a_bfloat16_model_gets_a_bfloat16_tree_mask(evaluated: dict, monkeypatch) -> None:
+    """The trees' additive mask is in the model's dtype (SDPA on a GPU refuses a float32 mask
+    with bfloat16 queries), its blocked entries that dtype's minimum; the scores stay lm-eval's
+    within bfloat16's rounding."""
+    from grpo_ablation.evaluation import prefix_tree
+    from grpo_ablation.evaluation.model import load_lm
+
+    masks = []
+    score = prefix_tree.score_batch
+    monkeypatch.setattr(
+        prefix_tree, "score_batch", lambda b, *a: masks.append(b.mask) or score(b, *a)
+    )
+    lm, _ = load_lm(evaluated["model"], "cpu", 8, "bfloat16")
+    requests = _requests(lm, evaluated["spec"])[:40]
+    got = lm._loglikelihood_tokens(requests)
+    assert masks and all(m.dtype == torch.bfloat16 for m in masks)
+    assert masks[0].min() == torch.finfo(torch.bfloat16).min
+    want = type(lm)._loglikelihood_tokens(lm, requests, disable_tqdm=True)
+    # bfloat16's rounding of the logits and of the sums (seen 2026-12-07: 0.027 at -0.56, 0.125
+    # at -34.5)
+    close = [abs(a - b) <= 0.05 + 2**-7 * abs(b) for (a, _), (b, _) in zip(got, want, strict=True)]
+    assert all(close)

@@ -232,6 +232,8 @@ def batched_loglikelihoods(lm: Any) -> None:
     fixed batch size only (the evaluation's); anything else keeps lm-eval's."""
     if lm.backend != "causal" or not isinstance(lm.batch_size, int):
         return
+    if getattr(lm.model.config, "_attn_implementation", None) not in TREE_ATTENTION:
+        return  # flash attention, say, reads no 4D mask: every node would see every other
     import torch
     import torch.nn.functional as F
     from lm_eval.models.utils import Collator
@@ -287,6 +289,10 @@ def batched_loglikelihoods(lm: Any) -> None:
     lm._loglikelihood_tokens = loglikelihood_tokens
 
 
+# The attention implementations that apply a 4D additive mask as given: the trees' mask.
+TREE_ATTENTION = ("sdpa", "eager")
+
+
 def prefix_tree_loglikelihoods(lm: Any) -> None:
     """Score HFLM's log-likelihood requests as prefix trees (``prefix_tree``): the requests of
     one context in one row, each shared token once. The exact task's requests of a policy are
@@ -297,9 +303,11 @@ def prefix_tree_loglikelihoods(lm: Any) -> None:
     (docs/measurements.md, 2026-12-07). The logits are divided by the sampling temperature
     ``ready_for_exact`` sets. Requests longer than the model's context keep the batched path
     (lm-eval truncates them from the left, which a tree does not), as do models that are not
-    causal or batch sizes that are not fixed."""
+    causal, batch sizes that are not fixed and attention that reads no 4D mask."""
     if lm.backend != "causal" or not isinstance(lm.batch_size, int):
         return
+    if getattr(lm.model.config, "_attn_implementation", None) not in TREE_ATTENTION:
+        return  # flash attention, say, reads no 4D mask: every node would see every other
     import torch
 
     from grpo_ablation.evaluation.prefix_tree import tree_loglikelihoods
@@ -321,7 +329,9 @@ def prefix_tree_loglikelihoods(lm: Any) -> None:
         if any(len(ctx) + len(cont) > max_length for _, ctx, cont in requests):
             return batched(requests, disable_tqdm, override_bs)
         pairs = [(ctx, cont) for _, ctx, cont in requests]
-        res = tree_loglikelihoods(pairs, forward, lm.batch_size, lm.softmax_dtype, lm.device)
+        res = tree_loglikelihoods(
+            pairs, forward, lm.batch_size, lm.softmax_dtype, lm.device, lm.model.dtype
+        )
         for (string, _, _), answer in zip(requests, res, strict=True):
             if string is not None:
                 lm.cache_hook.add_partial("loglikelihood", string, answer)

@@ -170,11 +170,14 @@ def tree_loglikelihoods(
     trees_per_batch: int,
     softmax_dtype: Any = None,
     device: Any = "cpu",
+    mask_dtype: Any = None,
 ) -> list[tuple[float, bool]]:
-    """(log-likelihood, greedy) of each request, in its order, scored as prefix trees."""
+    """(log-likelihood, greedy) of each request, in its order, scored as prefix trees; the
+    attention mask in ``mask_dtype``, the model's (torch's default dtype if None): SDPA on a GPU
+    takes no float32 mask for bfloat16 queries."""
     import torch
 
-    dtype = torch.get_default_dtype()
+    dtype = mask_dtype or torch.get_default_dtype()
     key = (tuple((tuple(c), tuple(k)) for c, k in requests), trees_per_batch, dtype)
     batches = _PLANS.pop(key, None) or plan(requests, trees_per_batch, dtype)
     _PLANS[key] = batches  # the latest last
