@@ -330,8 +330,13 @@ def declared_hypotheses(
     return [
         {"id": hid, **{k: v for k, v in spec.items() if k != "enabled"}}
         for hid, spec in value.items()
-        if spec.get("enabled", declared_default(HypothesisOptions, "enabled"))
+        if hypothesis_enabled(spec)
     ]
+
+
+def hypothesis_enabled(spec: dict[str, Any]) -> bool:
+    """Whether a hypothesis declared by id is judged (``enabled: false`` withdraws it)."""
+    return bool(spec.get("enabled", declared_default(HypothesisOptions, "enabled")))
 
 
 @dataclass(frozen=True)
@@ -365,7 +370,7 @@ class Design:
             withdrawn = {
                 h
                 for h, spec in (raw.items() if isinstance(raw, dict) else [])
-                if not spec.get("enabled", declared_default(HypothesisOptions, "enabled"))
+                if not hypothesis_enabled(spec)
             }
             power = sections.get("power") or {}
             if withdrawn & set(power.get("sd") or {}):
