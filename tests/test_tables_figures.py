@@ -712,6 +712,24 @@ def test_a_figure_without_a_title_is_not_saved(tmp_path):
     assert [p.name for p in saving.save(fig, tmp_path / "one")] == ["one.png", "one.pdf"]
 
 
+def test_a_figure_title_is_wrapped_to_the_figure_width():
+    import matplotlib.pyplot as plt
+
+    title = "Declared hypotheses pooled over 2 base-policy draws: each 90% interval over the draws"
+    for width in (3.0, 7.5):
+        fig = plt.figure(figsize=(width, 2))
+        per_stage.suptitle(fig, title + " against its margin or minimum effect")
+        text = fig.get_suptitle()
+        assert text.replace("\n", " ").startswith(title)
+        extent = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
+        assert extent.width <= fig.bbox.width
+        plt.close(fig)
+    fig = plt.figure(figsize=(3.0, 2))
+    fig.suptitle(title, fontsize=9)  # unwrapped, as it was: wider than the figure
+    assert fig._suptitle.get_window_extent(fig.canvas.get_renderer()).width > fig.bbox.width
+    plt.close(fig)
+
+
 def test_the_effect_plot_wraps_long_titles_and_says_its_seeds_once():
     effects = synthetic_effects()
     fig = per_stage.effects_figure(effects, per_stage.cell_palette([REF, OTHER]))

@@ -156,10 +156,15 @@ def _steps_of(frame: pd.DataFrame) -> int:
     return int(frame["step"].nunique()) if "step" in frame and not frame.empty else 0
 
 
+# Characters of a figure title's line per inch of the figure's width, at its 9 points.
+SUPTITLE_CHARACTERS_PER_INCH = 14
+
+
 def suptitle(fig: plt.Figure, title: str) -> None:
     """The figure's title above its panels (bottom-aligned at the top edge: saving with a tight box
-    makes room for it, so it never runs into a panel's title)."""
-    fig.suptitle(title, fontsize=9, y=1.0, va="bottom")
+    makes room for it, so it never runs into a panel's title), wrapped to the figure's width."""
+    width = int(fig.get_figwidth() * SUPTITLE_CHARACTERS_PER_INCH)
+    fig.suptitle(wrap(title, width), fontsize=9, y=1.0, va="bottom")
 
 
 def wrap(title: str, width: int = TITLE_CHARACTERS) -> str:
