@@ -712,6 +712,22 @@ def test_a_figure_without_a_title_is_not_saved(tmp_path):
     assert [p.name for p in saving.save(fig, tmp_path / "one")] == ["one.png", "one.pdf"]
 
 
+def test_a_figure_drawn_again_is_the_same_file(tmp_path):
+    """No creation date in the PDF (matplotlib writes one by default): regenerated figures do
+    not differ from the last ones."""
+    import matplotlib.pyplot as plt
+
+    for name in ("first", "again"):
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.plot([0, 1], [1, 0])
+        ax.set_title("a panel")
+        saving.save(fig, tmp_path / name)
+    pdf = (tmp_path / "first.pdf").read_bytes()
+    assert b"/CreationDate" not in pdf
+    assert pdf == (tmp_path / "again.pdf").read_bytes()
+    assert (tmp_path / "first.png").read_bytes() == (tmp_path / "again.png").read_bytes()
+
+
 def test_a_figure_title_is_wrapped_to_the_figure_width():
     import matplotlib.pyplot as plt
 

@@ -206,7 +206,8 @@ def check_title(fig: plt.Figure, name: str) -> None:
 def save(fig: plt.Figure, stem: Path) -> list[Path]:
     """``stem``'s files (``<stem>.png``, ``<stem>.pdf``), once no text of the figure overlaps
     another (``check_text``), no legend covers data (``check_legends``) and it is titled
-    (``check_title``; nothing is written otherwise); closes the figure."""
+    (``check_title``; nothing is written otherwise); closes the figure. The PDF holds no creation
+    date, so a figure drawn again is byte-identical."""
     try:
         check_text(fig, str(stem))
         check_legends(fig, str(stem))
@@ -216,8 +217,8 @@ def save(fig: plt.Figure, stem: Path) -> list[Path]:
         for path in paths:
             if path.suffix == ".png":
                 fig.savefig(path, dpi=150, bbox_inches="tight")
-            else:
-                fig.savefig(path, bbox_inches="tight")
+            else:  # no creation date: a figure drawn again from the same tables is the same file
+                fig.savefig(path, bbox_inches="tight", metadata={"CreationDate": None})
     finally:
         plt.close(fig)
     return paths
